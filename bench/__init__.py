@@ -1,0 +1,1 @@
+"""Benchmarks: each module prints ratios measured side by side in one run."""

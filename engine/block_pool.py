@@ -1,0 +1,156 @@
+"""The pool of physical KV blocks: ref counts, an O(1) LRU free list, and the prefix-hash index.
+
+Pure Python, no torch. Modelled on vLLM v1's ``BlockPool``: a freed block keeps its
+hash (and stays findable by prefix lookups) until it is handed out again, and free
+blocks are reused least-recently-freed first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class KVBlock:
+    __slots__ = ("block_hash", "block_id", "next_free", "prev_free", "ref_cnt")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_cnt = 0
+        self.block_hash: bytes | None = None
+        self.prev_free: KVBlock | None = None
+        self.next_free: KVBlock | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"KVBlock(id={self.block_id}, ref={self.ref_cnt}, cached={self.block_hash is not None})"
+        )
+
+
+class FreeBlockQueue:
+    """Doubly linked list of free blocks in eviction order (head is evicted first).
+
+    NOTE: removal from the middle is O(1) — a prefix hit on a free cached block takes
+    it off the list without a scan (nano-vllm's ``deque.remove`` is O(n) here).
+    """
+
+    def __init__(self, blocks: Iterable[KVBlock]) -> None:
+        self._head = KVBlock(-1)
+        self._tail = KVBlock(-1)
+        self._head.next_free = self._tail
+        self._tail.prev_free = self._head
+        self.num_free_blocks = 0
+        for block in blocks:
+            self.append(block)
+
+    def __len__(self) -> int:
+        return self.num_free_blocks
+
+    def popleft(self) -> KVBlock:
+        block = self._head.next_free
+        if block is self._tail or block is None:
+            raise IndexError("no free KV blocks")
+        self.remove(block)
+        return block
+
+    def remove(self, block: KVBlock) -> None:
+        prev, nxt = block.prev_free, block.next_free
+        if prev is None or nxt is None:
+            raise ValueError(f"{block!r} is not on the free list")
+        prev.next_free = nxt
+        nxt.prev_free = prev
+        block.prev_free = block.next_free = None
+        self.num_free_blocks -= 1
+
+    def append(self, block: KVBlock) -> None:
+        last = self._tail.prev_free
+        assert last is not None
+        last.next_free = block
+        block.prev_free = last
+        block.next_free = self._tail
+        self._tail.prev_free = block
+        self.num_free_blocks += 1
+
+    def block_ids(self) -> list[int]:
+        """Free block ids head to tail (for tests and debugging; O(n))."""
+        ids, block = [], self._head.next_free
+        while block is not None and block is not self._tail:
+            ids.append(block.block_id)
+            block = block.next_free
+        return ids
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, enable_caching: bool) -> None:
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks={num_blocks}: a KV pool needs at least one block")
+        self.num_blocks = num_blocks
+        self.enable_caching = enable_caching
+        self.blocks = [KVBlock(i) for i in range(num_blocks)]
+        self.free_queue = FreeBlockQueue(self.blocks)
+        self.cached_blocks: dict[bytes, KVBlock] = {}
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_queue)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of blocks held by requests (0–1); free cached blocks count as free."""
+        return 1.0 - self.num_free_blocks / self.num_blocks
+
+    def get_cached_block(self, block_hash: bytes) -> KVBlock | None:
+        return self.cached_blocks.get(block_hash)
+
+    def get_new_blocks(self, num_blocks: int) -> list[KVBlock]:
+        if num_blocks > self.num_free_blocks:
+            raise ValueError(f"asked for {num_blocks} blocks, {self.num_free_blocks} are free")
+        blocks = []
+        for _ in range(num_blocks):
+            block = self.free_queue.popleft()
+            self._evict(block)
+            block.ref_cnt = 1
+            blocks.append(block)
+        return blocks
+
+    def touch(self, blocks: Iterable[KVBlock]) -> None:
+        """Take a reference on blocks found by a prefix hit (a free one leaves the free list)."""
+        for block in blocks:
+            if block.ref_cnt == 0:
+                self.free_queue.remove(block)
+            block.ref_cnt += 1
+
+    def cache_block(self, block: KVBlock, block_hash: bytes) -> None:
+        """Register a full, computed block under its prefix hash.
+
+        If another block already holds the same hash (two requests computed the same
+        prefix at once), the first stays indexed and this one simply is not cached.
+        """
+        if block.block_hash is not None:
+            return
+        if block_hash in self.cached_blocks:
+            return
+        block.block_hash = block_hash
+        self.cached_blocks[block_hash] = block
+
+    def free_blocks(self, ordered_blocks: Iterable[KVBlock]) -> None:
+        """Drop one reference each; blocks reaching zero join the free list's tail in order."""
+        for block in ordered_blocks:
+            if block.ref_cnt <= 0:
+                raise ValueError(f"{block!r} freed more often than it was taken")
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                self.free_queue.append(block)
+
+    def reset_prefix_cache(self) -> int:
+        """Forget every cached hash (used when prefix caching is switched off). Returns how many."""
+        forgotten = len(self.cached_blocks)
+        for block in self.cached_blocks.values():
+            block.block_hash = None
+        self.cached_blocks.clear()
+        return forgotten
+
+    def _evict(self, block: KVBlock) -> None:
+        if block.block_hash is not None:
+            if self.cached_blocks.get(block.block_hash) is block:
+                del self.cached_blocks[block.block_hash]
+            block.block_hash = None

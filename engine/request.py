@@ -1,0 +1,101 @@
+"""Request state: token ids, progress, status, and the timestamp of every lifecycle event.
+
+Timestamps come from the engine's injectable monotonic clock; ``arrival_wall_time``
+anchors them to the epoch for traces.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Literal
+
+from engine.sampling_params import SamplingParams
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    FINISHED_STOPPED = "finished_stopped"
+    FINISHED_LENGTH = "finished_length"
+    FINISHED_ABORTED = "finished_aborted"
+
+    @property
+    def is_finished(self) -> bool:
+        return self in _FINISHED
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        return _FINISH_REASONS.get(self)
+
+
+_FINISH_REASONS: dict[RequestStatus, FinishReason] = {
+    RequestStatus.FINISHED_STOPPED: "stop",
+    RequestStatus.FINISHED_LENGTH: "length",
+    RequestStatus.FINISHED_ABORTED: "abort",
+}
+_FINISHED = frozenset(_FINISH_REASONS)
+
+
+@dataclass(eq=False)
+class Request:
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    arrival_time: float
+    eos_token_ids: frozenset[int] = frozenset()
+    priority: int = 0
+    # Extra key mixed into the first block's prefix hash: requests with different salts
+    # (tenants) never share KV blocks.
+    cache_salt: str | None = None
+    arrival_wall_time: float = 0.0
+
+    status: RequestStatus = RequestStatus.WAITING
+    output_token_ids: list[int] = field(default_factory=list)
+    all_token_ids: list[int] = field(init=False)
+    num_computed_tokens: int = 0
+    # Prompt tokens served from the prefix cache at first scheduling; -1 until then.
+    num_cached_tokens: int = -1
+    num_preemptions: int = 0
+    # Full-block prefix hashes over all_token_ids, extended as tokens arrive.
+    block_hashes: list[bytes] = field(default_factory=list)
+    stop_reason: int | str | None = None
+
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    preempted_times: list[float] = field(default_factory=list)
+    finished_time: float | None = None
+
+    def __post_init__(self) -> None:
+        self.all_token_ids = list(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    @property
+    def num_tokens_to_compute(self) -> int:
+        return len(self.all_token_ids) - self.num_computed_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status.is_finished
+
+    def append_output_token(self, token_id: int, now: float) -> None:
+        self.output_token_ids.append(token_id)
+        self.all_token_ids.append(token_id)
+        if self.first_token_time is None:
+            self.first_token_time = now
+        self.token_times.append(now)

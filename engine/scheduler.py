@@ -1,0 +1,288 @@
+"""Scheduling policy: one token budget per step, in vLLM v1's style. No torch.
+
+Every request carries ``num_computed_tokens``; a step gives each scheduled request
+some number of new tokens to compute. Chunked prefill, prefix hits and resumed
+preemptions all fall out of that one rule. Order within a step:
+
+1. running requests that are decoding (one token each),
+2. running requests part-way through their prompt (chunked prefill),
+3. admissions from the waiting queue, up to ``max_num_seqs`` running — skipped in a
+   step that had to preempt.
+
+When the KV pool runs dry, a running request is preempted by recompute: its blocks are
+freed, its progress reset, and it goes back to the front of the waiting queue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from engine.block_pool import KVBlock
+from engine.config import EngineConfig
+from engine.kv_cache import KVCacheManager
+from engine.request import Request, RequestStatus
+from engine.request_queue import make_queue
+from engine.sampling_params import SamplingParams
+
+
+@dataclass(frozen=True)
+class ScheduledRequest:
+    request_id: str
+    # Tokens to compute this step, starting at position ``num_computed_tokens``.
+    token_ids: tuple[int, ...]
+    num_computed_tokens: int
+    # True for a first scheduling or a resumption after preemption: ``block_ids`` is
+    # then the whole block table; otherwise it lists only blocks added this step.
+    is_new: bool
+    block_ids: tuple[int, ...]
+    # True when this step completes the request's known tokens, so a token is sampled.
+    samples_token: bool
+    sampling_params: SamplingParams
+
+    @property
+    def num_new_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True)
+class SchedulerOutput:
+    scheduled: tuple[ScheduledRequest, ...]
+    preempted_request_ids: tuple[str, ...]
+    # Finished or aborted since the previous step: the runner drops their state.
+    finished_request_ids: tuple[str, ...]
+
+    @property
+    def num_scheduled_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    num_running: int
+    num_waiting: int
+    kv_cache_usage: float
+    num_preemptions_total: int
+    prefix_cache_queries_tokens: int
+    prefix_cache_hits_tokens: int
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: EngineConfig,
+        kv_cache: KVCacheManager,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.kv_cache = kv_cache
+        self.clock = clock
+        self.max_num_seqs = config.max_num_seqs
+        self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.enable_chunked_prefill = config.enable_chunked_prefill
+        self.requests: dict[str, Request] = {}
+        self.waiting = make_queue(config.scheduling_policy)
+        self.running: list[Request] = []
+        self.num_preemptions_total = 0
+        self._finished_ids: list[str] = []
+
+    # -- public API ------------------------------------------------------------------------
+
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self.requests:
+            raise ValueError(f"request_id {request.request_id!r} is already in the engine")
+        self.requests[request.request_id] = request
+        self.waiting.add(request)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
+
+    def set_limits(
+        self,
+        max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None,
+        enable_chunked_prefill: bool | None = None,
+    ) -> None:
+        """Change batch limits between steps (live knob changes; validated by the caller)."""
+        if max_num_seqs is not None:
+            self.max_num_seqs = max_num_seqs
+        if max_num_batched_tokens is not None:
+            self.max_num_batched_tokens = max_num_batched_tokens
+        if enable_chunked_prefill is not None:
+            self.enable_chunked_prefill = enable_chunked_prefill
+
+    def schedule(self) -> SchedulerOutput:
+        now = self.clock()
+        budget = self.max_num_batched_tokens
+        scheduled: dict[str, ScheduledRequest] = {}
+        preempted: list[Request] = []
+
+        decoding = [r for r in self.running if r.num_tokens_to_compute == 1]
+        prefilling = [r for r in self.running if r.num_tokens_to_compute > 1]
+        for request in decoding + prefilling:
+            if budget <= 0:
+                break
+            if request.status is not RequestStatus.RUNNING:
+                continue  # preempted earlier in this step to make room
+            num_new = min(request.num_tokens_to_compute, budget)
+            if num_new < request.num_tokens_to_compute and not self.enable_chunked_prefill:
+                continue
+            num_preempted_before = len(preempted)
+            new_blocks = self._allocate_or_preempt(request, num_new, preempted, now)
+            for victim in preempted[num_preempted_before:]:
+                budget += self._unschedule(victim, scheduled)
+            if new_blocks is None:
+                continue
+            scheduled[request.request_id] = self._scheduled(request, num_new, new_blocks, False)
+            budget -= num_new
+
+        if not preempted:
+            budget = self._admit(budget, scheduled, now)
+
+        finished, self._finished_ids = tuple(self._finished_ids), []
+        return SchedulerOutput(
+            scheduled=tuple(scheduled.values()),
+            preempted_request_ids=tuple(r.request_id for r in preempted),
+            finished_request_ids=finished,
+        )
+
+    def update_from_output(
+        self, output: SchedulerOutput, sampled_token_ids: Sequence[int | None]
+    ) -> list[Request]:
+        """Record a step's progress; returns the requests that received a new token."""
+        now = self.clock()
+        updated: list[Request] = []
+        for item, token_id in zip(output.scheduled, sampled_token_ids, strict=True):
+            request = self.requests.get(item.request_id)
+            if request is None or request.status is not RequestStatus.RUNNING:
+                continue
+            request.num_computed_tokens += item.num_new_tokens
+            self.kv_cache.cache_computed_blocks(request)
+            if item.samples_token:
+                if token_id is None:
+                    raise ValueError(f"no token sampled for {item.request_id!r}")
+                request.append_output_token(token_id, now)
+                updated.append(request)
+        return updated
+
+    def finish_requests(self, request_ids: Sequence[str], status: RequestStatus) -> None:
+        """Finish or abort requests (running or waiting) and free their blocks at once."""
+        if not status.is_finished:
+            raise ValueError(f"{status} is not a finished status")
+        now = self.clock()
+        any_running = False
+        for request_id in request_ids:
+            request = self.requests.pop(request_id, None)
+            if request is None:
+                continue
+            if request.status is RequestStatus.RUNNING:
+                any_running = True
+            else:
+                self.waiting.remove(request)
+            self.kv_cache.free(request)
+            request.status = status
+            request.finished_time = now
+            self._finished_ids.append(request_id)
+        if any_running:
+            self.running = [r for r in self.running if not r.is_finished]
+
+    def stats(self) -> SchedulerStats:
+        prefix = self.kv_cache.prefix_cache_stats
+        return SchedulerStats(
+            num_running=len(self.running),
+            num_waiting=len(self.waiting),
+            kv_cache_usage=self.kv_cache.usage,
+            num_preemptions_total=self.num_preemptions_total,
+            prefix_cache_queries_tokens=prefix.num_queries_tokens,
+            prefix_cache_hits_tokens=prefix.num_hits_tokens,
+        )
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _admit(self, budget: int, scheduled: dict[str, ScheduledRequest], now: float) -> int:
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            request = self.waiting.peek()
+            hit_blocks, num_hit_tokens = self.kv_cache.get_computed_blocks(request)
+            num_new = request.num_tokens - num_hit_tokens
+            if num_new > budget:
+                if not self.enable_chunked_prefill:
+                    break
+                num_new = budget
+            if self.kv_cache.allocate_slots(request, num_new, hit_blocks, num_hit_tokens) is None:
+                break
+            self.waiting.pop()
+            self.kv_cache.record_prefix_query(request, num_hit_tokens)
+            request.num_computed_tokens = num_hit_tokens
+            if request.num_cached_tokens < 0:
+                request.num_cached_tokens = num_hit_tokens
+            if request.first_scheduled_time is None:
+                request.first_scheduled_time = now
+            request.status = RequestStatus.RUNNING
+            self.running.append(request)
+            scheduled[request.request_id] = self._scheduled(request, num_new, None, True)
+            budget -= num_new
+        return budget
+
+    def _allocate_or_preempt(
+        self,
+        request: Request,
+        num_new: int,
+        preempted: list[Request],
+        now: float,
+    ) -> list[KVBlock] | None:
+        while True:
+            new_blocks = self.kv_cache.allocate_slots(request, num_new)
+            if new_blocks is not None:
+                return new_blocks
+            victim = self._pick_victim()
+            self._preempt(victim, now)
+            preempted.append(victim)
+            if victim is request:
+                return None
+
+    def _pick_victim(self) -> Request:
+        if self.config.scheduling_policy == "priority":
+            # Lowest priority means the largest value; among equals, the latest arrival.
+            return max(self.running, key=lambda r: (r.priority, r.arrival_time))
+        return self.running[-1]
+
+    def _preempt(self, victim: Request, now: float) -> None:
+        if self.running and self.running[-1] is victim:
+            self.running.pop()
+        else:
+            self.running.remove(victim)
+        self.kv_cache.free(victim)
+        victim.status = RequestStatus.PREEMPTED
+        victim.num_computed_tokens = 0
+        victim.num_preemptions += 1
+        victim.preempted_times.append(now)
+        self.num_preemptions_total += 1
+        self.waiting.prepend(victim)
+
+    @staticmethod
+    def _unschedule(victim: Request, scheduled: dict[str, ScheduledRequest]) -> int:
+        item = scheduled.pop(victim.request_id, None)
+        return item.num_new_tokens if item is not None else 0
+
+    def _scheduled(
+        self, request: Request, num_new: int, new_blocks: list[KVBlock] | None, is_new: bool
+    ) -> ScheduledRequest:
+        start = request.num_computed_tokens
+        if is_new:
+            block_ids = tuple(self.kv_cache.get_block_ids(request.request_id))
+        else:
+            block_ids = tuple(b.block_id for b in new_blocks or ())
+        return ScheduledRequest(
+            request_id=request.request_id,
+            token_ids=tuple(request.all_token_ids[start : start + num_new]),
+            num_computed_tokens=start,
+            is_new=is_new,
+            block_ids=block_ids,
+            samples_token=start + num_new == request.num_tokens,
+            sampling_params=request.sampling_params,
+        )
