@@ -1,0 +1,238 @@
+"""LLMEngine: add_request, step, abort. Wiring only; policy lives in the scheduler."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import DEFAULT_CPU_KV_CACHE_MEMORY_BYTES, EngineConfig, check_kv_pool_fits
+from engine.detokenizer import IncrementalDetokenizer
+from engine.errors import ConfigError, RequestError
+from engine.kv_cache import KVCacheManager
+from engine.model.kv_cache_tensors import num_blocks_for_memory
+from engine.model.loader import load_model
+from engine.model_runner import ModelRunner, StepTiming
+from engine.outputs import RequestOutput, RequestTimings
+from engine.request import Request, RequestStatus
+from engine.sampling_params import SamplingParams
+from engine.scheduler import Scheduler, SchedulerStats
+from engine.stop import check_stop
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What one step did: tokens computed (vLLM's iteration tokens) and where time went."""
+
+    num_prompt_tokens: int
+    num_generation_tokens: int
+    num_requests: int
+    step_seconds: float
+    timing: StepTiming
+
+
+class LLMEngine:
+    def __init__(
+        self,
+        config: EngineConfig,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.wall_clock = wall_clock
+        model, model_config, tokenizer = load_model(
+            config.model, device=config.device, dtype=config.dtype
+        )
+        if config.max_model_len > model_config.max_position_embeddings:
+            raise ConfigError(
+                f"max_model_len={config.max_model_len}: model {config.model!r} supports at most "
+                f"{model_config.max_position_embeddings} positions"
+            )
+        self.model_config = model_config
+        self.tokenizer = tokenizer
+        self.num_gpu_blocks = _resolve_num_blocks(config, model)
+        check_kv_pool_fits(config, self.num_gpu_blocks)
+        kv_cache = KVCacheManager(
+            self.num_gpu_blocks, config.block_size, config.enable_prefix_caching
+        )
+        self.scheduler = Scheduler(config, kv_cache, clock)
+        self.runner = ModelRunner(model, self.num_gpu_blocks, config.block_size, config.seed)
+        self._detokenizers: dict[str, IncrementalDetokenizer] = {}
+        self._next_id = itertools.count()
+        self.last_step = StepStats(0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
+
+    # -- requests --------------------------------------------------------------------------
+
+    def add_request(
+        self,
+        prompt: str | Sequence[int],
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        priority: int = 0,
+        cache_salt: str | None = None,
+    ) -> str:
+        """Queue a request; raises ``RequestError`` (and changes nothing) for bad input."""
+        params = sampling_params or SamplingParams()
+        token_ids = self.validate_request(prompt, params)
+        request_id = request_id if request_id is not None else f"req-{next(self._next_id)}"
+        if request_id in self.scheduler.requests:
+            raise RequestError(f"request_id {request_id!r} is already in the engine")
+        request = Request(
+            request_id=request_id,
+            prompt_token_ids=token_ids,
+            sampling_params=params,
+            arrival_time=self.clock(),
+            arrival_wall_time=self.wall_clock(),
+            eos_token_ids=frozenset(self.tokenizer.eos_token_ids),
+            priority=priority,
+            cache_salt=cache_salt,
+        )
+        self.scheduler.add_request(request)
+        self._detokenizers[request_id] = IncrementalDetokenizer(self.tokenizer, params.stop)
+        return request_id
+
+    def validate_request(self, prompt: str | Sequence[int], params: SamplingParams) -> list[int]:
+        """The prompt's token ids, or ``RequestError`` naming what is wrong with the request."""
+        token_ids = self._tokenize(prompt)
+        limit = self.config.max_model_len
+        if len(token_ids) > limit:
+            raise RequestError(
+                f"prompt has {len(token_ids)} tokens, more than max_model_len={limit}"
+            )
+        if len(token_ids) + params.max_tokens > limit:
+            raise RequestError(
+                f"prompt ({len(token_ids)} tokens) plus max_tokens ({params.max_tokens}) is "
+                f"{len(token_ids) + params.max_tokens}, more than max_model_len={limit}; "
+                "shorten the prompt or lower max_tokens"
+            )
+        return token_ids
+
+    def _tokenize(self, prompt: str | Sequence[int]) -> list[int]:
+        if isinstance(prompt, str):
+            if not prompt:
+                raise RequestError("prompt is empty; send at least one character")
+            return self.tokenizer.encode(prompt)
+        token_ids = list(prompt)
+        if not token_ids:
+            raise RequestError("prompt is empty; send at least one token id")
+        vocab = self.model_config.vocab_size
+        bad = next((t for t in token_ids if not isinstance(t, int) or not 0 <= t < vocab), None)
+        if bad is not None:
+            raise RequestError(f"prompt token id {bad!r} is outside the vocabulary [0, {vocab})")
+        return token_ids
+
+    def abort(self, request_ids: Sequence[str]) -> list[RequestOutput]:
+        """Abort requests now (running or waiting); their KV blocks are freed at once."""
+        requests = [self.scheduler.requests[r] for r in request_ids if r in self.scheduler.requests]
+        self.scheduler.finish_requests(
+            [r.request_id for r in requests], RequestStatus.FINISHED_ABORTED
+        )
+        return [self._output(r, (), finished=True) for r in requests]
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    def stats(self) -> SchedulerStats:
+        return self.scheduler.stats()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def step(self) -> list[RequestOutput]:
+        started = time.perf_counter()
+        output = self.scheduler.schedule()
+        requests = self.scheduler.requests
+        num_decode = sum(
+            1
+            for i in output.scheduled
+            if i.num_new_tokens == 1
+            and i.num_computed_tokens >= requests[i.request_id].num_prompt_tokens
+        )
+        sampled = self.runner.execute(output)
+        updated = self.scheduler.update_from_output(output, sampled)
+        finished: dict[RequestStatus, list[str]] = {}
+        outputs = []
+        for request in updated:
+            detokenizer = self._detokenizers[request.request_id]
+            stop_string = detokenizer.add_token(request.output_token_ids[-1])
+            status = check_stop(request, self.config.max_model_len, stop_string)
+            if status is not None:
+                finished.setdefault(status, []).append(request.request_id)
+        for status, ids in finished.items():
+            self.scheduler.finish_requests(ids, status)
+        for request in updated:
+            outputs.append(
+                self._output(request, request.output_token_ids[-1:], request.is_finished)
+            )
+        self.last_step = StepStats(
+            num_prompt_tokens=output.num_scheduled_tokens - num_decode,
+            num_generation_tokens=len(updated),
+            num_requests=len(output.scheduled),
+            step_seconds=time.perf_counter() - started,
+            timing=self.runner.last_timing,
+        )
+        return outputs
+
+    def _output(self, request: Request, new_ids: Sequence[int], finished: bool) -> RequestOutput:
+        detokenizer = self._detokenizers[request.request_id]
+        new_text = detokenizer.take_new_text(finished)
+        if finished:
+            del self._detokenizers[request.request_id]
+        return RequestOutput(
+            request_id=request.request_id,
+            new_token_ids=tuple(new_ids),
+            new_text=new_text,
+            finished=finished,
+            finish_reason=request.status.finish_reason,
+            num_prompt_tokens=request.num_prompt_tokens,
+            num_output_tokens=request.num_output_tokens,
+            num_cached_tokens=max(request.num_cached_tokens, 0),
+            num_preemptions=request.num_preemptions,
+            stop_reason=request.stop_reason,
+            timings=RequestTimings.of(request) if finished else None,
+        )
+
+
+def _resolve_num_blocks(config: EngineConfig, model: torch.nn.Module) -> int:
+    """KV blocks for this engine: fixed, from a byte budget, or from GPU memory left over."""
+    if config.num_gpu_blocks is not None:
+        return config.num_gpu_blocks
+    param = next(model.parameters())
+    budget = config.kv_cache_memory_bytes
+    knob = "kv_cache_memory_bytes"
+    if budget is None and param.device.type == "cuda":
+        budget = _profile_cuda_kv_budget(config, param.device)
+        knob = "gpu_memory_utilization"
+    if budget is None:
+        budget = DEFAULT_CPU_KV_CACHE_MEMORY_BYTES
+    num_blocks = num_blocks_for_memory(model.config, budget, config.block_size, param.dtype)
+    if num_blocks < 1:
+        raise ConfigError(
+            f"{knob}: leaves {budget} bytes for the KV cache, less than one block; raise it"
+        )
+    return num_blocks
+
+
+def _profile_cuda_kv_budget(config: EngineConfig, device: torch.device) -> int:
+    """Bytes left for KV blocks on CUDA: the allowed share of device memory, less weights.
+
+    NOTE: vLLM profiles a max-size forward to size activation memory; we reserve a fixed
+    headroom instead (10% of what is left after weights, at least 256 MiB), which is
+    conservative for the presets here. ``kv_cache_memory_bytes`` overrides it exactly.
+    """
+    _free, total = torch.cuda.mem_get_info(device)
+    torch.cuda.synchronize(device)
+    used = torch.cuda.memory_allocated(device)
+    allowed = int(total * config.gpu_memory_utilization)
+    allowance = allowed - used
+    budget = allowance - max(256 * 1024 * 1024, allowance // 10)
+    if budget <= 0:
+        raise ConfigError(
+            f"gpu_memory_utilization={config.gpu_memory_utilization}: the weights already use "
+            f"{used} of the {allowed} bytes allowed; raise it or set kv_cache_memory_bytes"
+        )
+    return budget

@@ -1,0 +1,129 @@
+"""The only engine module that touches devices: inputs from a SchedulerOutput, forward, sample.
+
+It keeps each request's block table and sampling generator between steps; the
+scheduler sends only the blocks added in a step (or the whole table for a new or
+resumed request), so building a step's inputs is O(tokens scheduled + blocks read).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from engine.model.attention_metadata import AttentionMetadata
+from engine.model.kv_cache_tensors import allocate_kv_caches
+from engine.model.llama import LlamaForCausalLM
+from engine.sampler import sample
+from engine.scheduler import SchedulerOutput
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """Wall-clock seconds of one step's phases (the forward includes the device sync)."""
+
+    prepare_seconds: float
+    forward_seconds: float
+    sample_seconds: float
+
+
+class ModelRunner:
+    def __init__(
+        self, model: LlamaForCausalLM, num_blocks: int, block_size: int, seed: int = 0
+    ) -> None:
+        self.model = model
+        param = next(model.parameters())
+        self.device, self.dtype = param.device, param.dtype
+        self.block_size = block_size
+        self.kv_caches = allocate_kv_caches(
+            model.config, num_blocks, block_size, self.device, self.dtype
+        )
+        self._block_tables: dict[str, list[int]] = {}
+        self._generators: dict[str, torch.Generator | None] = {}
+        self._default_generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.last_timing = StepTiming(0.0, 0.0, 0.0)
+
+    def _forget(self, output: SchedulerOutput) -> None:
+        for request_id in output.finished_request_ids:
+            self._block_tables.pop(request_id, None)
+            self._generators.pop(request_id, None)
+        for request_id in output.preempted_request_ids:
+            # the block table is rebuilt on resumption; the generator is kept so a seeded
+            # request draws the same tokens whether or not it was preempted
+            self._block_tables.pop(request_id, None)
+
+    @torch.inference_mode()
+    def execute(self, output: SchedulerOutput) -> list[int | None]:
+        """Run one step; returns the sampled token per scheduled request (None: mid-prefill)."""
+        started = time.perf_counter()
+        self._forget(output)
+        if output.is_empty:
+            return []
+        bs = self.block_size
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        tables: list[list[int]] = []
+        logit_rows: list[int] = []
+        for item in output.scheduled:
+            if item.is_new:
+                table = self._block_tables[item.request_id] = list(item.block_ids)
+                params = item.sampling_params
+                if item.request_id not in self._generators:
+                    self._generators[item.request_id] = (
+                        torch.Generator(device=self.device).manual_seed(params.seed)
+                        if params.seed is not None
+                        else None
+                    )
+            else:
+                table = self._block_tables[item.request_id]
+                table.extend(item.block_ids)
+            start = item.num_computed_tokens
+            end = start + item.num_new_tokens
+            input_ids.extend(item.token_ids)
+            positions.extend(range(start, end))
+            slots.extend(table[p // bs] * bs + p % bs for p in range(start, end))
+            tables.append(table)
+            if item.samples_token:
+                logit_rows.append(len(input_ids) - 1)
+        width = max(len(t) for t in tables)
+        device = self.device
+        metadata = AttentionMetadata(
+            slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
+            query_lens=tuple(item.num_new_tokens for item in output.scheduled),
+            context_lens=tuple(i.num_computed_tokens + i.num_new_tokens for i in output.scheduled),
+            block_tables=torch.tensor(
+                [t + [0] * (width - len(t)) for t in tables], dtype=torch.long, device=device
+            ),
+            block_size=bs,
+        )
+        ids = torch.tensor(input_ids, dtype=torch.long, device=device)
+        pos = torch.tensor(positions, dtype=torch.long, device=device)
+        prepared = time.perf_counter()
+
+        hidden = self.model(ids, pos, self.kv_caches, metadata)
+        sampled: list[int | None] = [None] * len(output.scheduled)
+        if logit_rows:
+            rows = torch.tensor(logit_rows, dtype=torch.long, device=device)
+            logits = self.model.compute_logits(hidden.index_select(0, rows))
+            if logits.is_cuda:
+                torch.cuda.synchronize()
+            forwarded = time.perf_counter()
+            sampling_items = [i for i in output.scheduled if i.samples_token]
+            tokens = sample(
+                logits,
+                [i.sampling_params for i in sampling_items],
+                [self._generators.get(i.request_id) for i in sampling_items],
+                self._default_generator,
+            )
+            it = iter(tokens)
+            sampled = [next(it) if i.samples_token else None for i in output.scheduled]
+        else:
+            if hidden.is_cuda:
+                torch.cuda.synchronize()
+            forwarded = time.perf_counter()
+        self.last_timing = StepTiming(
+            prepared - started, forwarded - prepared, time.perf_counter() - forwarded
+        )
+        return sampled

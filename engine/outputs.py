@@ -1,0 +1,91 @@
+"""What the engine hands back to callers after each step."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from engine.request import FinishReason, Request
+
+
+@dataclass(frozen=True)
+class RequestTimings:
+    """Lifecycle timestamps on the engine's monotonic clock, in seconds.
+
+    ``arrival_wall_time`` is the epoch time of ``arrival_time``; add
+    ``t - arrival_time`` to it to place any other timestamp on the wall clock.
+    """
+
+    arrival_time: float
+    arrival_wall_time: float
+    first_scheduled_time: float | None
+    first_token_time: float | None
+    token_times: tuple[float, ...]
+    preempted_times: tuple[float, ...]
+    finished_time: float | None
+
+    @property
+    def queue_seconds(self) -> float | None:
+        if self.first_scheduled_time is None:
+            return None
+        return self.first_scheduled_time - self.arrival_time
+
+    @property
+    def ttft_seconds(self) -> float | None:
+        if self.first_token_time is None:
+            return None
+        return self.first_token_time - self.arrival_time
+
+    @property
+    def e2e_seconds(self) -> float | None:
+        if self.finished_time is None:
+            return None
+        return self.finished_time - self.arrival_time
+
+    @property
+    def inter_token_seconds(self) -> tuple[float, ...]:
+        t = self.token_times
+        return tuple(b - a for a, b in itertools.pairwise(t))
+
+    @classmethod
+    def of(cls, request: Request) -> RequestTimings:
+        return cls(
+            arrival_time=request.arrival_time,
+            arrival_wall_time=request.arrival_wall_time,
+            first_scheduled_time=request.first_scheduled_time,
+            first_token_time=request.first_token_time,
+            token_times=tuple(request.token_times),
+            preempted_times=tuple(request.preempted_times),
+            finished_time=request.finished_time,
+        )
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    """One request's progress in one step; ``timings`` is set once it has finished."""
+
+    request_id: str
+    new_token_ids: tuple[int, ...]
+    new_text: str
+    finished: bool
+    finish_reason: FinishReason | None
+    num_prompt_tokens: int
+    num_output_tokens: int
+    num_cached_tokens: int
+    num_preemptions: int
+    stop_reason: int | str | None = None
+    timings: RequestTimings | None = None
+
+
+@dataclass(frozen=True)
+class CompletionOutput:
+    """A whole finished request, as ``LLM.generate`` returns it."""
+
+    request_id: str
+    prompt_token_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: FinishReason
+    num_cached_tokens: int
+    num_preemptions: int
+    timings: RequestTimings
