@@ -88,15 +88,42 @@ class BlockPool:
         self.blocks = [KVBlock(i) for i in range(num_blocks)]
         self.free_queue = FreeBlockQueue(self.blocks)
         self.cached_blocks: dict[bytes, KVBlock] = {}
+        # Blocks withheld from requests, as if another process had taken the memory.
+        self.reserved_blocks: list[KVBlock] = []
+        self.num_reserved_target = 0
 
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_queue)
 
     @property
+    def num_usable_blocks(self) -> int:
+        return self.num_blocks - self.num_reserved_target
+
+    @property
     def usage(self) -> float:
-        """Fraction of blocks held by requests (0–1); free cached blocks count as free."""
-        return 1.0 - self.num_free_blocks / self.num_blocks
+        """Fraction of usable blocks held by requests (0–1); free cached blocks count as free."""
+        usable = self.num_blocks - len(self.reserved_blocks)
+        return 1.0 - self.num_free_blocks / usable if usable else 1.0
+
+    def set_num_reserved(self, num_blocks: int) -> None:
+        """Withhold ``num_blocks`` blocks from requests (0 releases them all).
+
+        Free blocks are taken at once; the rest are taken as requests release theirs,
+        so no running request loses KV it holds.
+        """
+        if not 0 <= num_blocks < self.num_blocks:
+            raise ValueError(f"cannot reserve {num_blocks} of {self.num_blocks} blocks")
+        self.num_reserved_target = num_blocks
+        while len(self.reserved_blocks) > num_blocks:
+            block = self.reserved_blocks.pop()
+            self.free_queue.append(block)
+        while len(self.reserved_blocks) < num_blocks and self.num_free_blocks:
+            self._reserve(self.free_queue.popleft())
+
+    def _reserve(self, block: KVBlock) -> None:
+        self._evict(block)
+        self.reserved_blocks.append(block)
 
     def get_cached_block(self, block_hash: bytes) -> KVBlock | None:
         return self.cached_blocks.get(block_hash)
@@ -139,7 +166,10 @@ class BlockPool:
                 raise ValueError(f"{block!r} freed more often than it was taken")
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                self.free_queue.append(block)
+                if len(self.reserved_blocks) < self.num_reserved_target:
+                    self._reserve(block)
+                else:
+                    self.free_queue.append(block)
 
     def reset_prefix_cache(self) -> int:
         """Forget every cached hash (used when prefix caching is switched off). Returns how many."""

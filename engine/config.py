@@ -53,6 +53,9 @@ class EngineConfig:
             value = getattr(self, knob)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise _fail(knob, value, "must be a positive integer")
+        for knob in ("enable_prefix_caching", "enable_chunked_prefill"):
+            if not isinstance(getattr(self, knob), bool):
+                raise _fail(knob, getattr(self, knob), "must be true or false")
         if self.block_size > 1024:
             raise _fail("block_size", self.block_size, "must be at most 1024 (vLLM uses 16)")
         if self.num_gpu_blocks is not None and (
@@ -99,6 +102,16 @@ class EngineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# Knobs that can change while the engine runs (applied between steps).
+LIVE_KNOBS: tuple[str, ...] = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "num_usable_gpu_blocks",
+)
 
 
 def check_kv_pool_fits(config: EngineConfig, num_blocks: int) -> None:

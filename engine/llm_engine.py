@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from engine.config import DEFAULT_CPU_KV_CACHE_MEMORY_BYTES, EngineConfig, check_kv_pool_fits
+from engine.config import (
+    DEFAULT_CPU_KV_CACHE_MEMORY_BYTES,
+    LIVE_KNOBS,
+    EngineConfig,
+    check_kv_pool_fits,
+)
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import ConfigError, RequestError
 from engine.kv_cache import KVCacheManager
@@ -21,6 +28,16 @@ from engine.request import Request, RequestStatus
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler, SchedulerStats
 from engine.stop import check_stop
+
+
+@dataclass(frozen=True)
+class KnobChange:
+    """One live knob change: which knob, from what, to what, when (engine clock)."""
+
+    knob: str
+    old_value: Any
+    new_value: Any
+    time: float
 
 
 @dataclass(frozen=True)
@@ -60,10 +77,63 @@ class LLMEngine:
             self.num_gpu_blocks, config.block_size, config.enable_prefix_caching
         )
         self.scheduler = Scheduler(config, kv_cache, clock)
+        # The knobs in force now; ``config`` stays as given (live changes replace this).
+        self.live_config = config
         self.runner = ModelRunner(model, self.num_gpu_blocks, config.block_size, config.seed)
         self._detokenizers: dict[str, IncrementalDetokenizer] = {}
         self._next_id = itertools.count()
         self.last_step = StepStats(0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
+
+    # -- live knobs ------------------------------------------------------------------------
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs in force, with the KV pool's total and usable block counts."""
+        knobs = self.live_config.to_dict()
+        knobs["num_gpu_blocks"] = self.num_gpu_blocks
+        knobs["num_usable_gpu_blocks"] = self.scheduler.kv_cache.pool.num_usable_blocks
+        return knobs
+
+    def update_knobs(self, changes: Mapping[str, Any]) -> list[KnobChange]:
+        """Validate and apply live knob changes; all or nothing. Call between steps.
+
+        ``num_usable_gpu_blocks`` shrinks or restores the KV pool as if another process
+        took or returned device memory: blocks held by running requests are withheld
+        only as those requests release them.
+        """
+        unknown = sorted(set(changes) - set(LIVE_KNOBS))
+        if unknown:
+            raise ConfigError(
+                f"{', '.join(unknown)}: cannot be changed while running; live knobs are "
+                f"{', '.join(LIVE_KNOBS)}"
+            )
+        before = self.knobs()
+        config_changes = {k: v for k, v in changes.items() if k != "num_usable_gpu_blocks"}
+        new_config = dataclasses.replace(self.live_config, **config_changes)
+        usable = changes.get("num_usable_gpu_blocks", before["num_usable_gpu_blocks"])
+        if isinstance(usable, bool) or not isinstance(usable, int) or usable < 1:
+            raise ConfigError(f"num_usable_gpu_blocks={usable!r}: must be a positive integer")
+        if usable > self.num_gpu_blocks:
+            raise ConfigError(
+                f"num_usable_gpu_blocks={usable}: the pool has only {self.num_gpu_blocks} blocks"
+            )
+        check_kv_pool_fits(new_config, usable)
+        self.live_config = new_config
+        self.scheduler.set_limits(
+            max_num_seqs=new_config.max_num_seqs,
+            max_num_batched_tokens=new_config.max_num_batched_tokens,
+            enable_chunked_prefill=new_config.enable_chunked_prefill,
+        )
+        kv_cache = self.scheduler.kv_cache
+        if kv_cache.enable_caching != new_config.enable_prefix_caching:
+            kv_cache.set_caching(new_config.enable_prefix_caching)
+        kv_cache.pool.set_num_reserved(self.num_gpu_blocks - usable)
+        now = self.clock()
+        after = self.knobs()
+        return [
+            KnobChange(knob, before[knob], after[knob], now)
+            for knob in changes
+            if before[knob] != after[knob]
+        ]
 
     # -- requests --------------------------------------------------------------------------
 
@@ -192,6 +262,8 @@ class LLMEngine:
             num_output_tokens=request.num_output_tokens,
             num_cached_tokens=max(request.num_cached_tokens, 0),
             num_preemptions=request.num_preemptions,
+            arrival_time=request.arrival_time,
+            token_time=request.token_times[-1] if new_ids else None,
             stop_reason=request.stop_reason,
             timings=RequestTimings.of(request) if finished else None,
         )

@@ -23,6 +23,8 @@ class RequestTimings:
     token_times: tuple[float, ...]
     preempted_times: tuple[float, ...]
     finished_time: float | None
+    # (time scheduled, first position, number of tokens) per prompt chunk computed
+    prefill_chunks: tuple[tuple[float, int, int], ...] = ()
 
     @property
     def queue_seconds(self) -> float | None:
@@ -57,6 +59,7 @@ class RequestTimings:
             token_times=tuple(request.token_times),
             preempted_times=tuple(request.preempted_times),
             finished_time=request.finished_time,
+            prefill_chunks=tuple(request.prefill_chunks),
         )
 
 
@@ -73,6 +76,9 @@ class RequestOutput:
     num_output_tokens: int
     num_cached_tokens: int
     num_preemptions: int
+    arrival_time: float = 0.0
+    # engine-clock time of the newest token (None for an abort with no new token)
+    token_time: float | None = None
     stop_reason: int | str | None = None
     timings: RequestTimings | None = None
 

@@ -68,6 +68,9 @@ class Request:
     first_token_time: float | None = None
     token_times: list[float] = field(default_factory=list)
     preempted_times: list[float] = field(default_factory=list)
+    # (time scheduled, first position, number of tokens) of each prompt chunk computed,
+    # recomputation after a preemption included.
+    prefill_chunks: list[tuple[float, int, int]] = field(default_factory=list)
     finished_time: float | None = None
 
     def __post_init__(self) -> None:

@@ -139,6 +139,8 @@ class Scheduler:
             if new_blocks is None:
                 continue
             scheduled[request.request_id] = self._scheduled(request, num_new, new_blocks, False)
+            if num_new > 1:
+                request.prefill_chunks.append((now, request.num_computed_tokens, num_new))
             budget -= num_new
 
         if not preempted:
@@ -225,6 +227,7 @@ class Scheduler:
             request.status = RequestStatus.RUNNING
             self.running.append(request)
             scheduled[request.request_id] = self._scheduled(request, num_new, None, True)
+            request.prefill_chunks.append((now, num_hit_tokens, num_new))
             budget -= num_new
         return budget
 
@@ -267,7 +270,11 @@ class Scheduler:
     @staticmethod
     def _unschedule(victim: Request, scheduled: dict[str, ScheduledRequest]) -> int:
         item = scheduled.pop(victim.request_id, None)
-        return item.num_new_tokens if item is not None else 0
+        if item is None:
+            return 0
+        if item.num_new_tokens > 1 and victim.prefill_chunks:
+            victim.prefill_chunks.pop()  # the chunk was never computed
+        return item.num_new_tokens
 
     def _scheduled(
         self, request: Request, num_new: int, new_blocks: list[KVBlock] | None, is_new: bool
