@@ -53,6 +53,9 @@ class RequestHandle:
     priority: int
     num_prompt_tokens: int
     loop: asyncio.AbstractEventLoop
+    # when the request reached the front end: engine clock, and epoch seconds
+    arrival_time: float = 0.0
+    arrival_wall_time: float = 0.0
     outputs: asyncio.Queue = field(default_factory=asyncio.Queue)
     # Set by whoever traces the request (see engine/tracing.py).
     span: Any = None
@@ -223,6 +226,8 @@ class AsyncEngine:
             priority=priority,
             num_prompt_tokens=len(token_ids),
             loop=asyncio.get_running_loop(),
+            arrival_time=self.engine.clock(),
+            arrival_wall_time=self.engine.wall_clock(),
         )
         return handle, token_ids
 
@@ -293,6 +298,8 @@ class AsyncEngine:
                 request_id=handle.request_id,
                 priority=handle.priority,
                 cache_salt=handle.tenant,
+                arrival_time=handle.arrival_time,
+                arrival_wall_time=handle.arrival_wall_time,
             )
         except EngineError as error:
             handle.loop.call_soon_threadsafe(handle.outputs.put_nowait, error)

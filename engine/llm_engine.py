@@ -44,6 +44,7 @@ class KnobChange:
 class StepStats:
     """What one step did: tokens computed (vLLM's iteration tokens) and where time went."""
 
+    step_index: int
     num_prompt_tokens: int
     num_generation_tokens: int
     num_requests: int
@@ -82,7 +83,7 @@ class LLMEngine:
         self.runner = ModelRunner(model, self.num_gpu_blocks, config.block_size, config.seed)
         self._detokenizers: dict[str, IncrementalDetokenizer] = {}
         self._next_id = itertools.count()
-        self.last_step = StepStats(0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
+        self.last_step = StepStats(0, 0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
 
     # -- live knobs ------------------------------------------------------------------------
 
@@ -145,8 +146,15 @@ class LLMEngine:
         request_id: str | None = None,
         priority: int = 0,
         cache_salt: str | None = None,
+        arrival_time: float | None = None,
+        arrival_wall_time: float | None = None,
     ) -> str:
-        """Queue a request; raises ``RequestError`` (and changes nothing) for bad input."""
+        """Queue a request; raises ``RequestError`` (and changes nothing) for bad input.
+
+        ``arrival_time`` (engine clock) and ``arrival_wall_time`` (epoch seconds) default
+        to now; a front end passes the moment the request reached it, so TTFT and queue
+        time include any wait before the engine saw the request (as vLLM measures them).
+        """
         params = sampling_params or SamplingParams()
         token_ids = self.validate_request(prompt, params)
         request_id = request_id if request_id is not None else f"req-{next(self._next_id)}"
@@ -156,8 +164,8 @@ class LLMEngine:
             request_id=request_id,
             prompt_token_ids=token_ids,
             sampling_params=params,
-            arrival_time=self.clock(),
-            arrival_wall_time=self.wall_clock(),
+            arrival_time=self.clock() if arrival_time is None else arrival_time,
+            arrival_wall_time=self.wall_clock() if arrival_wall_time is None else arrival_wall_time,
             eos_token_ids=frozenset(self.tokenizer.eos_token_ids),
             priority=priority,
             cache_salt=cache_salt,
@@ -239,6 +247,7 @@ class LLMEngine:
                 self._output(request, request.output_token_ids[-1:], request.is_finished)
             )
         self.last_step = StepStats(
+            step_index=self.last_step.step_index + 1,
             num_prompt_tokens=output.num_scheduled_tokens - num_decode,
             num_generation_tokens=len(updated),
             num_requests=len(output.scheduled),

@@ -1,16 +1,15 @@
 from __future__ import annotations
 
-import os
-
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _few_torch_threads():
-    # NOTE: the models here are tiny; more threads only add contention on shared CI cores.
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    # NOTE: the models here are tiny; a second thread only adds contention on shared CI
+    # cores (a preemption scenario took 0.7 s on one thread and 5.3 s on two).
     import torch
 
     previous = torch.get_num_threads()
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)

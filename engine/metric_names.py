@@ -1,0 +1,315 @@
+"""Metric conventions for the engine: vLLM 0.33's names, HELP strings, labels, buckets.
+
+The wire format is vLLM's (``shared/reference/engine-metrics.md`` §1-§3), so existing
+vLLM dashboards, alert rules and collectors work against this engine unchanged.
+Counters are declared without ``_total``: ``prometheus_client`` appends it on the
+wire, as vLLM 0.10+ does. The histogram ``vllm:iteration_tokens_total`` keeps
+``_total`` in its family name, as upstream does. Series of our own live under
+``tailwatch:``. Every name here is a legal classic metric name (colons included),
+which ``render`` relies on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# -- labels --------------------------------------------------------------------------------
+
+LABEL_MODEL_NAME = "model_name"
+LABEL_ENGINE = "engine"
+LABEL_FINISHED_REASON = "finished_reason"
+LABEL_REASON = "reason"
+LABEL_SOURCE = "source"
+LABEL_TENANT = "tenant"
+LABEL_CODE = "code"
+LABEL_KNOB = "knob"
+
+ENGINE_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE)
+FRONTEND_LABELS = (LABEL_MODEL_NAME,)  # front-end series: no engine label (as vLLM's)
+
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+REJECTED = "rejected"  # a tenant outcome next to the finished reasons
+PROMPT_TOKEN_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+# vLLM's two reasons, plus the per-tenant concurrency cap of our admission control.
+ADMISSION_REJECTION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens", "tenant_concurrency")
+
+NO_TENANT = ""  # requests without a tenant; PromQL treats it as the label being absent
+OTHER_TENANT = "_other"  # every tenant past MAX_TENANTS shares this label value
+MAX_TENANTS = 200  # NOTE: tenant names come from clients; this bounds the series count
+
+# -- buckets (vllm/v1/metrics/buckets.py, 0.33.0), keyed by vLLM's bucket family ------------
+
+BUCKETS: dict[str, tuple[float, ...]] = {
+    "time_to_first_token": (
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+        2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+    ),
+    "inter_token_latency": (
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+        2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+    ),
+    "request_latency": (
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+        50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+    ),
+    "iteration_tokens": (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384),
+    "request_params_n": (1, 2, 5, 10, 20),
+    "request_num_preemptions": (1, 2, 3, 4, 5, 10, 20),
+}  # fmt: skip
+REQUEST_TOKENS = "request_tokens"  # the one family sized by max_model_len
+
+
+def build_1_2_5_buckets(max_value: int) -> tuple[int, ...]:
+    """Every ``m * 10**k <= max_value`` for m in 1, 2, 5, ascending (vLLM's helper).
+
+    >>> build_1_2_5_buckets(100)
+    (1, 2, 5, 10, 20, 50, 100)
+    """
+    buckets: list[int] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_value:
+                return tuple(buckets)
+            buckets.append(value)
+        exponent += 1
+
+
+def buckets_for(family: str, max_model_len: int) -> tuple[float, ...]:
+    """Upper bounds (``+Inf`` implied) of a bucket family; token families scale with
+    ``max_model_len``."""
+    if family == REQUEST_TOKENS:
+        return build_1_2_5_buckets(max_model_len)
+    return BUCKETS[family]
+
+
+# -- families ------------------------------------------------------------------------------
+
+Kind = Literal["counter", "gauge", "histogram"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One family as declared: counters without ``_total`` (it is added on the wire)."""
+
+    name: str
+    documentation: str
+    kind: Kind
+    labels: tuple[str, ...] = ENGINE_LABELS
+    buckets: str | None = None  # a key of BUCKETS, or REQUEST_TOKENS
+
+
+def _h(
+    name: str, documentation: str, buckets: str, labels: tuple[str, ...] = ENGINE_LABELS
+) -> MetricSpec:
+    return MetricSpec(name, documentation, "histogram", labels, buckets)
+
+
+# Scheduler state
+NUM_REQUESTS_RUNNING = MetricSpec(
+    "vllm:num_requests_running", "Number of requests in model execution batches.", "gauge"
+)
+NUM_REQUESTS_WAITING = MetricSpec(
+    "vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge"
+)
+KV_CACHE_USAGE = MetricSpec(
+    "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge"
+)
+CACHE_CONFIG_INFO_NAME = "vllm:cache_config_info"  # labels: one per knob, plus engine
+CACHE_CONFIG_INFO_HELP = "Information of the LLMEngine CacheConfig"
+
+# Counters
+PREFIX_CACHE_QUERIES = MetricSpec(
+    "vllm:prefix_cache_queries",
+    "Prefix cache queries, in terms of number of queried tokens.",
+    "counter",
+)
+PREFIX_CACHE_HITS = MetricSpec(
+    "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "counter"
+)
+NUM_PREEMPTIONS = MetricSpec(
+    "vllm:num_preemptions", "Cumulative number of preemption from the engine.", "counter"
+)
+PROMPT_TOKENS = MetricSpec("vllm:prompt_tokens", "Number of prefill tokens processed.", "counter")
+PROMPT_TOKENS_BY_SOURCE = MetricSpec(
+    "vllm:prompt_tokens_by_source",
+    "Number of prompt tokens by source.",
+    "counter",
+    (*ENGINE_LABELS, LABEL_SOURCE),
+)
+PROMPT_TOKENS_CACHED = MetricSpec(
+    "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).", "counter"
+)
+GENERATION_TOKENS = MetricSpec(
+    "vllm:generation_tokens", "Number of generation tokens processed.", "counter"
+)
+REQUEST_SUCCESS = MetricSpec(
+    "vllm:request_success",
+    "Count of successfully processed requests.",
+    "counter",
+    (*ENGINE_LABELS, LABEL_FINISHED_REASON),
+)
+# NOTE: HELP text not in the reference (the family postdates the pinned sources); ours.
+ADMISSION_REJECTIONS = MetricSpec(
+    "vllm:admission_rejections",
+    "Number of requests rejected by admission control.",
+    "counter",
+    (LABEL_MODEL_NAME, LABEL_REASON),
+)
+
+# Histograms of counts
+REQUEST_PROMPT_TOKENS = _h(
+    "vllm:request_prompt_tokens", "Number of prefill tokens processed.", REQUEST_TOKENS
+)
+REQUEST_GENERATION_TOKENS = _h(
+    "vllm:request_generation_tokens", "Number of generation tokens processed.", REQUEST_TOKENS
+)
+ITERATION_TOKENS = _h(
+    "vllm:iteration_tokens_total",
+    "Histogram of number of tokens per engine_step.",
+    "iteration_tokens",
+)
+REQUEST_MAX_NUM_GENERATION_TOKENS = _h(
+    "vllm:request_max_num_generation_tokens",
+    "Histogram of maximum number of requested generation tokens.",
+    REQUEST_TOKENS,
+)
+REQUEST_PARAMS_N = _h(
+    "vllm:request_params_n", "Histogram of the n request parameter.", "request_params_n"
+)
+REQUEST_PARAMS_MAX_TOKENS = _h(
+    "vllm:request_params_max_tokens",
+    "Histogram of the max_tokens request parameter.",
+    REQUEST_TOKENS,
+)
+REQUEST_PREFILL_KV_COMPUTED_TOKENS = _h(
+    "vllm:request_prefill_kv_computed_tokens",
+    "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+    REQUEST_TOKENS,
+)
+# NOTE: HELP text not in the reference; ours.
+REQUEST_NUM_PREEMPTIONS = _h(
+    "vllm:request_num_preemptions",
+    "Histogram of the number of preemptions per request.",
+    "request_num_preemptions",
+)
+
+# Histograms of timing intervals
+TIME_TO_FIRST_TOKEN = _h(
+    "vllm:time_to_first_token_seconds",
+    "Histogram of time to first token in seconds.",
+    "time_to_first_token",
+)
+INTER_TOKEN_LATENCY = _h(
+    "vllm:inter_token_latency_seconds",
+    "Histogram of inter-token latency in seconds.",
+    "inter_token_latency",
+)
+REQUEST_TIME_PER_OUTPUT_TOKEN = _h(
+    "vllm:request_time_per_output_token_seconds",
+    "Histogram of time_per_output_token_seconds per request.",
+    "inter_token_latency",
+)
+E2E_REQUEST_LATENCY = _h(
+    "vllm:e2e_request_latency_seconds",
+    "Histogram of e2e request latency in seconds.",
+    "request_latency",
+)
+REQUEST_QUEUE_TIME = _h(
+    "vllm:request_queue_time_seconds",
+    "Histogram of time spent in WAITING phase for request.",
+    "request_latency",
+)
+REQUEST_INFERENCE_TIME = _h(
+    "vllm:request_inference_time_seconds",
+    "Histogram of time spent in RUNNING phase for request.",
+    "request_latency",
+)
+REQUEST_PREFILL_TIME = _h(
+    "vllm:request_prefill_time_seconds",
+    "Histogram of time spent in PREFILL phase for request.",
+    "request_latency",
+)
+REQUEST_DECODE_TIME = _h(
+    "vllm:request_decode_time_seconds",
+    "Histogram of time spent in DECODE phase for request.",
+    "request_latency",
+)
+
+# tailwatch: extras
+_TENANT_LABELS = (*ENGINE_LABELS, LABEL_TENANT)
+TENANT_REQUESTS = MetricSpec(
+    "tailwatch:tenant_requests",
+    "Requests per tenant by outcome: a finished reason, or rejected at admission.",
+    "counter",
+    (*_TENANT_LABELS, LABEL_FINISHED_REASON),
+)
+TENANT_PROMPT_TOKENS = MetricSpec(
+    "tailwatch:tenant_prompt_tokens",
+    "Prompt tokens per tenant (cached included), counted when prefill completes.",
+    "counter",
+    _TENANT_LABELS,
+)
+TENANT_GENERATION_TOKENS = MetricSpec(
+    "tailwatch:tenant_generation_tokens",
+    "Generation tokens per tenant.",
+    "counter",
+    _TENANT_LABELS,
+)
+TENANT_TIME_TO_FIRST_TOKEN = _h(
+    "tailwatch:tenant_time_to_first_token_seconds",
+    "Histogram of time to first token in seconds, per tenant.",
+    "time_to_first_token",
+    _TENANT_LABELS,
+)
+HTTP_RESPONSES = MetricSpec(
+    "tailwatch:http_responses",
+    "HTTP responses sent by the engine server, by status code.",
+    "counter",
+    (LABEL_MODEL_NAME, LABEL_CODE),
+)
+KNOB_CHANGES = MetricSpec(
+    "tailwatch:knob_changes",
+    "Live knob changes applied between engine steps, by knob.",
+    "counter",
+    (*ENGINE_LABELS, LABEL_KNOB),
+)
+
+ALL_SPECS: tuple[MetricSpec, ...] = (
+    NUM_REQUESTS_RUNNING,
+    NUM_REQUESTS_WAITING,
+    KV_CACHE_USAGE,
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
+    NUM_PREEMPTIONS,
+    PROMPT_TOKENS,
+    PROMPT_TOKENS_BY_SOURCE,
+    PROMPT_TOKENS_CACHED,
+    GENERATION_TOKENS,
+    REQUEST_SUCCESS,
+    ADMISSION_REJECTIONS,
+    REQUEST_PROMPT_TOKENS,
+    REQUEST_GENERATION_TOKENS,
+    ITERATION_TOKENS,
+    REQUEST_MAX_NUM_GENERATION_TOKENS,
+    REQUEST_PARAMS_N,
+    REQUEST_PARAMS_MAX_TOKENS,
+    REQUEST_PREFILL_KV_COMPUTED_TOKENS,
+    REQUEST_NUM_PREEMPTIONS,
+    TIME_TO_FIRST_TOKEN,
+    INTER_TOKEN_LATENCY,
+    REQUEST_TIME_PER_OUTPUT_TOKEN,
+    E2E_REQUEST_LATENCY,
+    REQUEST_QUEUE_TIME,
+    REQUEST_INFERENCE_TIME,
+    REQUEST_PREFILL_TIME,
+    REQUEST_DECODE_TIME,
+    TENANT_REQUESTS,
+    TENANT_PROMPT_TOKENS,
+    TENANT_GENERATION_TOKENS,
+    TENANT_TIME_TO_FIRST_TOKEN,
+    HTTP_RESPONSES,
+    KNOB_CHANGES,
+)

@@ -1,0 +1,252 @@
+"""One OpenTelemetry span per request, in the GenAI conventions, exported over OTLP/HTTP.
+
+The span (``{operation} {model}``, kind SERVER) starts when the front end admits the
+request and ends at the engine's finish time. It carries the GenAI request, response
+and usage attributes, vLLM's ``gen_ai.latency.*`` phase breakdown (so spans from this
+engine and from vLLM read the same way), and events at the real times of scheduling,
+each prefill chunk, the first token and each preemption. A W3C ``traceparent`` from
+the client joins its trace. Tracing off means no provider: every hook returns at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from engine.async_engine import RequestHandle
+    from engine.llm_engine import KnobChange, LLMEngine
+    from engine.outputs import RequestOutput, RequestTimings
+
+PROVIDER_NAME = "tailwatch"
+TRACER_NAME = "tailwatch.engine"
+_PROPAGATOR = TraceContextTextMapPropagator()
+_TRACE_HEADERS = ("traceparent", "tracestate")
+
+# Events on the request span (names and attributes of our own, not in the conventions).
+EVENT_SCHEDULED = "tailwatch.request.scheduled"
+EVENT_PREFILL_CHUNK = "tailwatch.request.prefill_chunk"
+EVENT_FIRST_TOKEN = "tailwatch.request.first_token"
+EVENT_PREEMPTED = "tailwatch.request.preempted"
+
+
+@dataclass(frozen=True)
+class TracingConfig:
+    """Where spans go and how many: ``otlp_endpoint`` None turns tracing off.
+
+    ``otlp_endpoint`` is the full OTLP/HTTP URL, ``/v1/traces`` included (e.g.
+    ``http://127.0.0.1:4318/v1/traces``). ``sampling_ratio`` applies to requests that
+    arrive without a sampled parent; a client's sampling decision is always followed.
+    """
+
+    otlp_endpoint: str | None = None
+    sampling_ratio: float = 1.0
+    service_name: str = "tailwatch-engine"
+
+    def __post_init__(self) -> None:
+        ratio = self.sampling_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise ConfigError(
+                f"sampling_ratio={ratio!r}: must be a number from 0 (none) to 1 (every request)"
+            )
+        if self.otlp_endpoint is not None and not self.otlp_endpoint.startswith(
+            ("http://", "https://")
+        ):
+            raise ConfigError(
+                f"otlp_endpoint={self.otlp_endpoint!r}: must be an http(s) URL ending in "
+                "/v1/traces, e.g. http://127.0.0.1:4318/v1/traces"
+            )
+
+
+def build_tracer_provider(config: TracingConfig, exporter: SpanExporter) -> TracerProvider:
+    """A provider sampling ``ParentBased(TraceIdRatioBased(ratio))`` that batches spans to
+    ``exporter``. Not installed globally: the engine passes it where it is needed."""
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": config.service_name}),
+        sampler=ParentBased(TraceIdRatioBased(config.sampling_ratio)),
+    )
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+class RequestTracer:
+    """Request spans for one served model; an ``EngineObserver``."""
+
+    def __init__(self, tracer_provider: TracerProvider | None, model_name: str) -> None:
+        self._provider = tracer_provider
+        self._tracer = tracer_provider.get_tracer(TRACER_NAME) if tracer_provider else None
+        self.model_name = model_name
+
+    @classmethod
+    def from_config(cls, config: TracingConfig, model_name: str) -> RequestTracer:
+        if config.otlp_endpoint is None:
+            return cls(None, model_name)
+        # Imported here so that tracing off never loads the exporter (requests, protobuf).
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=config.otlp_endpoint)
+        return cls(build_tracer_provider(config, exporter), model_name)
+
+    @property
+    def enabled(self) -> bool:
+        return self._tracer is not None
+
+    def start_request(
+        self,
+        handle: RequestHandle,
+        headers: Mapping[str, str],
+        operation: str,
+        request_attributes: Mapping[str, Any],
+    ) -> None:
+        """Open the request's span now, as a child of the client's ``traceparent`` if any.
+
+        ``operation`` is ``gen_ai.operation.name`` (``chat``, ``text_completion``).
+        ``request_attributes`` are extra span attributes with their OTel names (e.g.
+        ``gen_ai.request.stream``, ``server.address``); None values are dropped, and they
+        win over the attributes derived here. Sets ``handle.span`` and ``handle.trace_id``
+        (32 lowercase hex digits) only when the span is sampled.
+        """
+        if self._tracer is None:
+            return
+        carrier = {k.lower(): v for k, v in headers.items() if k.lower() in _TRACE_HEADERS}
+        parent = _PROPAGATOR.extract(carrier) if carrier else None
+        params = handle.params
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": operation,
+            "gen_ai.provider.name": PROVIDER_NAME,
+            "gen_ai.request.model": self.model_name,
+            "gen_ai.request.max_tokens": params.max_tokens,
+            "gen_ai.request.temperature": float(params.temperature),
+            "gen_ai.request.top_p": float(params.top_p),
+            "gen_ai.request.seed": params.seed,
+            "gen_ai.request.stop_sequences": list(params.stop) or None,
+            "gen_ai.request.id": handle.request_id,
+            "gen_ai.response.id": handle.request_id,
+            "tailwatch.tenant": handle.tenant,
+            "tailwatch.request.priority": handle.priority,
+            **request_attributes,
+        }
+        span = self._tracer.start_span(
+            f"{operation} {self.model_name}",
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes={k: v for k, v in attributes.items() if v is not None},
+            start_time=time.time_ns(),
+        )
+        if not span.is_recording():
+            return
+        handle.span = span
+        handle.trace_id = format(span.get_span_context().trace_id, "032x")
+
+    def fail_request(self, handle: RequestHandle, error_type: str, message: str = "") -> None:
+        """End a traced request that will never reach the engine's finish (e.g. the
+        engine refused it after admission): status ERROR with ``error.type``."""
+        span: Span | None = handle.span
+        if span is None:
+            return
+        handle.span = None
+        span.set_attribute("error.type", error_type)
+        span.set_status(Status(StatusCode.ERROR, message or error_type))
+        span.end()
+
+    # -- EngineObserver ----------------------------------------------------------------------
+
+    def on_step(
+        self,
+        engine: LLMEngine,
+        outputs: Sequence[RequestOutput],
+        handles: Mapping[str, RequestHandle],
+    ) -> None:
+        """End the spans of requests that finished (or were aborted) in this step."""
+        if self._tracer is None:
+            return
+        for out in outputs:
+            if not out.finished or out.timings is None:
+                continue
+            handle = handles.get(out.request_id)
+            if handle is None or handle.span is None:
+                continue
+            span, handle.span = handle.span, None
+            self._finish(span, out, out.timings)
+
+    def on_knob_changes(self, changes: Sequence[KnobChange]) -> None:
+        return
+
+    def on_rejected(self, reason: str, tenant: str | None) -> None:
+        return
+
+    def shutdown(self) -> None:
+        """Flush and stop the exporter (spans still open are not exported)."""
+        if self._provider is not None:
+            self._provider.shutdown()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _finish(self, span: Span, out: RequestOutput, t: RequestTimings) -> None:
+        start_ns = getattr(span, "start_time", None) or 0
+
+        def wall_ns(at: float) -> int:
+            # Engine times are monotonic; arrival_wall_time anchors them to the epoch.
+            return max(start_ns, int((t.arrival_wall_time + (at - t.arrival_time)) * 1e9))
+
+        attributes: dict[str, Any] = {
+            "gen_ai.response.model": self.model_name,
+            "gen_ai.response.finish_reasons": [out.finish_reason or "error"],
+            "gen_ai.usage.input_tokens": out.num_prompt_tokens,
+            "gen_ai.usage.output_tokens": out.num_output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": out.num_cached_tokens,
+            "tailwatch.request.num_preemptions": out.num_preemptions,
+        }
+        attributes.update(_latency_attributes(t))
+        span.set_attributes(attributes)
+        if t.first_scheduled_time is not None:
+            span.add_event(EVENT_SCHEDULED, timestamp=wall_ns(t.first_scheduled_time))
+        for index, (at, first_position, num_tokens) in enumerate(t.prefill_chunks):
+            span.add_event(
+                EVENT_PREFILL_CHUNK,
+                {
+                    "tailwatch.prefill.chunk_index": index,
+                    "tailwatch.prefill.first_position": first_position,
+                    "tailwatch.prefill.num_tokens": num_tokens,
+                },
+                timestamp=wall_ns(at),
+            )
+        if t.first_token_time is not None:
+            span.add_event(EVENT_FIRST_TOKEN, timestamp=wall_ns(t.first_token_time))
+        for index, at in enumerate(t.preempted_times):
+            span.add_event(
+                EVENT_PREEMPTED, {"tailwatch.preemption.index": index}, timestamp=wall_ns(at)
+            )
+        if out.finish_reason == "abort":
+            span.set_attribute("error.type", "abort")
+            span.set_status(Status(StatusCode.ERROR, "request aborted before it finished"))
+        finished = t.finished_time if t.finished_time is not None else t.arrival_time
+        span.end(end_time=wall_ns(finished))
+
+
+def _latency_attributes(t: RequestTimings) -> dict[str, float]:
+    """vLLM's ``gen_ai.latency.*`` breakdown in seconds, where the request got that far."""
+    latency: dict[str, float] = {}
+    if t.finished_time is not None:
+        latency["gen_ai.latency.e2e"] = t.finished_time - t.arrival_time
+    scheduled, first = t.first_scheduled_time, t.first_token_time
+    if scheduled is not None:
+        latency["gen_ai.latency.time_in_queue"] = scheduled - t.arrival_time
+    if first is not None:
+        latency["gen_ai.latency.time_to_first_token"] = first - t.arrival_time
+        latency["gen_ai.latency.time_in_model_decode"] = t.token_times[-1] - first
+    if scheduled is not None and first is not None:
+        latency["gen_ai.latency.time_in_model_prefill"] = first - scheduled
+        latency["gen_ai.latency.time_in_model_inference"] = t.token_times[-1] - scheduled
+    return latency
