@@ -35,6 +35,19 @@ class PrefillChunk:
 
 
 @dataclass(frozen=True)
+class DecodeGroup:
+    """Decode requests of similar context length, attended to in one call."""
+
+    # [n] positions of these decode tokens in the flat batch; None = all tokens, in order.
+    token_indices: torch.Tensor | None
+    # [n * num_blocks] physical blocks, row-major by request.
+    block_ids: torch.Tensor
+    num_blocks: int
+    # [n, 1, 1, num_blocks * block_size] bool, True = key within context.
+    key_mask: torch.Tensor
+
+
+@dataclass(frozen=True)
 class AttentionPlan:
     """Index tensors and masks for one forward pass, shared by every layer."""
 
@@ -43,13 +56,9 @@ class AttentionPlan:
     # [num_tokens] int64 flat cache slot for each new token's K/V.
     slot_mapping: torch.Tensor
     num_decodes: int
-    # [num_decodes] positions of decode tokens in the flat batch; None = all tokens, in order.
-    decode_token_indices: torch.Tensor | None
-    # [num_decodes * decode_num_blocks] physical blocks, row-major by request.
-    decode_block_ids: torch.Tensor | None
-    decode_num_blocks: int
-    # [num_decodes, 1, 1, decode_num_blocks * block_size] bool, True = key within context.
-    decode_key_mask: torch.Tensor | None
+    # Decodes bucketed by context length (power-of-two block counts), so a short
+    # context is never padded to the longest one in the batch.
+    decode_groups: tuple[DecodeGroup, ...]
     prefill_chunks: tuple[PrefillChunk, ...]
 
     @classmethod
@@ -79,28 +88,35 @@ class AttentionPlan:
             token_start += query_len
 
         num_decodes = len(decode_rows)
-        decode_num_blocks = -(-max(decode_context_lens, default=0) // block_size)
-        token_indices = block_ids = key_mask = None
-        if num_decodes:
-            if num_decodes == num_tokens:
-                tables = metadata.block_tables[:, :decode_num_blocks]
+        buckets: dict[int, list[int]] = {}
+        for i, context_len in enumerate(decode_context_lens):
+            num_blocks = -(-context_len // block_size)
+            buckets.setdefault(1 << (num_blocks - 1).bit_length(), []).append(i)
+        groups = []
+        for members in buckets.values():
+            lens = [decode_context_lens[i] for i in members]
+            num_blocks = -(-max(lens) // block_size)
+            if len(members) == num_tokens:
+                token_indices = None
+                tables = metadata.block_tables[:, :num_blocks]
             else:
-                token_indices = torch.tensor(decode_token_indices, device=device)
-                rows = torch.tensor(decode_rows, device=device)
-                tables = metadata.block_tables.index_select(0, rows)[:, :decode_num_blocks]
-            block_ids = tables.reshape(-1).long()
-            context_lens = torch.tensor(decode_context_lens, device=device)
-            key_positions = torch.arange(decode_num_blocks * block_size, device=device)
+                token_indices = torch.tensor(
+                    [decode_token_indices[i] for i in members], device=device
+                )
+                rows = torch.tensor([decode_rows[i] for i in members], device=device)
+                tables = metadata.block_tables.index_select(0, rows)[:, :num_blocks]
+            context_lens = torch.tensor(lens, device=device)
+            key_positions = torch.arange(num_blocks * block_size, device=device)
             key_mask = (key_positions[None, :] < context_lens[:, None])[:, None, None, :]
+            groups.append(
+                DecodeGroup(token_indices, tables.reshape(-1).long(), num_blocks, key_mask)
+            )
         return cls(
             num_tokens=num_tokens,
             block_size=block_size,
             slot_mapping=metadata.slot_mapping.long(),
             num_decodes=num_decodes,
-            decode_token_indices=token_indices,
-            decode_block_ids=block_ids,
-            decode_num_blocks=decode_num_blocks,
-            decode_key_mask=key_mask,
+            decode_groups=tuple(groups),
             prefill_chunks=tuple(prefill_chunks),
         )
 
@@ -178,13 +194,14 @@ def paged_attention(
     """
     write_kv(key, value, kv_cache, plan)
     num_heads, head_dim = query.shape[1], query.shape[2]
-    if plan.num_decodes == plan.num_tokens:
-        return _decode_attention(query, kv_cache, plan, scale)
+    groups = plan.decode_groups
+    if len(groups) == 1 and groups[0].token_indices is None:
+        return _decode_attention(query, kv_cache, groups[0], plan.block_size, scale)
     output = query.new_empty(plan.num_tokens, num_heads * head_dim)
-    if plan.num_decodes:
-        decode_query = query.index_select(0, plan.decode_token_indices)
-        decode_output = _decode_attention(decode_query, kv_cache, plan, scale)
-        output.index_copy_(0, plan.decode_token_indices, decode_output)
+    for group in groups:
+        decode_query = query.index_select(0, group.token_indices)
+        decode_output = _decode_attention(decode_query, kv_cache, group, plan.block_size, scale)
+        output.index_copy_(0, group.token_indices, decode_output)
     for chunk in plan.prefill_chunks:
         end = chunk.token_start + chunk.num_query_tokens
         output[chunk.token_start : end] = _prefill_attention(
@@ -204,24 +221,24 @@ def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor) -> torch.Tensor
 
 
 def _decode_attention(
-    query: torch.Tensor, kv_cache: KVCache, plan: AttentionPlan, scale: float
+    query: torch.Tensor, kv_cache: KVCache, group: DecodeGroup, block_size: int, scale: float
 ) -> torch.Tensor:
     key_cache, value_cache = kv_cache
     num_decodes, num_heads, head_dim = query.shape
     num_kv_heads = key_cache.shape[2]
-    num_key_slots = plan.decode_num_blocks * plan.block_size
+    num_key_slots = group.num_blocks * block_size
     # [B, kv_heads, slots, D]. index_select on a 2-D view (one row per block) is the
     # fastest gather on CPU, several times faster than advanced indexing.
-    keys = _gather_blocks(key_cache, plan.decode_block_ids)
+    keys = _gather_blocks(key_cache, group.block_ids)
     keys = keys.view(num_decodes, num_key_slots, num_kv_heads, head_dim).permute(0, 2, 1, 3)
-    values = _gather_blocks(value_cache, plan.decode_block_ids)
+    values = _gather_blocks(value_cache, group.block_ids)
     values = values.view(num_decodes, num_key_slots, num_kv_heads, head_dim).permute(0, 2, 1, 3)
     # NOTE: grouped-query trick: the query heads sharing a KV head become that head's
     # "query positions", so K/V are never repeated. HF orders heads so query head h
     # uses KV head h // num_queries_per_kv, which is exactly this view.
     grouped_query = query.view(num_decodes, num_kv_heads, num_heads // num_kv_heads, head_dim)
     output = F.scaled_dot_product_attention(
-        grouped_query, keys, values, attn_mask=plan.decode_key_mask, scale=scale
+        grouped_query, keys, values, attn_mask=group.key_mask, scale=scale
     )
     return output.reshape(num_decodes, num_heads * head_dim)
 
