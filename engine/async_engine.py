@@ -112,6 +112,7 @@ class AsyncEngine:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.loop_error: BaseException | None = None
+        self.warm_up_error: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -121,9 +122,15 @@ class AsyncEngine:
             self._thread.start()
 
     async def warm_up(self) -> None:
-        """Serve one request end to end, then report ready."""
-        async for _ in self.generate("warm up", SamplingParams(max_tokens=2, temperature=0.0)):
-            pass
+        """Serve one request end to end, then report ready; a failure is kept in
+        ``warm_up_error`` and re-raised."""
+        try:
+            params = SamplingParams(max_tokens=2, temperature=0.0)
+            async for _ in self.generate("warm up", params):
+                pass
+        except Exception as error:
+            self.warm_up_error = error
+            raise
         self.is_ready = True
 
     def begin_drain(self) -> None:
@@ -134,12 +141,19 @@ class AsyncEngine:
         """Stop admitting; wait for in-flight requests up to a timeout; abort the rest."""
         self.begin_drain()
         deadline = time.monotonic() + timeout_seconds
-        while self._handles and time.monotonic() < deadline:
+        while (self._handles or self._num_pending_adds) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        remaining = list(self._handles)
-        if remaining:
-            self._post(lambda: self._abort(remaining))
-        return len(remaining)
+        # NOTE: the abort runs in the engine thread after any add still queued there, so
+        # a request admitted just before the drain began is aborted too.
+        done: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+        def abort_all() -> None:
+            remaining = list(self._handles)
+            self._abort(remaining)
+            done.set_result(len(remaining))
+
+        self._post(abort_all)
+        return await asyncio.wrap_future(done)
 
     def shutdown(self) -> None:
         self._stopped.set()
@@ -181,6 +195,8 @@ class AsyncEngine:
         finally:
             if tenant is not None:
                 self._tenant_in_flight[tenant] -= 1
+                if self._tenant_in_flight[tenant] <= 0:
+                    del self._tenant_in_flight[tenant]  # tenants come from clients: no growth
             if not handle.is_finished:
                 self._post(lambda: self._abort([handle.request_id]))
 

@@ -14,6 +14,7 @@ def _apply_top_k_top_p(logits: torch.Tensor, top_ks: torch.Tensor, top_ps: torch
     sorted_logits, sorted_idx = logits.sort(dim=-1, descending=True)
     vocab = logits.shape[-1]
     ranks = torch.arange(vocab, device=logits.device).expand_as(sorted_logits)
+    top_ks = top_ks.clamp(max=vocab)
     k = torch.where(top_ks > 0, top_ks, torch.full_like(top_ks, vocab)).unsqueeze(1)
     sorted_logits = sorted_logits.masked_fill(ranks >= k, float("-inf"))
     probs = sorted_logits.softmax(dim=-1)

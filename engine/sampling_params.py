@@ -6,12 +6,17 @@ from dataclasses import dataclass, field
 
 from engine.errors import RequestError
 
+# vLLM's rule: a temperature this small is greedy (dividing logits by it overflows).
+GREEDY_TEMPERATURE_EPSILON = 1e-5
+MAX_SEED = 2**63 - 1
+MAX_TOP_K = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class SamplingParams:
     """How to pick tokens and when to stop.
 
-    ``temperature`` 0 means greedy. ``top_k`` 0 or -1 disables top-k; ``top_p`` 1.0
+    ``temperature`` 0 (or below 1e-5) means greedy. ``top_k`` 0 or -1 disables top-k; ``top_p`` 1.0
     disables nucleus sampling. ``seed`` makes a request's random draws reproducible
     whatever else is in the batch. Stop strings are removed from the returned text.
     """
@@ -39,11 +44,20 @@ class SamplingParams:
             raise RequestError(f"temperature={self.temperature}: must be >= 0 (0 means greedy)")
         if not 0.0 < self.top_p <= 1.0:
             raise RequestError(f"top_p={self.top_p}: must be in (0, 1]")
-        if not isinstance(self.top_k, int) or self.top_k < -1:
-            raise RequestError(f"top_k={self.top_k!r}: must be -1, 0 (disabled) or positive")
+        if not isinstance(self.top_k, int) or not -1 <= self.top_k <= MAX_TOP_K:
+            raise RequestError(
+                f"top_k={self.top_k!r}: must be -1, 0 (disabled) or a positive integer "
+                f"up to {MAX_TOP_K}"
+            )
+        if self.seed is not None and (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed <= MAX_SEED
+        ):
+            raise RequestError(f"seed={self.seed!r}: must be an integer in [0, {MAX_SEED}]")
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise RequestError(f"stop={self.stop!r}: stop strings must be non-empty strings")
 
     @property
     def is_greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_TEMPERATURE_EPSILON

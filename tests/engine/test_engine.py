@@ -158,3 +158,34 @@ def test_engine_refuses_max_model_len_beyond_the_model():
 def test_finished_status_reasons():
     assert RequestStatus.FINISHED_STOPPED.finish_reason == "stop"
     assert RequestStatus.RUNNING.finish_reason is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"seed": 2**64}, "seed=18446744073709551616"),
+        ({"seed": -1}, "seed=-1"),
+        ({"top_k": 2**63}, "top_k=9223372036854775808"),
+    ],
+)
+def test_out_of_range_sampling_values_are_refused_not_crashed_on(kwargs, match):
+    with pytest.raises(RequestError, match=match):
+        SamplingParams(**kwargs)
+
+
+def test_extreme_but_valid_sampling_values_do_not_break_a_step(llm):
+    outputs = llm.generate(
+        ["a", "b", "c"],
+        [
+            SamplingParams(max_tokens=4, temperature=1e-30, ignore_eos=True),  # greedy
+            SamplingParams(max_tokens=4, top_k=2**31 - 1, seed=2**63 - 1, ignore_eos=True),
+            SamplingParams(max_tokens=4, temperature=50.0, top_p=1e-9, ignore_eos=True),
+        ],
+    )
+    assert [len(o.token_ids) for o in outputs] == [4, 4, 4]
+    assert (
+        outputs[0].token_ids
+        == llm.generate(["a"], SamplingParams(max_tokens=4, temperature=0, ignore_eos=True))[
+            0
+        ].token_ids
+    )
