@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tailwatch.engine_cli import engine_app, run_demo
+from tailwatch.serve_cli import serve
 
 app = typer.Typer(
     name="tailwatch",
@@ -12,6 +13,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+engine_app.command()(serve)
 app.add_typer(engine_app, name="engine")
 
 

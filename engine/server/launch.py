@@ -1,0 +1,109 @@
+"""Everything a serving process needs, wired from one ``EngineConfig`` and ``ServeOptions``.
+
+Used by ``tailwatch engine serve`` and by tests, so both run the same wiring: the
+engine, its async front end with admission limits, metrics and tracing as observers,
+and the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry
+
+    from engine.async_engine import AsyncEngine, EngineObserver
+    from engine.config import EngineConfig
+    from engine.metrics import EngineMetrics
+    from engine.tracing import RequestTracer
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Serving knobs that are not the engine's.
+
+    ``served_model_name`` None serves the model under its ``--model`` name.
+    ``otlp_endpoint`` None turns tracing off. ``admin_token`` None (or empty) leaves
+    the admin API unmounted.
+    """
+
+    served_model_name: str | None = None
+    max_waiting_requests: int | None = None
+    max_concurrency_per_tenant: int | None = None
+    otlp_endpoint: str | None = None
+    trace_sampling_ratio: float = 1.0
+    drain_timeout_seconds: float = 30.0
+    admin_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.served_model_name is not None and not self.served_model_name.strip():
+            raise ConfigError("served_model_name='': give a name or leave it unset")
+        timeout = self.drain_timeout_seconds
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+            raise ConfigError(f"drain_timeout_seconds={timeout!r}: must be >= 0 seconds")
+
+
+@dataclass(frozen=True)
+class EngineServer:
+    app: FastAPI
+    async_engine: AsyncEngine
+    metrics: EngineMetrics
+    tracer: RequestTracer
+    served_model_name: str
+
+
+def build_engine_server(
+    config: EngineConfig,
+    options: ServeOptions,
+    *,
+    registry: CollectorRegistry | None = None,
+    tracer: RequestTracer | None = None,
+    extra_observers: Sequence[EngineObserver] = (),
+) -> EngineServer:
+    """Load the model and wire the server; raises ``ConfigError`` (or the loader's
+    errors) for settings that cannot work, before anything is started.
+
+    ``tracer`` replaces the one ``options`` describes (tests pass one with an in-memory
+    exporter); ``extra_observers`` are called after metrics and tracing.
+    """
+    from engine.async_engine import AsyncEngine
+    from engine.llm_engine import LLMEngine
+    from engine.metrics import EngineMetrics
+    from engine.server.app import build_app
+    from engine.tracing import RequestTracer, TracingConfig
+
+    name = options.served_model_name or config.model
+    # Cheap checks first: they fail before a (possibly large) model is loaded.
+    tracing = TracingConfig(options.otlp_endpoint, options.trace_sampling_ratio)
+    for knob in ("max_waiting_requests", "max_concurrency_per_tenant"):
+        value = getattr(options, knob)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ConfigError(f"{knob}={value!r}: must be a positive integer or unset")
+    engine = LLMEngine(config)
+    if tracer is None:
+        tracer = RequestTracer.from_config(tracing, name)
+    async_engine = AsyncEngine(
+        engine,
+        max_waiting_requests=options.max_waiting_requests,
+        max_concurrency_per_tenant=options.max_concurrency_per_tenant,
+    )
+    metrics = EngineMetrics(
+        name, async_engine.knobs(), registry=registry, max_model_len=config.max_model_len
+    )
+    async_engine.observers.extend([metrics, tracer, *extra_observers])
+    app = build_app(
+        async_engine,
+        served_model_name=name,
+        metrics=metrics,
+        tracer=tracer,
+        admin_token=options.admin_token or None,
+        drain_timeout_seconds=options.drain_timeout_seconds,
+    )
+    return EngineServer(app, async_engine, metrics, tracer, name)

@@ -1,0 +1,250 @@
+"""The OpenAI API: ``/v1/chat/completions``, ``/v1/completions`` and ``/v1/models``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response
+
+from engine.async_engine import RequestHandle
+from engine.outputs import RequestOutput
+from engine.sampling_params import SamplingParams
+from engine.server import responses
+from engine.server.chat_template import render_chat_prompt
+from engine.server.context import ServerContext, server_context
+from engine.server.errors import APIError
+from engine.server.protocol import (
+    INT64_MAX,
+    INT64_MIN,
+    ChatCompletionRequest,
+    CompletionRequest,
+    GenerationRequest,
+)
+from engine.server.request_stream import (
+    RequestStream,
+    collect_unless_disconnected,
+    open_request,
+)
+from engine.server.responses import ResponseMeta
+from engine.server.sse import EngineStreamingResponse, sse_body
+
+# NOTE: vLLM's _SAMPLING_EPS: a temperature this small is greedy; dividing logits by it
+# would overflow float32 into NaN probabilities.
+GREEDY_BELOW_TEMPERATURE = 1e-5
+# "Client closed request" (nginx's code): the client left before its response was ready.
+CLIENT_CLOSED_REQUEST = 499
+
+router = APIRouter()
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Who the request is accounted to (None: no tenant) and its scheduling priority."""
+
+    tenant: str | None
+    priority: int
+
+
+ChunkStream = Callable[[ResponseMeta, AsyncIterator[RequestOutput]], AsyncIterator[dict]]
+FinalBody = Callable[[ResponseMeta, str, RequestOutput], dict[str, Any]]
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    context = server_context(request)
+    model = {
+        "id": context.served_model_name,
+        "object": "model",
+        "created": context.created,
+        "owned_by": "tailwatch",
+        "root": context.async_engine.engine.config.model,
+        "parent": None,
+        "max_model_len": context.max_model_len,
+    }
+    return {"object": "list", "data": [model]}
+
+
+TenantHeader = Annotated[
+    str | None,
+    Header(description="The tenant the request is accounted to; wins over the body's user."),
+]
+PriorityHeader = Annotated[
+    int | None,
+    Header(
+        ge=INT64_MIN,
+        le=INT64_MAX,
+        description="Scheduling priority (lower first, with --scheduling-policy priority); "
+        "wins over the body's priority.",
+    ),
+]
+
+
+@router.post("/v1/chat/completions")
+async def create_chat_completion(
+    body: ChatCompletionRequest,
+    request: Request,
+    x_tenant: TenantHeader = None,
+    x_priority: PriorityHeader = None,
+) -> Response:
+    context = server_context(request)
+    prompt_ids = context.async_engine.engine.tokenizer.encode(render_chat_prompt(body.messages))
+    # NOTE: as in vLLM and OpenAI, an unset limit means "up to the context length".
+    max_tokens = body.requested_max_tokens or max(1, context.max_model_len - len(prompt_ids))
+    admission = Admission(x_tenant or body.user or None, _priority(x_priority, body))
+    return await _serve(
+        context, request, body, prompt_ids, max_tokens, admission, "chat", "chatcmpl",
+        _chat_chunks, responses.chat_completion,
+    )  # fmt: skip
+
+
+@router.post("/v1/completions")
+async def create_completion(
+    body: CompletionRequest,
+    request: Request,
+    x_tenant: TenantHeader = None,
+    x_priority: PriorityHeader = None,
+) -> Response:
+    context = server_context(request)
+    max_tokens = body.max_tokens or 16  # OpenAI's default for completions
+    admission = Admission(x_tenant or body.user or None, _priority(x_priority, body))
+    return await _serve(
+        context, request, body, body.prompt, max_tokens, admission, "text_completion", "cmpl",
+        _text_chunks, responses.text_completion,
+    )  # fmt: skip
+
+
+async def _serve(
+    context: ServerContext,
+    request: Request,
+    body: GenerationRequest,
+    prompt: str | list[int],
+    max_tokens: int,
+    admission: Admission,
+    operation: str,
+    id_prefix: str,
+    chunks: ChunkStream,
+    final_body: FinalBody,
+) -> Response:
+    if body.model is not None and body.model != context.served_model_name:
+        raise APIError(
+            404,
+            f"model {body.model!r} does not exist; this server serves "
+            f"{context.served_model_name!r} (see GET /v1/models)",
+            param="model",
+            code="model_not_found",
+        )
+    if body.stream_options is not None and not body.stream:
+        raise APIError(
+            400, "stream_options: only allowed when stream is true", param="stream_options"
+        )
+    params = _sampling_params(body, max_tokens)
+    meta = ResponseMeta(
+        response_id=f"{id_prefix}-{uuid.uuid4().hex}",
+        created=int(time.time()),
+        model=context.served_model_name,
+        include_usage=bool(body.stream_options and body.stream_options.include_usage),
+    )
+    attributes = _trace_attributes(request, body)
+    handles: list[RequestHandle] = []
+
+    def on_admitted(handle: RequestHandle) -> None:
+        handles.append(handle)
+        context.tracer.start_request(handle, request.headers, operation, attributes)
+
+    stream = await open_request(
+        context.async_engine,
+        prompt,
+        params,
+        request_id=meta.response_id,
+        tenant=admission.tenant,
+        priority=admission.priority,
+        on_admitted=on_admitted,
+    )
+    traced = _traced_outputs(context, stream, handles[0])
+    if body.stream:
+        return EngineStreamingResponse(sse_body(chunks(meta, traced)), stream)
+    outputs = await collect_unless_disconnected(request, stream, traced)
+    if outputs is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    last = outputs[-1]
+    if last.finish_reason == "abort":
+        raise APIError(503, "the server is shutting down and aborted the request", code="aborted")
+    text = "".join(output.new_text for output in outputs)
+    return JSONResponse(final_body(meta, text, last))
+
+
+async def _traced_outputs(
+    context: ServerContext, stream: RequestStream, handle: RequestHandle
+) -> AsyncIterator[RequestOutput]:
+    """The stream's outputs; an engine failure after admission also ends the span."""
+    try:
+        async for output in stream.outputs():
+            yield output
+    except Exception as error:
+        context.tracer.fail_request(handle, type(error).__name__, str(error))
+        raise
+
+
+async def _chat_chunks(
+    meta: ResponseMeta, outputs: AsyncIterator[RequestOutput]
+) -> AsyncIterator[dict]:
+    last = None
+    async for output in outputs:
+        if last is None:  # vLLM and OpenAI open with the role, empty content
+            yield responses.chat_chunk(meta, {"role": "assistant", "content": ""})
+        last = output
+        if output.new_text or output.finished:
+            delta = {"content": output.new_text} if output.new_text else {}
+            yield responses.chat_chunk(meta, delta, output.finish_reason)
+    if meta.include_usage and last is not None:
+        yield responses.usage_chunk(meta, "chat.completion.chunk", last)
+
+
+async def _text_chunks(
+    meta: ResponseMeta, outputs: AsyncIterator[RequestOutput]
+) -> AsyncIterator[dict]:
+    last = None
+    async for output in outputs:
+        last = output
+        if output.new_text or output.finished:
+            yield responses.text_chunk(meta, output.new_text, output.finish_reason)
+    if meta.include_usage and last is not None:
+        yield responses.usage_chunk(meta, "text_completion", last)
+
+
+def _sampling_params(body: GenerationRequest, max_tokens: int) -> SamplingParams:
+    temperature = 1.0 if body.temperature is None else body.temperature
+    if temperature < GREEDY_BELOW_TEMPERATURE:
+        temperature = 0.0
+    stop = body.stop if body.stop is not None else ()
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=1.0 if body.top_p is None else body.top_p,
+        top_k=body.top_k or 0,
+        seed=body.seed,
+        stop=(stop,) if isinstance(stop, str) else tuple(stop),
+        stop_token_ids=tuple(body.stop_token_ids or ()),
+        ignore_eos=body.ignore_eos,
+    )
+
+
+def _priority(header: int | None, body: GenerationRequest) -> int:
+    if header is not None:
+        return header
+    return body.priority or 0
+
+
+def _trace_attributes(request: Request, body: GenerationRequest) -> dict[str, Any]:
+    server = request.scope.get("server") or (None, None)
+    return {
+        "gen_ai.request.stream": True if body.stream else None,
+        "gen_ai.request.top_k": float(body.top_k) if body.top_k else None,
+        "server.address": server[0],
+        "server.port": server[1],
+    }

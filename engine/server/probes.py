@@ -1,0 +1,51 @@
+"""Probes and the scrape endpoint: ``/live``, ``/ready``, ``/health``, ``/metrics``.
+
+- ``/live``: the process answers HTTP (for a liveness probe); always 200.
+- ``/ready``: 200 once the model is loaded and a warm-up request was served, 503 before
+  that, while draining (SIGTERM) and if the engine loop died (for a readiness probe or
+  a load balancer).
+- ``/health``: vLLM's: 200 with an empty body while the engine loop runs, else 503.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from engine.server.context import server_context
+from engine.server.errors import error_body
+
+router = APIRouter()
+
+
+@router.get("/live")
+async def live() -> dict[str, str]:
+    return {"status": "alive"}
+
+
+@router.get("/ready")
+async def ready(request: Request) -> JSONResponse:
+    engine = server_context(request).async_engine
+    if engine.loop_error is not None:
+        status = "failed"
+    elif engine.is_draining:
+        status = "draining"
+    elif not engine.is_ready:
+        status = "warming_up"
+    else:
+        return JSONResponse({"status": "ready"})
+    return JSONResponse({"status": status}, status_code=503)
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    engine = server_context(request).async_engine
+    if engine.loop_error is not None:
+        return JSONResponse(error_body(503, "the engine loop stopped"), status_code=503)
+    return Response(status_code=200)
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    body, content_type = server_context(request).metrics.render(request.headers.get("accept"))
+    return Response(body, media_type=content_type)

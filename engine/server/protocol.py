@@ -1,0 +1,139 @@
+"""Request bodies of the OpenAI API routes, with the fields this engine serves.
+
+Unknown fields are ignored, as vLLM does, so clients that send more than we use keep
+working. Values are checked here, at the edge, so that each error names its field;
+``SamplingParams`` checks them again (it is the engine's own contract).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# vLLM accepts any int64 seed; torch's generators take no more.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT32_MAX = 2**31 - 1
+TokenId = Annotated[int, Field(ge=0)]
+
+
+class _Body(BaseModel):
+    # NOTE: NaN and infinity parse from JSON in Python but mean nothing as knobs.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class GenerationRequest(_Body):
+    """Fields shared by chat and text completions."""
+
+    model: str | None = Field(
+        None, description="The served model name; omitted means the one model served."
+    )
+    max_tokens: int | None = Field(None, ge=1, le=INT64_MAX)
+    temperature: float | None = Field(None, ge=0.0, description="0 is greedy; default 1.")
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
+    stop: str | list[str] | None = Field(None, description="Stop strings, not included.")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = Field(None, description="End user; the tenant unless X-Tenant is set.")
+    n: int = Field(1, ge=1, le=1, description="Choices per request; only 1 is supported.")
+    # vLLM's extra sampling fields
+    top_k: int | None = Field(None, ge=-1, le=INT32_MAX, description="-1 or 0 disables top-k.")
+    ignore_eos: bool = False
+    stop_token_ids: list[int] | None = None
+    priority: int | None = Field(
+        None, ge=INT64_MIN, le=INT64_MAX, description="Lower is served first (priority policy)."
+    )
+
+    @field_validator("n", mode="before")
+    @classmethod
+    def _one_choice(cls, n: Any) -> Any:
+        if _is_int(n) and n != 1:
+            raise ValueError(f"n={n}: only one choice per request is supported")
+        return n
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _strings(cls, stop: Any) -> Any:
+        if stop is None or isinstance(stop, str):
+            return stop
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise ValueError("must be a string or a list of strings")
+        return stop
+
+
+class ChatMessage(_Body):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = Field(
+        None, description="A string, or a list of {'type': 'text', 'text': ...} parts."
+    )
+    name: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_only(cls, content: Any) -> Any:
+        if content is None or isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            raise ValueError("must be a string or a list of text parts")
+        for index, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ValueError(f"part {index} is {kind!r}; only text parts are supported")
+            if not isinstance(part.get("text"), str):
+                raise ValueError(f"part {index} has no 'text' string")
+        return content
+
+    @property
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part["text"] for part in self.content)
+
+
+class ChatCompletionRequest(GenerationRequest):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(
+        None, ge=1, le=INT64_MAX, description="Preferred over max_tokens when both are set."
+    )
+
+    @property
+    def requested_max_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+class CompletionRequest(GenerationRequest):
+    prompt: (
+        Annotated[str, Field(min_length=1)]
+        | Annotated[list[TokenId], Field(min_length=1)]
+        | Annotated[list[str], Field(min_length=1, max_length=1)]
+        | Annotated[list[list[TokenId]], Field(min_length=1, max_length=1)]
+    ) = Field(description="A string or a list of token ids (a batch of one is accepted too).")
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _single_prompt(cls, prompt: Any) -> Any:
+        if isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt):
+            if len(prompt) != 1:
+                raise ValueError(f"a batch of {len(prompt)} prompts: send one prompt per request")
+            prompt = prompt[0]
+        # NOTE: checked here, before the union, so an error names the prompt, not a branch.
+        if prompt == "" or prompt == []:
+            raise ValueError("is empty; send at least one character or token id")
+        if isinstance(prompt, str):
+            return prompt
+        if isinstance(prompt, list) and all(_is_int(t) for t in prompt):
+            if any(t < 0 for t in prompt):
+                raise ValueError("token ids must be >= 0")
+            return prompt
+        raise ValueError("must be a string or a list of token ids")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,131 @@
+"""``tailwatch engine serve``: the bundled engine behind an OpenAI-compatible HTTP API."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Annotated
+
+import typer
+
+from tailwatch.engine_cli import _fail, _user_errors
+
+ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
+# After the drain, how long uvicorn waits for responses still being written.
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
+
+def serve(
+    model: Annotated[str, typer.Option(help="Preset name or local checkpoint directory.")] = "tiny",
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8000,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="The model name clients send; default: --model.")
+    ] = None,
+    max_waiting_requests: Annotated[
+        int | None, typer.Option(help="Waiting-queue bound; past it requests get 429.")
+    ] = None,
+    max_concurrency_per_tenant: Annotated[
+        int | None, typer.Option(help="Requests in flight per tenant; past it 429.")
+    ] = None,
+    otlp_endpoint: Annotated[
+        str | None,
+        typer.Option(help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces."),
+    ] = None,
+    trace_sampling_ratio: Annotated[
+        float, typer.Option(help="Share of requests traced (0-1).")
+    ] = 1.0,
+    drain_timeout: Annotated[
+        float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM.")
+    ] = 30.0,
+    access_log: Annotated[bool, typer.Option(help="Log every HTTP request.")] = True,
+    block_size: int = 16,
+    num_gpu_blocks: int | None = None,
+    kv_cache_memory_bytes: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 2048,
+    max_model_len: int = 2048,
+    enable_prefix_caching: bool = True,
+    enable_chunked_prefill: bool = True,
+    scheduling_policy: str = "fcfs",
+    device: str = "auto",
+    dtype: str = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of unseeded random sampling.")] = 0,
+) -> None:
+    """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
+
+    The admin API is on only when TAILWATCH_ADMIN_TOKEN is set. SIGTERM drains, exit 0.
+    """
+    try:
+        import uvicorn
+
+        from engine.config import EngineConfig
+        from engine.server.launch import ServeOptions, build_engine_server
+        from engine.server.uvicorn_server import DrainingServer, listen_socket
+
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port={port}: must be from 0 to 65535 (0 picks a free port)")
+        options = ServeOptions(
+            served_model_name=served_model_name,
+            max_waiting_requests=max_waiting_requests,
+            max_concurrency_per_tenant=max_concurrency_per_tenant,
+            otlp_endpoint=otlp_endpoint,
+            trace_sampling_ratio=trace_sampling_ratio,
+            drain_timeout_seconds=drain_timeout,
+            admin_token=os.environ.get(ADMIN_TOKEN_ENV) or None,
+        )
+        config = EngineConfig(
+            model=model,
+            block_size=block_size,
+            num_gpu_blocks=num_gpu_blocks,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_model_len=max_model_len,
+            enable_prefix_caching=enable_prefix_caching,
+            enable_chunked_prefill=enable_chunked_prefill,
+            scheduling_policy=scheduling_policy,  # type: ignore[arg-type]
+            device=device,
+            dtype=dtype,
+            seed=seed,
+        )
+    except _user_errors() as error:
+        raise _fail(error) from None
+    # Listen before loading the model: a taken port fails in a second, not a minute.
+    try:
+        sock = listen_socket(host, port)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise _fail(OSError(f"cannot listen on {host}:{port}: {reason}")) from None
+    try:
+        server = build_engine_server(config, options)
+    except _user_errors() as error:
+        sock.close()
+        raise _fail(error) from None
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    bound_host, bound_port = sock.getsockname()[:2]
+    admin = "on" if options.admin_token else f"off (set {ADMIN_TOKEN_ENV} to enable)"
+    typer.echo(
+        f"serving {server.served_model_name!r} on http://{_url_host(bound_host)}:{bound_port} "
+        f"(admin API {admin})",
+        err=True,
+    )
+    uvicorn_config = uvicorn.Config(
+        server.app,
+        log_level="info",
+        access_log=access_log,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    http_server = DrainingServer(uvicorn_config, server.async_engine, drain_timeout)
+    http_server.run(sockets=[sock])
+    if not http_server.started:
+        raise typer.Exit(code=1)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
