@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from tailwatch.engine_cli import engine_app, run_demo
+from tailwatch.demo import run_demo
+from tailwatch.engine_cli import engine_app
 from tailwatch.serve_cli import serve
 
 app = typer.Typer(
@@ -18,9 +21,18 @@ app.add_typer(engine_app, name="engine")
 
 
 @app.command()
-def demo() -> None:
-    """What `make run` starts: today, an offline generation demo of the bundled engine."""
-    run_demo()
+def demo(
+    port: Annotated[int, typer.Option(help="Port of the engine server (127.0.0.1).")] = 8000,
+    duration: Annotated[float, typer.Option(help="Seconds of demo traffic.")] = 600.0,
+    rate: Annotated[float, typer.Option(help="Mean requests per second (Poisson).")] = 3.0,
+    interval: Annotated[float, typer.Option(help="Seconds between /metrics reports.")] = 5.0,
+) -> None:
+    """What `make run` starts: the engine server on loopback with demo traffic and a live
+    view of its metrics (collectors, alerting and the console join as they land)."""
+    for name, value in (("duration", duration), ("rate", rate), ("interval", interval)):
+        if not value > 0:
+            raise typer.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name}")
+    raise typer.Exit(run_demo(port, duration, rate, interval))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,210 @@
+"""``tailwatch demo`` — what ``make run`` starts.
+
+Today that is the bundled engine's server on loopback with demo traffic: streaming chat
+requests from three tenants that share a system prompt, arriving at random (Poisson)
+times. Every few seconds the demo scrapes the server's ``/metrics`` as a collector
+would and prints what an on-call engineer looks at first: TTFT and ITL percentiles
+(Prometheus-exact, from the histograms), throughput, queue, KV usage, prefix-cache hits
+and preemptions. It stops by itself after ``duration`` seconds (or on Ctrl-C) and
+drains the server. Collectors, alerting and the console join as they land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+
+from slo import histogram_quantile
+
+console = Console()
+
+SYSTEM_PROMPT = (
+    "You are Tailwatch's demo assistant. You answer questions about LLM serving: time to "
+    "first token, inter-token latency, KV cache pressure, preemption and goodput."
+)
+QUESTIONS = (
+    "What is TTFT?",
+    "Why does ITL p99 rise when long prompts arrive?",
+    "What does preemption by recompute cost?",
+    "How does prefix caching help a shared system prompt?",
+    "When should I raise max_num_batched_tokens?",
+    "What is goodput?",
+)
+TENANTS = ("acme", "globex", "initech")
+
+
+def _start_server(port: int) -> subprocess.Popen:
+    command = [sys.executable, "-m", "tailwatch.cli", "engine", "serve", "--model", "tiny"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024"]
+    command += ["--max-waiting-requests", "256", "--no-access-log"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_ready(server: subprocess.Popen, base_url: str, timeout_seconds: float = 180) -> None:
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            message = (server.stderr.read() if server.stderr else "").strip()
+            raise RuntimeError(message.removeprefix("error:").strip() or "it exited")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base_url}/ready", timeout=1).status_code == 200:
+                return
+        time.sleep(0.3)
+    raise RuntimeError(f"the engine server did not become ready within {timeout_seconds:.0f} s")
+
+
+async def _one_request(client: httpx.AsyncClient, rng: random.Random) -> None:
+    body = {
+        "model": "tiny",
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": rng.choice(QUESTIONS)},
+        ],
+        "max_tokens": rng.randint(16, 96),
+        "temperature": 0.8,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    headers = {"X-Tenant": rng.choice(TENANTS)}
+    with contextlib.suppress(httpx.HTTPError):
+        async with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r:
+            async for _ in r.aiter_lines():
+                pass
+
+
+def _series(families: dict, name: str) -> list:
+    family = families.get(name)
+    return family.samples if family is not None else []
+
+
+def _value(families: dict, name: str, sample_name: str | None = None) -> float:
+    return sum(s.value for s in _series(families, name) if s.name == (sample_name or s.name))
+
+
+def _quantile(families: dict, name: str, q: float) -> float:
+    buckets: dict[float, float] = {}
+    for s in _series(families, name):
+        if s.name == f"{name}_bucket":
+            le = float(s.labels["le"])
+            buckets[le] = buckets.get(le, 0.0) + s.value
+    return histogram_quantile(q, buckets.items()).value
+
+
+def _ms(seconds: float) -> str:
+    return "-" if seconds != seconds else f"{seconds * 1000:.0f}"
+
+
+def _scrape(base_url: str) -> dict:
+    text = httpx.get(f"{base_url}/metrics", timeout=5).text
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+COLUMNS = (
+    ("t s", 4), ("reqs", 6), ("tok/s", 6), ("TTFT p50", 9), ("TTFT p95", 9),
+    ("ITL p95", 8), ("run", 5), ("wait", 5), ("KV", 6), ("prefix hit", 11),
+    ("preempt", 8),
+)  # fmt: skip
+
+
+def _line(cells: Iterable[str]) -> str:
+    return "".join(cell.rjust(width) for cell, (_, width) in zip(cells, COLUMNS, strict=True))
+
+
+async def _traffic(base_url: str, rate: float, duration: float, interval: float) -> None:
+    rng = random.Random(0)
+    started = time.monotonic()
+    tasks: set[asyncio.Task] = set()
+    console.print(_line(name for name, _ in COLUMNS), style="bold", highlight=False, soft_wrap=True)
+    last_tokens, last_time = 0.0, started
+    next_report = started + interval
+    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
+        while time.monotonic() - started < duration:
+            await asyncio.sleep(
+                min(rng.expovariate(rate), max(0.0, next_report - time.monotonic()))
+            )
+            if time.monotonic() >= next_report:
+                families = await asyncio.to_thread(_scrape, base_url)
+                tokens = _value(families, "vllm:generation_tokens")
+                now = time.monotonic()
+                queries = _value(families, "vllm:prefix_cache_queries")
+                hits = _value(families, "vllm:prefix_cache_hits")
+                console.print(_line((
+                    f"{now - started:.0f}",
+                    f"{_value(families, 'vllm:request_success'):.0f}",
+                    f"{(tokens - last_tokens) / (now - last_time):.0f}",
+                    _ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.5)),
+                    _ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.95)),
+                    _ms(_quantile(families, "vllm:inter_token_latency_seconds", 0.95)),
+                    f"{_value(families, 'vllm:num_requests_running'):.0f}",
+                    f"{_value(families, 'vllm:num_requests_waiting'):.0f}",
+                    f"{_value(families, 'vllm:kv_cache_usage_perc') * 100:.1f}%",
+                    f"{hits / queries * 100:.0f}%" if queries else "-",
+                    f"{_value(families, 'vllm:num_preemptions'):.0f}",
+                )), highlight=False, soft_wrap=True)  # fmt: skip
+                last_tokens, last_time = tokens, now
+                next_report = now + interval
+                continue
+            task = asyncio.create_task(_one_request(client, rng))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def run_demo(port: int, duration_seconds: float, rate: float, interval_seconds: float) -> int:
+    """Start the server, send demo traffic, report; returns the process exit code."""
+    base_url = f"http://127.0.0.1:{port}"
+    console.print(
+        f"[bold]Tailwatch demo[/]: starting the bundled engine ([bold]tiny[/] preset: seeded "
+        f"random weights, byte-level tokenizer) at {base_url} ..."
+    )
+    server = _start_server(port)
+    try:
+        try:
+            _wait_ready(server, base_url)
+        except RuntimeError as error:
+            console.print(
+                f"[bold red]error:[/] the engine server did not start: {error}"
+                + ("; pick another with --port" if "already in use" in str(error) else "")
+            )
+            return 2
+        console.print(
+            f"Ready. OpenAI API: {base_url}/v1   metrics: {base_url}/metrics   "
+            f"probes: {base_url}/ready\n"
+            f"Sending streaming chat requests from tenants {', '.join(TENANTS)} at about "
+            f"{rate:g} req/s for {duration_seconds:.0f} s (Ctrl-C stops earlier). Every "
+            f"{interval_seconds:.0f} s the table below is re-read from /metrics: request "
+            "count, output tokens/s since the last row, TTFT and inter-token latency "
+            "percentiles (Prometheus histogram_quantile over vLLM's buckets), running and "
+            "waiting requests, KV cache in use, the share of prompt tokens "
+            "served from the prefix cache (the shared system prompt) and preemptions. Latencies\n"
+            "are in ms and cumulative since the server started.\n"
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_traffic(base_url, rate, duration_seconds, interval_seconds))
+        return 0
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)  # drains in-flight requests, then exits
+            try:
+                server.wait(timeout=60)
+                console.print("Demo stopped; the engine server has drained and exited.")
+            except subprocess.TimeoutExpired:
+                server.kill()
+                console.print("Demo stopped; the engine server did not drain in 60 s: killed.")
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_demo(int(os.environ.get("PORT", "8000")), 60, 3, 5))
