@@ -290,7 +290,11 @@ class AsyncEngine:
         if float(delay) != self.step_delay_seconds:
             applied.append(
                 KnobChange(
-                    "step_delay_seconds", self.step_delay_seconds, float(delay), time.monotonic()
+                    "step_delay_seconds",
+                    self.step_delay_seconds,
+                    float(delay),
+                    self.engine.clock(),
+                    self.engine.wall_clock(),
                 )
             )
             self.step_delay_seconds = float(delay)

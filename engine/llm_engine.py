@@ -32,12 +32,14 @@ from engine.stop import check_stop
 
 @dataclass(frozen=True)
 class KnobChange:
-    """One live knob change: which knob, from what, to what, when (engine clock)."""
+    """One live knob change: which knob, from what, to what, and when — on the engine's
+    monotonic clock (``time``) and in epoch seconds (``wall_time``), both taken once."""
 
     knob: str
     old_value: Any
     new_value: Any
     time: float
+    wall_time: float
 
 
 @dataclass(frozen=True)
@@ -128,10 +130,10 @@ class LLMEngine:
         if kv_cache.enable_caching != new_config.enable_prefix_caching:
             kv_cache.set_caching(new_config.enable_prefix_caching)
         kv_cache.pool.set_num_reserved(self.num_gpu_blocks - usable)
-        now = self.clock()
+        now, wall_now = self.clock(), self.wall_clock()
         after = self.knobs()
         return [
-            KnobChange(knob, before[knob], after[knob], now)
+            KnobChange(knob, before[knob], after[knob], now, wall_now)
             for knob in changes
             if before[knob] != after[knob]
         ]

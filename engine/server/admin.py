@@ -65,22 +65,19 @@ async def patch_config(request: Request) -> dict[str, Any]:
         applied = await async_engine.update_knobs(changes)
     except ConfigError as error:
         raise from_engine_error(error) from None
-    events = [_event(request, change) for change in applied]
+    events = [_event(change) for change in applied]
     return {"changes": events, "config": async_engine.knobs()}
 
 
 @router.get("/events")
 async def get_events(request: Request) -> dict[str, Any]:
     events = list(server_context(request).async_engine.events)
-    return {"events": [_event(request, change) for change in events]}
+    return {"events": [_event(change) for change in events]}
 
 
-def _event(request: Request, change: KnobChange) -> dict[str, Any]:
-    engine = server_context(request).async_engine.engine
-    # Changes carry the engine's monotonic clock; place them on the wall clock.
-    epoch = engine.wall_clock() - (engine.clock() - change.time)
+def _event(change: KnobChange) -> dict[str, Any]:
     return {
-        "time": round(epoch, 6),
+        "time": round(change.wall_time, 6),
         "knob": change.knob,
         "old": change.old_value,
         "new": change.new_value,
