@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +21,31 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     # ValueError covers device/dtype names (e.g. cuda asked for on a CPU-only machine).
     return (EngineError, ModelLoadError, ModelConfigError, ValueError)
+
+
+# The EngineConfig knobs that `engine generate` and `engine serve` take as options.
+ENGINE_KNOB_OPTIONS = (
+    "model",
+    "block_size",
+    "num_gpu_blocks",
+    "kv_cache_memory_bytes",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "scheduling_policy",
+    "device",
+    "dtype",
+)
+
+
+def engine_config_from(options: dict[str, Any], **extra: Any):
+    """An ``EngineConfig`` from a command's options (its ``locals()``) and ``extra``."""
+    from engine.config import EngineConfig
+
+    return EngineConfig(**{k: options[k] for k in ENGINE_KNOB_OPTIONS}, **extra)
 
 
 def _fail(error: BaseException) -> typer.Exit:
@@ -56,7 +81,6 @@ def generate(
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:
-        from engine.config import EngineConfig
         from engine.llm import LLM
         from engine.sampling_params import SamplingParams
 
@@ -69,21 +93,7 @@ def generate(
             stop=tuple(stop or ()),
             ignore_eos=ignore_eos,
         )
-        config = EngineConfig(
-            model=model,
-            block_size=block_size,
-            num_gpu_blocks=num_gpu_blocks,
-            kv_cache_memory_bytes=kv_cache_memory_bytes,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            max_model_len=max_model_len,
-            enable_prefix_caching=enable_prefix_caching,
-            enable_chunked_prefill=enable_chunked_prefill,
-            scheduling_policy=scheduling_policy,  # type: ignore[arg-type]
-            device=device,
-            dtype=dtype,
-        )
+        config = engine_config_from(locals())
         llm = LLM.from_config(config)
         started = time.perf_counter()
         outputs = llm.generate(prompt, params)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tailwatch.engine_cli import _fail, _user_errors
+from tailwatch.engine_cli import _fail, _user_errors, engine_config_from
 
 ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
 # After the drain, how long uvicorn waits for responses still being written.
@@ -62,7 +62,6 @@ def serve(
     try:
         import uvicorn
 
-        from engine.config import EngineConfig
         from engine.server.launch import ServeOptions, build_engine_server
         from engine.server.uvicorn_server import DrainingServer, listen_socket
 
@@ -77,22 +76,7 @@ def serve(
             drain_timeout_seconds=drain_timeout,
             admin_token=os.environ.get(ADMIN_TOKEN_ENV) or None,
         )
-        config = EngineConfig(
-            model=model,
-            block_size=block_size,
-            num_gpu_blocks=num_gpu_blocks,
-            kv_cache_memory_bytes=kv_cache_memory_bytes,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            max_model_len=max_model_len,
-            enable_prefix_caching=enable_prefix_caching,
-            enable_chunked_prefill=enable_chunked_prefill,
-            scheduling_policy=scheduling_policy,  # type: ignore[arg-type]
-            device=device,
-            dtype=dtype,
-            seed=seed,
-        )
+        config = engine_config_from(locals(), seed=seed)
     except _user_errors() as error:
         raise _fail(error) from None
     # Listen before loading the model: a taken port fails in a second, not a minute.
