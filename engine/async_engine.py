@@ -63,6 +63,40 @@ class RequestHandle:
     is_finished: bool = False
 
 
+class RequestStream:
+    """An admitted request's outputs, the finished one last (iterate once).
+
+    ``close()`` — or leaving ``with stream:`` — aborts the request unless it has
+    finished, before the engine's next step; it is idempotent.
+    """
+
+    def __init__(self, front: AsyncEngine, handle: RequestHandle) -> None:
+        self._front = front
+        self.handle = handle
+        self._is_closed = False
+
+    async def __aiter__(self) -> AsyncIterator[RequestOutput]:
+        handle = self.handle
+        while not handle.is_finished:
+            item = await handle.outputs.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item.finished:
+                handle.is_finished = True
+            yield item
+
+    def close(self) -> None:
+        if not self._is_closed:
+            self._is_closed = True
+            self._front._release(self.handle)
+
+    def __enter__(self) -> RequestStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class EngineObserver(Protocol):
     """Hooks called from the engine thread (metrics, tracing)."""
 
@@ -167,7 +201,7 @@ class AsyncEngine:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def generate(
+    def submit(
         self,
         prompt: str | list[int],
         params: SamplingParams,
@@ -176,29 +210,45 @@ class AsyncEngine:
         tenant: str | None = None,
         priority: int = 0,
         on_admitted: Callable[[RequestHandle], None] | None = None,
-    ) -> AsyncIterator[RequestOutput]:
-        """Stream a request's outputs. Raises before the first output for bad input
-        (``RequestError``), a full queue (``QueueFullError``) or draining."""
+    ) -> RequestStream:
+        """Admit a request now, or raise: ``RequestError`` for bad input,
+        ``QueueFullError`` for a full queue, ``EngineDrainingError`` while draining.
+
+        ``on_admitted`` runs before the engine sees the request (to open its span).
+        Iterate the returned stream for outputs; close it (or leave ``with stream:``)
+        when done — closing an unfinished stream aborts the request.
+        """
         handle, token_ids = self._admit(prompt, params, request_id, tenant, priority)
+        stream = RequestStream(self, handle)
         try:
             if on_admitted is not None:
                 on_admitted(handle)
             self._post(lambda: self._add(handle, token_ids))
-            while True:
-                item = await handle.outputs.get()
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-                if item.finished:
-                    handle.is_finished = True
-                    return
-        finally:
-            if tenant is not None:
-                self._tenant_in_flight[tenant] -= 1
-                if self._tenant_in_flight[tenant] <= 0:
-                    del self._tenant_in_flight[tenant]  # tenants come from clients: no growth
-            if not handle.is_finished:
-                self._post(lambda: self._abort([handle.request_id]))
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
+    async def generate(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams,
+        **kwargs: Any,
+    ) -> AsyncIterator[RequestOutput]:
+        """``submit`` and stream the outputs; leaving the loop early aborts the request."""
+        with self.submit(prompt, params, **kwargs) as stream:
+            async for output in stream:
+                yield output
+
+    def _release(self, handle: RequestHandle) -> None:
+        """A stream was closed: free the tenant's slot, abort the request if unfinished."""
+        tenant = handle.tenant
+        if tenant is not None:
+            self._tenant_in_flight[tenant] -= 1
+            if self._tenant_in_flight[tenant] <= 0:
+                del self._tenant_in_flight[tenant]  # tenants come from clients: no growth
+        if not handle.is_finished:
+            self._post(lambda: self._abort([handle.request_id]))
 
     def _admit(
         self,

@@ -8,7 +8,7 @@ from engine.errors import RequestError
 
 # vLLM's rule: a temperature this small is greedy (dividing logits by it overflows).
 GREEDY_TEMPERATURE_EPSILON = 1e-5
-MAX_SEED = 2**63 - 1
+MIN_SEED, MAX_SEED = -(2**63), 2**63 - 1  # what torch.Generator.manual_seed takes
 MAX_TOP_K = 2**31 - 1
 
 
@@ -52,9 +52,9 @@ class SamplingParams:
         if self.seed is not None and (
             isinstance(self.seed, bool)
             or not isinstance(self.seed, int)
-            or not 0 <= self.seed <= MAX_SEED
+            or not MIN_SEED <= self.seed <= MAX_SEED
         ):
-            raise RequestError(f"seed={self.seed!r}: must be an integer in [0, {MAX_SEED}]")
+            raise RequestError(f"seed={self.seed!r}: must be a 64-bit signed integer")
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise RequestError(f"stop={self.stop!r}: stop strings must be non-empty strings")
 

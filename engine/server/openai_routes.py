@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 
-from engine.async_engine import RequestHandle
+from engine.async_engine import RequestHandle, RequestStream
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
 from engine.server import responses
@@ -25,17 +25,10 @@ from engine.server.protocol import (
     CompletionRequest,
     GenerationRequest,
 )
-from engine.server.request_stream import (
-    RequestStream,
-    collect_unless_disconnected,
-    open_request,
-)
+from engine.server.request_stream import collect_unless_disconnected
 from engine.server.responses import ResponseMeta
 from engine.server.sse import EngineStreamingResponse, sse_body
 
-# NOTE: vLLM's _SAMPLING_EPS: a temperature this small is greedy; dividing logits by it
-# would overflow float32 into NaN probabilities.
-GREEDY_BELOW_TEMPERATURE = 1e-5
 # "Client closed request" (nginx's code): the client left before its response was ready.
 CLIENT_CLOSED_REQUEST = 499
 
@@ -150,14 +143,11 @@ async def _serve(
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
     )
     attributes = _trace_attributes(request, body)
-    handles: list[RequestHandle] = []
 
     def on_admitted(handle: RequestHandle) -> None:
-        handles.append(handle)
         context.tracer.start_request(handle, request.headers, operation, attributes)
 
-    stream = await open_request(
-        context.async_engine,
+    stream = context.async_engine.submit(
         prompt,
         params,
         request_id=meta.response_id,
@@ -165,7 +155,7 @@ async def _serve(
         priority=admission.priority,
         on_admitted=on_admitted,
     )
-    traced = _traced_outputs(context, stream, handles[0])
+    traced = _traced_outputs(context, stream)
     if body.stream:
         return EngineStreamingResponse(sse_body(chunks(meta, traced)), stream)
     outputs = await collect_unless_disconnected(request, stream, traced)
@@ -179,14 +169,14 @@ async def _serve(
 
 
 async def _traced_outputs(
-    context: ServerContext, stream: RequestStream, handle: RequestHandle
+    context: ServerContext, stream: RequestStream
 ) -> AsyncIterator[RequestOutput]:
     """The stream's outputs; an engine failure after admission also ends the span."""
     try:
-        async for output in stream.outputs():
+        async for output in stream:
             yield output
     except Exception as error:
-        context.tracer.fail_request(handle, type(error).__name__, str(error))
+        context.tracer.fail_request(stream.handle, type(error).__name__, str(error))
         raise
 
 
@@ -218,9 +208,8 @@ async def _text_chunks(
 
 
 def _sampling_params(body: GenerationRequest, max_tokens: int) -> SamplingParams:
+    # NOTE: a temperature below 1e-5 is greedy in SamplingParams (vLLM's rule).
     temperature = 1.0 if body.temperature is None else body.temperature
-    if temperature < GREEDY_BELOW_TEMPERATURE:
-        temperature = 0.0
     stop = body.stop if body.stop is not None else ()
     return SamplingParams(
         max_tokens=max_tokens,

@@ -2,10 +2,10 @@
 
 Cancellation on disconnect: Starlette's ``StreamingResponse`` (under uvicorn's ASGI 2.3
 HTTP spec) listens for ``http.disconnect`` while it streams and cancels the streaming
-task when it arrives; the cancellation lands in ``RequestStream.outputs()``, which
-closes the engine's generator, which aborts the request before the next engine step.
-``EngineStreamingResponse`` also closes the request stream once the response ends
-however it ended (a failed ``send``, a disconnect before the first chunk).
+task when it arrives. ``EngineStreamingResponse`` closes the request's
+``RequestStream`` once the response ends, however it ended (finished, a disconnect, a
+failed ``send``), and closing an unfinished stream aborts the request before the next
+engine step.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from engine.async_engine import RequestStream
 from engine.errors import EngineError
 from engine.server.errors import error_body, from_engine_error, logger
-from engine.server.request_stream import RequestStream
 
 DONE = b"data: [DONE]\n\n"
 
@@ -58,4 +58,4 @@ class EngineStreamingResponse(StreamingResponse):
             body = self.body_iterator
             if hasattr(body, "aclose"):
                 await body.aclose()
-            await self._stream.aclose()
+            self._stream.close()
