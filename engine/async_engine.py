@@ -17,13 +17,22 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine.errors import ConfigError, EngineError
 from engine.llm_engine import KnobChange, LLMEngine
 from engine.outputs import RequestOutput
+from engine.request_stream import RequestHandle, RequestStream
 from engine.sampling_params import SamplingParams
+
+__all__ = [
+    "AsyncEngine",
+    "EngineDrainingError",
+    "EngineObserver",
+    "QueueFullError",
+    "RequestHandle",
+    "RequestStream",
+]
 
 # Faults for incident drills; set with the knobs but kept out of EngineConfig.
 FAULTS: tuple[str, ...] = ("step_delay_seconds",)
@@ -41,60 +50,6 @@ class QueueFullError(EngineError):
         super().__init__(message)
         self.reason = reason
         self.retry_after_seconds = retry_after_seconds
-
-
-@dataclass(eq=False)
-class RequestHandle:
-    """One in-flight request as the front end sees it."""
-
-    request_id: str
-    params: SamplingParams
-    tenant: str | None
-    priority: int
-    num_prompt_tokens: int
-    loop: asyncio.AbstractEventLoop
-    # when the request reached the front end: engine clock, and epoch seconds
-    arrival_time: float = 0.0
-    arrival_wall_time: float = 0.0
-    outputs: asyncio.Queue = field(default_factory=asyncio.Queue)
-    # Set by whoever traces the request (see engine/tracing.py).
-    span: Any = None
-    trace_id: str | None = None
-    is_finished: bool = False
-
-
-class RequestStream:
-    """An admitted request's outputs, the finished one last (iterate once).
-
-    ``close()`` — or leaving ``with stream:`` — aborts the request unless it has
-    finished, before the engine's next step; it is idempotent.
-    """
-
-    def __init__(self, front: AsyncEngine, handle: RequestHandle) -> None:
-        self._front = front
-        self.handle = handle
-        self._is_closed = False
-
-    async def __aiter__(self) -> AsyncIterator[RequestOutput]:
-        handle = self.handle
-        while not handle.is_finished:
-            item = await handle.outputs.get()
-            if isinstance(item, BaseException):
-                raise item
-            if item.finished:
-                handle.is_finished = True
-            yield item
-
-    def close(self) -> None:
-        if not self._is_closed:
-            self._is_closed = True
-            self._front._release(self.handle)
-
-    def __enter__(self) -> RequestStream:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class EngineObserver(Protocol):

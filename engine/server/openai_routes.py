@@ -17,6 +17,7 @@ from engine.sampling_params import SamplingParams
 from engine.server import responses
 from engine.server.chat_template import render_chat_prompt
 from engine.server.context import ServerContext, server_context
+from engine.server.disconnect import collect_unless_disconnected
 from engine.server.errors import APIError
 from engine.server.protocol import (
     INT64_MAX,
@@ -25,7 +26,6 @@ from engine.server.protocol import (
     CompletionRequest,
     GenerationRequest,
 )
-from engine.server.request_stream import collect_unless_disconnected
 from engine.server.responses import ResponseMeta
 from engine.server.sse import EngineStreamingResponse, sse_body
 
