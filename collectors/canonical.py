@@ -1,0 +1,179 @@
+"""Conventions of ``collectors``: the canonical families, their labels, and the plain data
+types a dialect produces (``shared/DESIGN.md``, "Canonical families").
+
+Every dialect maps onto these names; nothing else in ``collectors`` spells a canonical
+family or label as a literal.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+# -- labels --------------------------------------------------------------------------------
+
+LABEL_TARGET = "target"
+LABEL_MODEL = "model"
+LABEL_TENANT = "tenant"
+LABEL_FINISHED_REASON = "finished_reason"
+LABEL_CODE = "code"
+LABEL_LE = "le"
+
+#: Labels that split a family into a breakdown of series that also exist without them
+#: (the bundled engine exports per-tenant series next to its fleet-wide ones).
+#: NOTE: a selector that does not name a breakdown label must not pick up such series, or
+#: every sum would count the same requests twice (see ``collectors.store``).
+BREAKDOWN_LABELS = (LABEL_TENANT,)
+
+# -- families ------------------------------------------------------------------------------
+
+
+class Kind(enum.Enum):
+    """What a canonical family is on the wire."""
+
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+TTFT_SECONDS = "ttft_seconds"
+ITL_SECONDS = "itl_seconds"
+E2E_SECONDS = "e2e_seconds"
+QUEUE_SECONDS = "queue_seconds"
+PREFILL_SECONDS = "prefill_seconds"
+DECODE_SECONDS = "decode_seconds"
+PROMPT_TOKENS = "prompt_tokens"
+GENERATION_TOKENS = "generation_tokens"
+
+PROMPT_TOKENS_TOTAL = "prompt_tokens_total"
+GENERATION_TOKENS_TOTAL = "generation_tokens_total"
+PREEMPTIONS_TOTAL = "preemptions_total"
+PREFIX_CACHE_QUERIES_TOTAL = "prefix_cache_queries_total"
+PREFIX_CACHE_HITS_TOTAL = "prefix_cache_hits_total"
+REQUESTS_TOTAL = "requests_total"
+HTTP_RESPONSES_TOTAL = "http_responses_total"
+
+REQUESTS_RUNNING = "requests_running"
+REQUESTS_WAITING = "requests_waiting"
+KV_CACHE_USAGE = "kv_cache_usage"  # a 0..1 fraction
+
+FAMILIES: dict[str, Kind] = {
+    TTFT_SECONDS: Kind.HISTOGRAM,
+    ITL_SECONDS: Kind.HISTOGRAM,
+    E2E_SECONDS: Kind.HISTOGRAM,
+    QUEUE_SECONDS: Kind.HISTOGRAM,
+    PREFILL_SECONDS: Kind.HISTOGRAM,
+    DECODE_SECONDS: Kind.HISTOGRAM,
+    PROMPT_TOKENS: Kind.HISTOGRAM,
+    GENERATION_TOKENS: Kind.HISTOGRAM,
+    PROMPT_TOKENS_TOTAL: Kind.COUNTER,
+    GENERATION_TOKENS_TOTAL: Kind.COUNTER,
+    PREEMPTIONS_TOTAL: Kind.COUNTER,
+    PREFIX_CACHE_QUERIES_TOTAL: Kind.COUNTER,
+    PREFIX_CACHE_HITS_TOTAL: Kind.COUNTER,
+    REQUESTS_TOTAL: Kind.COUNTER,
+    HTTP_RESPONSES_TOTAL: Kind.COUNTER,
+    REQUESTS_RUNNING: Kind.GAUGE,
+    REQUESTS_WAITING: Kind.GAUGE,
+    KV_CACHE_USAGE: Kind.GAUGE,
+}
+
+
+class Flag(enum.Enum):
+    """A way a mapped series differs from the canonical meaning. Flags travel with every
+    sample and are stored with the series; windows refuse to merge series whose flags differ.
+    """
+
+    RENAMED = "renamed"  # read from a name the engine has since renamed (old vLLM)
+    UNIT_CONVERTED = "unit_converted"  # ms or µs scaled to seconds
+    TOKEN_WEIGHTED = "token_weighted"  # ITL whose _count is tokens, not engine steps (SGLang)
+    PER_BATCH = "per_batch"  # one observation per batch, not per request (TGI prefill/decode)
+    BLOCKS_OR_TOKENS = "blocks_or_tokens"  # old vLLM prefix counters: blocks before ≈0.9
+    HTTP_LEVEL = "http_level"  # counts HTTP requests in flight, not scheduled ones (Dynamo)
+    INCLUDES_PREFILL = "includes_prefill"  # "waiting" counts requests until first token
+    COARSE_REASON = "coarse_reason"  # finished_reason is success/error, not stop/length/…
+    NO_REASON = "no_reason"  # finished requests without any finished_reason
+    PER_FINISHED_REQUEST = "per_finished_request"  # token counter bumped when a request ends
+    FROM_HISTOGRAM_SUM = "from_histogram_sum"  # a counter read from a histogram's _sum
+    FIRST_RESPONSE = "first_response"  # first response, not first streamed token (Triton)
+    TYPE_ASSUMED = "type_assumed"  # source had no usable # TYPE; the expected type was assumed
+
+
+#: Flags that change what a series means (so it must not be merged with unflagged data);
+#: the others only record where a value came from.
+SEMANTIC_FLAGS = frozenset(Flag) - {Flag.RENAMED, Flag.UNIT_CONVERTED, Flag.TYPE_ASSUMED}
+
+#: Store family names of samples no dialect maps: ``raw:`` + the wire sample name.
+RAW_PREFIX = "raw:"
+
+# -- samples -------------------------------------------------------------------------------
+
+Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs
+
+
+def labels_key(labels: dict[str, str]) -> Labels:
+    """The canonical, hashable form of a label set: pairs sorted by name."""
+    return tuple(sorted(labels.items()))
+
+
+@dataclass(frozen=True)
+class Exemplar:
+    """An exemplar attached to one histogram bucket (OpenMetrics), e.g. a trace id."""
+
+    upper_bound: float
+    value: float
+    labels: Labels
+    timestamp_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class CanonicalSample:
+    """One counter or gauge reading of a canonical family. ``value`` is in the family's unit
+    (seconds, tokens, requests, 0..1)."""
+
+    family: str
+    labels: Labels
+    value: float
+    kind: Kind
+    flags: frozenset[Flag] = frozenset()
+    source: str = ""  # the engine's family name it came from
+
+
+@dataclass(frozen=True)
+class CanonicalHistogram:
+    """One cumulative histogram of a canonical family: ``upper_bounds`` strictly increasing,
+    ending with ``+Inf``; ``cumulative_counts[i]`` observations ``<= upper_bounds[i]``."""
+
+    family: str
+    labels: Labels
+    upper_bounds: tuple[float, ...]
+    cumulative_counts: tuple[float, ...]
+    sum_value: float | None
+    count: float
+    flags: frozenset[Flag] = frozenset()
+    source: str = ""
+    exemplars: tuple[Exemplar, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class RawSample:
+    """A sample of a family no dialect rule maps (kept, never dropped): the wire sample name,
+    its labels as exposed plus ``target``, and the family's declared type (``unknown``
+    without ``# TYPE``)."""
+
+    name: str
+    labels: Labels
+    value: float
+    family_type: str
+
+
+@dataclass(frozen=True)
+class Normalised:
+    """One exposition in canonical form. ``notes`` say what could not be mapped and why
+    (e.g. "TGI exposes no TTFT histogram")."""
+
+    dialects: frozenset[str]
+    samples: tuple[CanonicalSample, ...]
+    histograms: tuple[CanonicalHistogram, ...]
+    raw: tuple[RawSample, ...]
+    notes: tuple[str, ...]

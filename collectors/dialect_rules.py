@@ -1,0 +1,245 @@
+"""The dialect tables: which engine family maps onto which canonical family, how.
+
+Transcribed from ``shared/reference/engine-metrics.md`` §2 (vLLM 0.33), §4 (old vLLM names),
+§7 (cross-engine map and semantic differences). Family names are as
+``prometheus_client.parser`` reports them: a counter's family drops ``_total``
+(``vllm:prompt_tokens_total`` → ``vllm:prompt_tokens``), TGI's counters have none to drop.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from collectors import canonical as c
+from collectors.canonical import Flag, Labels
+
+
+class Dialect(enum.Enum):
+    """An engine's metric dialect."""
+
+    TAILWATCH = "tailwatch"  # the bundled engine: vLLM names plus tailwatch: series
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TGI = "tgi"
+    LLAMACPP = "llamacpp"
+    TRTLLM = "trtllm"
+    DYNAMO = "dynamo"
+    TRITON = "triton"
+
+
+#: Name prefix → dialect. Separators differ (§8.1). ``trtllm:`` (older Dynamo docs) is
+#: rewritten to ``trtllm_`` before lookup.
+PREFIXES: tuple[tuple[str, Dialect], ...] = (
+    ("tailwatch:", Dialect.TAILWATCH),
+    ("vllm:", Dialect.VLLM),
+    ("sglang:", Dialect.SGLANG),
+    ("tgi_", Dialect.TGI),
+    ("llamacpp:", Dialect.LLAMACPP),
+    ("trtllm_", Dialect.TRTLLM),
+    ("dynamo_", Dialect.DYNAMO),
+    ("nv_", Dialect.TRITON),
+)
+
+#: Older TensorRT-LLM builds expose vLLM-0.10-style names without any prefix. They are
+#: mapped only when at least ``UNPREFIXED_TRTLLM_MIN`` of them are present, since names
+#: this generic could come from anything.
+UNPREFIXED_TRTLLM_MIN = 2
+
+MS = 1e-3
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one source family (or a labelled slice of it) becomes a canonical family.
+
+    ``match``: only series carrying these labels (the labels are then dropped).
+    ``rename``: source label → canonical label. ``set_labels``: labels added.
+    ``scale``: multiplies values (counters, gauges) or bucket bounds and ``_sum``
+    (histograms) into the canonical unit. ``from_sum``: a counter read from a histogram's
+    ``_sum`` (token totals of engines that only keep a token histogram).
+    """
+
+    source: str
+    family: str
+    flags: frozenset[Flag] = frozenset()
+    match: Labels = ()
+    rename: Labels = ()
+    set_labels: Labels = ()
+    scale: float = 1.0
+    from_sum: bool = False
+
+
+def _r(
+    source: str,
+    family: str,
+    *flags: Flag,
+    match: Labels = (),
+    rename: Labels = (),
+    set_labels: Labels = (),
+    scale: float = 1.0,
+    from_sum: bool = False,
+) -> Rule:
+    return Rule(source, family, frozenset(flags), match, rename, set_labels, scale, from_sum)
+
+
+_MODEL_NAME = (("model_name", c.LABEL_MODEL),)
+_STATUS_AS_REASON = (("status", c.LABEL_FINISHED_REASON),)
+
+VLLM_RULES = (
+    _r("vllm:time_to_first_token_seconds", c.TTFT_SECONDS),
+    _r("vllm:inter_token_latency_seconds", c.ITL_SECONDS),
+    _r("vllm:e2e_request_latency_seconds", c.E2E_SECONDS),
+    _r("vllm:request_queue_time_seconds", c.QUEUE_SECONDS),
+    _r("vllm:request_prefill_time_seconds", c.PREFILL_SECONDS),
+    _r("vllm:request_decode_time_seconds", c.DECODE_SECONDS),
+    _r("vllm:request_prompt_tokens", c.PROMPT_TOKENS),
+    _r("vllm:request_generation_tokens", c.GENERATION_TOKENS),
+    _r("vllm:prompt_tokens", c.PROMPT_TOKENS_TOTAL),
+    _r("vllm:generation_tokens", c.GENERATION_TOKENS_TOTAL),
+    _r("vllm:num_preemptions", c.PREEMPTIONS_TOTAL),
+    _r("vllm:prefix_cache_queries", c.PREFIX_CACHE_QUERIES_TOTAL),
+    _r("vllm:prefix_cache_hits", c.PREFIX_CACHE_HITS_TOTAL),
+    _r("vllm:request_success", c.REQUESTS_TOTAL),
+    _r("vllm:num_requests_running", c.REQUESTS_RUNNING),
+    _r("vllm:num_requests_waiting", c.REQUESTS_WAITING),
+    _r("vllm:kv_cache_usage_perc", c.KV_CACHE_USAGE),
+    # §4: names vLLM renamed; still read from older servers.
+    _r("vllm:gpu_cache_usage_perc", c.KV_CACHE_USAGE, Flag.RENAMED),
+    _r("vllm:gpu_prefix_cache_queries", c.PREFIX_CACHE_QUERIES_TOTAL, Flag.RENAMED, Flag.BLOCKS_OR_TOKENS),
+    _r("vllm:gpu_prefix_cache_hits", c.PREFIX_CACHE_HITS_TOTAL, Flag.RENAMED, Flag.BLOCKS_OR_TOKENS),
+    _r("vllm:time_per_output_token_seconds", c.ITL_SECONDS, Flag.RENAMED),
+    _r("vllm:time_in_queue_requests", c.QUEUE_SECONDS, Flag.RENAMED),
+)  # fmt: skip
+
+TAILWATCH_RULES = (
+    _r("tailwatch:tenant_requests", c.REQUESTS_TOTAL),
+    _r("tailwatch:tenant_prompt_tokens", c.PROMPT_TOKENS_TOTAL),
+    _r("tailwatch:tenant_generation_tokens", c.GENERATION_TOKENS_TOTAL),
+    _r("tailwatch:tenant_time_to_first_token_seconds", c.TTFT_SECONDS),
+    _r("tailwatch:http_responses", c.HTTP_RESPONSES_TOTAL),
+)
+
+SGLANG_RULES = (
+    _r("sglang:time_to_first_token_seconds", c.TTFT_SECONDS),
+    # §7: observe_inter_token_latency(interval, n) adds n to _count: a per-token distribution.
+    _r("sglang:inter_token_latency_seconds", c.ITL_SECONDS, Flag.TOKEN_WEIGHTED),
+    _r("sglang:e2e_request_latency_seconds", c.E2E_SECONDS),
+    _r("sglang:queue_time_seconds", c.QUEUE_SECONDS),
+    _r("sglang:prompt_tokens_histogram", c.PROMPT_TOKENS),
+    _r("sglang:generation_tokens_histogram", c.GENERATION_TOKENS),
+    _r("sglang:prompt_tokens", c.PROMPT_TOKENS_TOTAL, Flag.PER_FINISHED_REQUEST),
+    _r("sglang:generation_tokens", c.GENERATION_TOKENS_TOTAL),
+    _r("sglang:num_retracted_requests", c.PREEMPTIONS_TOTAL),
+    _r("sglang:cached_tokens", c.PREFIX_CACHE_HITS_TOTAL),
+    _r("sglang:num_requests", c.REQUESTS_TOTAL, Flag.NO_REASON),
+    _r("sglang:num_running_reqs", c.REQUESTS_RUNNING),
+    _r("sglang:num_queue_reqs", c.REQUESTS_WAITING),
+    _r("sglang:token_usage", c.KV_CACHE_USAGE),
+    _r("sglang:http_responses", c.HTTP_RESPONSES_TOTAL, rename=(("status_code", c.LABEL_CODE),)),
+)
+
+TGI_RULES = (
+    _r("tgi_request_duration", c.E2E_SECONDS),
+    _r("tgi_request_queue_duration", c.QUEUE_SECONDS),
+    _r("tgi_batch_inference_duration", c.PREFILL_SECONDS, Flag.PER_BATCH, match=(("method", "prefill"),)),
+    _r("tgi_batch_inference_duration", c.DECODE_SECONDS, Flag.PER_BATCH, match=(("method", "decode"),)),
+    _r("tgi_request_input_length", c.PROMPT_TOKENS),
+    _r("tgi_request_generated_tokens", c.GENERATION_TOKENS),
+    _r("tgi_request_input_length", c.PROMPT_TOKENS_TOTAL, Flag.FROM_HISTOGRAM_SUM, Flag.PER_FINISHED_REQUEST, from_sum=True),
+    _r("tgi_request_generated_tokens", c.GENERATION_TOKENS_TOTAL, Flag.FROM_HISTOGRAM_SUM, Flag.PER_FINISHED_REQUEST, from_sum=True),
+    _r("tgi_request_success", c.REQUESTS_TOTAL, Flag.COARSE_REASON, set_labels=((c.LABEL_FINISHED_REASON, "success"),)),
+    _r("tgi_request_failure", c.REQUESTS_TOTAL, Flag.COARSE_REASON, set_labels=((c.LABEL_FINISHED_REASON, "error"),)),
+    _r("tgi_batch_current_size", c.REQUESTS_RUNNING),
+    _r("tgi_queue_size", c.REQUESTS_WAITING),
+)  # fmt: skip
+
+LLAMACPP_RULES = (
+    _r("llamacpp:prompt_tokens", c.PROMPT_TOKENS_TOTAL),
+    _r("llamacpp:tokens_predicted", c.GENERATION_TOKENS_TOTAL),
+    _r("llamacpp:requests_processing", c.REQUESTS_RUNNING),
+    _r("llamacpp:requests_deferred", c.REQUESTS_WAITING),
+    _r("llamacpp:kv_cache_usage_ratio", c.KV_CACHE_USAGE),  # older builds only
+)
+
+_TRTLLM_COMMON = (
+    ("time_to_first_token_seconds", c.TTFT_SECONDS),
+    ("e2e_request_latency_seconds", c.E2E_SECONDS),
+    ("request_queue_time_seconds", c.QUEUE_SECONDS),
+    ("request_prefill_time_seconds", c.PREFILL_SECONDS),
+    ("request_decode_time_seconds", c.DECODE_SECONDS),
+    ("prompt_tokens", c.PROMPT_TOKENS_TOTAL),
+    ("generation_tokens", c.GENERATION_TOKENS_TOTAL),
+    ("request_success", c.REQUESTS_TOTAL),
+    ("num_requests_running", c.REQUESTS_RUNNING),
+    ("num_requests_waiting", c.REQUESTS_WAITING),
+    ("kv_cache_utilization", c.KV_CACHE_USAGE),
+)
+# NOTE: trtllm_time_per_output_token_seconds is per request (a TPOT), not an ITL: kept raw.
+TRTLLM_RULES = tuple(_r(f"trtllm_{name}", family) for name, family in _TRTLLM_COMMON)
+TRTLLM_UNPREFIXED_RULES = tuple(_r(name, family) for name, family in _TRTLLM_COMMON)
+
+DYNAMO_RULES = (
+    _r("dynamo_frontend_time_to_first_token_seconds", c.TTFT_SECONDS),
+    _r("dynamo_frontend_inter_token_latency_seconds", c.ITL_SECONDS),
+    _r("dynamo_frontend_request_duration_seconds", c.E2E_SECONDS),
+    _r("dynamo_frontend_input_sequence_tokens", c.PROMPT_TOKENS),
+    _r("dynamo_frontend_output_sequence_tokens", c.GENERATION_TOKENS),
+    _r("dynamo_frontend_input_sequence_tokens", c.PROMPT_TOKENS_TOTAL, Flag.FROM_HISTOGRAM_SUM, from_sum=True),
+    _r("dynamo_frontend_output_tokens", c.GENERATION_TOKENS_TOTAL),
+    _r("dynamo_frontend_requests", c.REQUESTS_TOTAL, Flag.COARSE_REASON, rename=_STATUS_AS_REASON),
+    _r("dynamo_frontend_inflight_requests", c.REQUESTS_RUNNING, Flag.HTTP_LEVEL),
+    _r("dynamo_frontend_queued_requests", c.REQUESTS_WAITING, Flag.INCLUDES_PREFILL),
+    _r("dynamo_component_kvstats_gpu_cache_usage_percent", c.KV_CACHE_USAGE),
+)  # fmt: skip
+
+TRITON_RULES = (
+    # §7: ms, and the first *response* of a decoupled model, not the first streamed token.
+    _r("nv_inference_first_response_histogram_ms", c.TTFT_SECONDS, Flag.UNIT_CONVERTED, Flag.FIRST_RESPONSE, scale=MS),
+    _r("nv_inference_pending_request_count", c.REQUESTS_WAITING),
+    _r("nv_trt_llm_request_metrics", c.REQUESTS_RUNNING, match=(("request_type", "active"),)),
+    _r("nv_trt_llm_request_metrics", c.REQUESTS_WAITING, match=(("request_type", "waiting"),)),
+    _r("nv_trt_llm_kv_cache_block_metrics", c.KV_CACHE_USAGE, match=(("kv_cache_block_type", "fraction"),)),
+)  # fmt: skip
+
+#: Source label renames applied by every rule (before a rule's own ``rename``).
+COMMON_RENAMES: dict[str, str] = dict(_MODEL_NAME)
+
+#: What each dialect cannot provide at all, reported as notes when the dialect is seen.
+GAPS: dict[Dialect, tuple[str, ...]] = {
+    Dialect.TGI: (
+        "TGI exposes no TTFT histogram (its dashboard approximates p50 queue + p50 prefill; "
+        "not computed here) and no ITL histogram",
+        "TGI has no model label: pass the model as a default label of the target",
+    ),
+    Dialect.LLAMACPP: ("llama.cpp exposes no histograms: no latency distributions",),
+    Dialect.SGLANG: (
+        "SGLang ITL counts tokens, not engine steps (flag token_weighted); it never merges "
+        "with a per-step ITL",
+        "SGLang has no prefix-cache queries counter and no finished_reason",
+    ),
+    Dialect.TRTLLM: (
+        "TensorRT-LLM has no ITL histogram (time_per_output_token_seconds is per request; kept raw)",
+    ),
+    Dialect.DYNAMO: ("Dynamo's inflight_requests is HTTP-level; queued_requests includes prefill",),
+    Dialect.TRITON: (
+        "Triton latencies are cumulative µs counters or summaries (kept raw); its ms "
+        "first-response histogram is converted to seconds but is not a TTFT",
+    ),
+}
+
+
+def _index(*tables: tuple[Rule, ...]) -> dict[str, tuple[Rule, ...]]:
+    index: dict[str, list[Rule]] = {}
+    for table in tables:
+        for rule in table:
+            index.setdefault(rule.source, []).append(rule)
+    return {name: tuple(rules) for name, rules in index.items()}
+
+
+#: Source family → rules, for every prefixed dialect (prefixes keep the names unambiguous).
+PREFIXED_RULES = _index(
+    VLLM_RULES, TAILWATCH_RULES, SGLANG_RULES, TGI_RULES, LLAMACPP_RULES, TRTLLM_RULES,
+    DYNAMO_RULES, TRITON_RULES,
+)  # fmt: skip
+UNPREFIXED_RULES = _index(TRTLLM_UNPREFIXED_RULES)

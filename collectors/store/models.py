@@ -1,0 +1,103 @@
+"""SQLAlchemy 2 models of the store: targets, scrapes, series, counter/gauge samples,
+histogram snapshots (cumulative, per scrape), exemplars.
+
+Layouts (bucket bounds) are stored once and shared: a snapshot holds only its counts.
+Timestamps are unix seconds (float). Label sets are stored as canonical JSON (sorted keys),
+which is also the series' identity together with the family.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every store table."""
+
+
+class Target(Base):
+    __tablename__ = "targets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    dialect: Mapped[str] = mapped_column(String(64), default="")
+
+
+class Scrape(Base):
+    __tablename__ = "scrapes"
+    # NOTE: (target, timestamp) is the scrape's identity: writing it twice is a no-op.
+    __table_args__ = (UniqueConstraint("target_id", "timestamp_seconds"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"))
+    timestamp_seconds: Mapped[float] = mapped_column(Float)
+    duration_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    is_up: Mapped[bool] = mapped_column(Boolean, default=True)
+    error: Mapped[str] = mapped_column(Text, default="")
+
+
+class Series(Base):
+    __tablename__ = "series"
+    # NOTE: semantic flags are part of the identity: data that means something else (a
+    # token-weighted ITL, blocks instead of tokens) never shares a series with the canonical.
+    __table_args__ = (UniqueConstraint("family", "labels_json", "flags"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), index=True)
+    family: Mapped[str] = mapped_column(String(255), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # counter | gauge | histogram | raw type
+    labels_json: Mapped[str] = mapped_column(Text)
+    flags: Mapped[str] = mapped_column(String(255), default="")  # semantic flags, sorted, ","
+    source: Mapped[str] = mapped_column(String(255), default="")
+
+
+class Layout(Base):
+    __tablename__ = "layouts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bounds_json: Mapped[str] = mapped_column(Text, unique=True)  # upper bounds, "+Inf" last
+
+
+class ValueSample(Base):
+    __tablename__ = "samples"
+    __table_args__ = (Index("ix_samples_series_time", "series_id", "timestamp_seconds"),)
+
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"), primary_key=True)
+    scrape_id: Mapped[int] = mapped_column(ForeignKey("scrapes.id"), primary_key=True)
+    timestamp_seconds: Mapped[float] = mapped_column(Float)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class HistogramSnapshotRow(Base):
+    __tablename__ = "histogram_snapshots"
+    __table_args__ = (Index("ix_snapshots_series_time", "series_id", "timestamp_seconds"),)
+
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"), primary_key=True)
+    scrape_id: Mapped[int] = mapped_column(ForeignKey("scrapes.id"), primary_key=True)
+    timestamp_seconds: Mapped[float] = mapped_column(Float)
+    layout_id: Mapped[int] = mapped_column(ForeignKey("layouts.id"))
+    counts_json: Mapped[str] = mapped_column(Text)  # cumulative, one per bound
+    sum_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    count: Mapped[float] = mapped_column(Float)
+
+
+class ExemplarRow(Base):
+    __tablename__ = "exemplars"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"), index=True)
+    scrape_id: Mapped[int] = mapped_column(ForeignKey("scrapes.id"))
+    upper_bound: Mapped[float] = mapped_column(Float)
+    value: Mapped[float] = mapped_column(Float)
+    labels_json: Mapped[str] = mapped_column(Text)
+    timestamp_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
