@@ -1,6 +1,7 @@
-"""Tailwatch collectors: engine dialects normalised onto canonical families, and the store.
+"""Tailwatch collectors: concurrent scrapes of engine targets, their dialects normalised
+onto canonical families, and the store.
 
-Scraping, the OTLP receiver, the Prometheus source and NVML are not written yet
+The OTLP receiver, the Prometheus source and NVML are not written yet
 (``docs/collectors.md``).
 """
 
@@ -13,19 +14,28 @@ from collectors.canonical import (
     Normalised,
     RawSample,
 )
+from collectors.collector import Collector
+from collectors.config import CollectorConfig, TailwatchConfig, load_config
 from collectors.dialect_rules import Dialect
 from collectors.dialects import detect_dialects, normalise, primary_dialect
+from collectors.scrape import Scraper, Target
 
 __all__ = [
     "CanonicalHistogram",
     "CanonicalSample",
+    "Collector",
+    "CollectorConfig",
     "Dialect",
     "Exemplar",
     "Flag",
     "Kind",
     "Normalised",
     "RawSample",
+    "Scraper",
+    "TailwatchConfig",
+    "Target",
     "detect_dialects",
+    "load_config",
     "normalise",
     "primary_dialect",
 ]

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from tailwatch.collect_cli import collect
 from tailwatch.demo import run_demo
 from tailwatch.engine_cli import engine_app
 from tailwatch.serve_cli import serve
@@ -18,6 +19,7 @@ app = typer.Typer(
 )
 engine_app.command()(serve)
 app.add_typer(engine_app, name="engine")
+app.command()(collect)
 
 
 @app.command()

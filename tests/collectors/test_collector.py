@@ -1,0 +1,286 @@
+"""The collection loop against real scrapes on loopback and a real SQLite store, with the
+database failing on purpose: nothing from a healthy target is lost, and overflow is counted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client import generate_latest
+from sqlalchemy.exc import OperationalError
+
+from collectors import collector_metrics as cm
+from collectors.collector import Collector
+from collectors.scrape import Scraper, Target
+from collectors.store import DuplicateSeriesError, ScrapeRecord, Store
+from tests.collectors.test_scrape import faulty_app, serve_app
+
+
+class FlakyStore:
+    """A real store whose first ``num_failures`` writes raise OperationalError (before
+    writing, or, with ``fail_after_write``, after the write committed: a lost reply)."""
+
+    def __init__(self, store: Store, num_failures: int, fail_after_write: bool = False):
+        self.store = store
+        self.num_failures = num_failures
+        self.fail_after_write = fail_after_write
+        self.num_calls = 0
+
+    def write_scrape(self, record: ScrapeRecord) -> bool:
+        self.num_calls += 1
+        failing = self.num_failures > 0
+        self.num_failures -= 1
+        if failing and not self.fail_after_write:
+            raise OperationalError("INSERT", {}, Exception("database is unavailable"))
+        written = self.store.write_scrape(record)
+        if failing:
+            raise OperationalError("COMMIT", {}, Exception("connection lost"))
+        return written
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with serve_app(faulty_app) as url:
+        yield url
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'tw.db'}")
+
+
+def cycles(collector: Collector, num_cycles: int) -> None:
+    """Run ``num_cycles`` cycles; the scrape clock reads 1000, 1005, 1010, ... per cycle."""
+
+    # NOTE: an httpx.AsyncClient belongs to one event loop, so each asyncio.run gets its own.
+    async def go():
+        now = 0.0
+        async with Scraper(timeout_seconds=2, clock=lambda: now) as scraper:
+            collector.scraper = scraper
+            for _ in range(num_cycles):
+                now = 1000.0 + 5.0 * collector.num_cycles
+                await collector.run_once()
+
+    asyncio.run(go())
+
+
+def make_collector(base_url, store, **kwargs) -> Collector:
+    scraper = Scraper(timeout_seconds=2)  # replaced in each cycles() call
+    targets = [Target("ok", base_url + "/ok"), Target("bad", base_url + "/error")]
+    return Collector(targets, store, scraper, **kwargs)
+
+
+def num_readings(store: Store, target: str) -> int:
+    """How many requests_running readings of ``target`` are stored (its one series)."""
+    (readings,) = store.samples("requests_running", {"target": target}, 0, 2000).values()
+    return len(readings)
+
+
+def value(collector: Collector, name: str, **labels: str) -> float | None:
+    return collector.registry.get_sample_value(name, labels)
+
+
+def test_scrapes_are_buffered_while_the_database_fails_and_none_is_lost(base_url, store):
+    flaky = FlakyStore(store, num_failures=3)
+    collector = make_collector(base_url, flaky)
+
+    cycles(collector, 3)
+    assert collector.num_buffered == 6 and store.scrapes("ok") == []
+    assert value(collector, cm.BUFFERED_SCRAPES) == 6
+    assert value(collector, cm.WRITE_ERRORS + "_total") == 3
+
+    cycles(collector, 1)
+    assert collector.num_buffered == 0
+    assert [t for t, _, _ in store.scrapes("ok")] == [1000.0, 1005.0, 1010.0, 1015.0]
+    assert [(up, err) for _, up, err in store.scrapes("bad")] == [
+        (False, "HTTP 500 Internal Server Error")
+    ] * 4
+    assert num_readings(store, "ok") == 4
+    assert value(collector, cm.SAMPLES_INGESTED + "_total", target="ok") == 4
+    assert value(collector, cm.SCRAPE_ERRORS + "_total", target="bad") == 4
+    assert value(collector, cm.SCRAPE_ERRORS + "_total", target="ok") == 0
+    assert value(collector, cm.TARGET_UP, target="ok") == 1
+    assert value(collector, cm.TARGET_UP, target="bad") == 0
+    assert value(collector, cm.BUFFERED_SCRAPES) == 0
+    assert value(collector, cm.DROPPED_SCRAPES + "_total", reason=cm.DROPPED_BUFFER_FULL) == 0
+    assert value(collector, cm.WRITE_LATENCY_SECONDS + "_count") == 3 + 8
+    assert collector.last_errors == {"ok": "", "bad": "HTTP 500 Internal Server Error"}
+
+
+def test_a_write_retried_after_a_lost_reply_is_stored_once(base_url, store):
+    flaky = FlakyStore(store, num_failures=1, fail_after_write=True)
+    collector = make_collector(base_url, flaky)
+    cycles(collector, 2)
+    assert collector.num_buffered == 0
+    assert [t for t, _, _ in store.scrapes("ok")] == [1000.0, 1005.0]
+    assert num_readings(store, "ok") == 2
+    # the first scrape's retry found it stored (its reply was lost): counted once
+    assert value(collector, cm.SAMPLES_INGESTED + "_total", target="ok") == 2
+
+
+def test_a_full_buffer_drops_its_oldest_scrape_with_a_log_line(base_url, store, caplog):
+    flaky = FlakyStore(store, num_failures=3)
+    collector = make_collector(base_url, flaky, max_buffered_scrapes=3)
+    with caplog.at_level(logging.WARNING, logger="tailwatch.collector"):
+        cycles(collector, 3)
+    assert collector.num_buffered == 3
+    assert value(collector, cm.DROPPED_SCRAPES + "_total", reason=cm.DROPPED_BUFFER_FULL) == 3
+    drops = [r.getMessage() for r in caplog.records if "buffer full" in r.getMessage()]
+    assert drops == [
+        "write buffer full (3 scrapes): dropped the oldest, ok at 1000.000",
+        "write buffer full (3 scrapes): dropped the oldest, bad at 1000.000",
+        "write buffer full (3 scrapes): dropped the oldest, ok at 1005.000",
+    ]
+    cycles(collector, 1)  # the database is back: the 3 kept and the 2 new are written
+    assert [t for t, _, _ in store.scrapes("ok")] == [1010.0, 1015.0]
+    assert [t for t, _, _ in store.scrapes("bad")] == [1005.0, 1010.0, 1015.0]
+
+
+def test_a_backlog_drains_within_the_write_budget_oldest_first(base_url, store):
+    now = [0.0]  # the collector's clock; each write "takes" one second of it
+
+    class SlowStore(FlakyStore):
+        def write_scrape(self, record: ScrapeRecord) -> bool:
+            written = super().write_scrape(record)
+            now[0] += 1.0
+            return written
+
+    collector = make_collector(
+        base_url, SlowStore(store, num_failures=3), interval_seconds=5.0, clock=lambda: now[0]
+    )
+    cycles(collector, 3)  # the database is down: 6 scrapes buffered
+    cycles(collector, 1)  # back, but a 5 s interval leaves time for 4 writes (0.8 of it)
+    assert collector.num_buffered == 4
+    stored = sorted((t, name) for name in ("ok", "bad") for t, _, _ in store.scrapes(name))
+    assert stored == [(1000.0, "bad"), (1000.0, "ok"), (1005.0, "bad"), (1005.0, "ok")]
+    cycles(collector, 2)  # 4 + 2 pending, 4 written; 2 + 2 pending, all written
+    assert collector.num_buffered == 0
+    assert [t for t, _, _ in store.scrapes("ok")] == [1000.0 + 5 * k for k in range(6)]
+    assert value(collector, cm.DROPPED_SCRAPES + "_total", reason=cm.DROPPED_BUFFER_FULL) == 0
+
+
+def test_a_scrape_the_store_refuses_is_dropped_and_counted(base_url, store):
+    class Refusing:
+        def write_scrape(self, record: ScrapeRecord) -> bool:
+            if record.target == "ok":
+                raise DuplicateSeriesError("two readings of one series")
+            return store.write_scrape(record)
+
+    collector = make_collector(base_url, Refusing())
+    cycles(collector, 1)
+    assert collector.num_buffered == 0
+    assert value(collector, cm.DROPPED_SCRAPES + "_total", reason=cm.DROPPED_REJECTED) == 1
+    assert len(store.scrapes("bad")) == 1
+
+
+def test_own_metrics_exposition_names_every_target(base_url, store):
+    collector = make_collector(base_url, store)
+    cycles(collector, 1)
+    text = generate_latest(collector.registry).decode()
+    for name in (
+        cm.TARGET_UP,
+        cm.SCRAPE_DURATION_SECONDS,
+        cm.SCRAPE_ERRORS + "_total",
+        cm.SAMPLES_INGESTED + "_total",
+        cm.WRITE_LATENCY_SECONDS + "_bucket",
+        cm.BUFFERED_SCRAPES,
+        cm.DROPPED_SCRAPES + "_total",
+    ):
+        assert name in text, name
+    assert 'tailwatch_collector_target_up{target="bad"} 0.0' in text
+
+
+class TimedScraper:
+    """Records when each cycle starts (monotonic) and takes ``work_seconds`` each time."""
+
+    def __init__(self, work_seconds: list[float]):
+        self.work_seconds = work_seconds
+        self.starts: list[float] = []
+
+    async def scrape_all(self, targets) -> list[ScrapeRecord]:
+        self.starts.append(time.monotonic())
+        work = self.work_seconds[min(len(self.starts) - 1, len(self.work_seconds) - 1)]
+        await asyncio.sleep(work)
+        return []
+
+
+def run_for(collector: Collector, scraper: TimedScraper, num_cycles: int) -> float:
+    """Run until ``num_cycles`` cycles started; return how long ``run`` took to stop."""
+
+    async def go() -> float:
+        stop = asyncio.Event()
+        task = asyncio.create_task(collector.run(stop))
+        while len(scraper.starts) < num_cycles:
+            await asyncio.sleep(0.005)
+        stop.set()
+        stopped_at = time.monotonic()
+        await asyncio.wait_for(task, timeout=5)
+        return time.monotonic() - stopped_at
+
+    return asyncio.run(go())
+
+
+def test_run_keeps_a_fixed_interval_without_drift(store):
+    scraper = TimedScraper([0.1])
+    collector = Collector([], store, scraper, interval_seconds=0.2)
+    stop_seconds = run_for(collector, scraper, 5)
+    offsets = [start - scraper.starts[0] for start in scraper.starts]
+    # with drift each start would slip by the 0.1 s of work: 0.3, 0.6, 0.9, ...
+    for k, offset in enumerate(offsets):
+        assert offset == pytest.approx(0.2 * k, abs=0.05), offsets
+    assert stop_seconds < 0.15  # setting stop ends the wait at once, not at the next start
+
+
+def test_an_overrunning_cycle_skips_missed_starts_and_keeps_the_phase(store):
+    scraper = TimedScraper([0.1, 0.5, 0.1])
+    collector = Collector([], store, scraper, interval_seconds=0.2)
+    run_for(collector, scraper, 4)
+    offsets = [start - scraper.starts[0] for start in scraper.starts]
+    # cycle 1 (at 0.2) ran to 0.7: the starts at 0.4 and 0.6 are skipped, next is 0.8
+    assert offsets == pytest.approx([0.0, 0.2, 0.8, 1.0], abs=0.05)
+
+
+def test_target_names_must_be_unique(store):
+    targets = [Target("a", "http://127.0.0.1:1/metrics"), Target("a", "http://127.0.0.1:2/")]
+    with pytest.raises(ValueError, match="repeated: a"):
+        Collector(targets, store, Scraper())
+
+
+def test_the_daemon_serves_its_metrics_and_stops_cleanly_on_sigterm(base_url, tmp_path):
+    db = tmp_path / "tw.db"
+    command = [sys.executable, "-m", "tailwatch.cli", "collect", "--target", base_url + "/ok"]
+    command += ["--interval", "0.2", "--listen", "127.0.0.1:0", "--db-url", f"sqlite:///{db}"]
+    daemon = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    try:
+        line = daemon.stderr.readline()
+        found = re.search(r"own metrics on (http://127\.0\.0\.1:\d+/metrics)", line)
+        assert found, line
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            text = httpx.get(found.group(1), timeout=5).text
+            if re.search(r'samples_ingested_total\{target="127\.0\.0\.1:\d+"\} [2-9]', text):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"no samples ingested:\n{text}")
+        assert re.search(r'tailwatch_collector_target_up\{target="127\.0\.0\.1:\d+"\} 1\.0', text)
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=10) == 0
+        assert "collector stopped" in daemon.stderr.read()
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    target = base_url.removeprefix("http://")  # the default name: host:port
+    assert len(Store(f"sqlite:///{db}").scrapes(target)) >= 2
