@@ -7,7 +7,8 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test bench lint format install clean
 
-$(STAMP): pyproject.toml
+# NOTE: a new top-level package needs the editable install redone, hence the __init__ files.
+$(STAMP): pyproject.toml $(wildcard */__init__.py)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	# torch first: here it resolves to the CPU build on disk; the engine uses CUDA when present.

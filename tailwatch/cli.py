@@ -9,6 +9,8 @@ import typer
 from tailwatch.collect_cli import collect
 from tailwatch.demo import run_demo
 from tailwatch.engine_cli import engine_app
+from tailwatch.load_cli import load_app
+from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
 
 app = typer.Typer(
@@ -20,6 +22,8 @@ app = typer.Typer(
 engine_app.command()(serve)
 app.add_typer(engine_app, name="engine")
 app.command()(collect)
+app.add_typer(load_app, name="load")
+app.add_typer(scenario_app, name="scenario")
 
 
 @app.command()

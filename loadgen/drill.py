@@ -1,0 +1,149 @@
+"""Running a scenario: one open-loop schedule across its phases, with the admin changes
+and routing changes at phase starts, ``/metrics`` scraped from every replica at each phase
+boundary, and the named signal measured per phase.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+import numpy as np
+
+from loadgen.admin import patch_knobs, scrape, total
+from loadgen.errors import TargetError
+from loadgen.record import RequestResult
+from loadgen.routing import Router
+from loadgen.runner import RunState, run_schedule
+from loadgen.scenario import Expectation, Scenario
+from loadgen.workload import build_schedule
+
+Samples = dict[tuple[str, frozenset], float]
+
+
+@dataclass
+class DrillResult:
+    scenario: Scenario
+    urls: list[str]
+    state: RunState
+    phase_bounds: list[tuple[str, float, float]]  # (name, start s, end s)
+    scrapes: list[list[Samples]] = field(default_factory=list)  # [boundary][replica]
+
+    def phase_results(self, name: str) -> list[RequestResult]:
+        start, end = next((s, e) for n, s, e in self.phase_bounds if n == name)
+        return [r for r in self.state.results if start <= r.scheduled_seconds < end]
+
+    def server_delta(self, name: str, metric: str, replicas: list[int] | None = None) -> float:
+        index = next(i for i, (n, _, _) in enumerate(self.phase_bounds) if n == name)
+        before, after = self.scrapes[index], self.scrapes[index + 1]
+        chosen = replicas if replicas is not None else range(len(self.urls))
+        return sum(total(after[r], metric) - total(before[r], metric) for r in chosen)
+
+    def signal(self, phase: str, expectation: Expectation | None = None) -> float:
+        """The expectation's signal over one phase (NaN when it has no data)."""
+        e = expectation or self.scenario.expects
+        replicas = [e.replica] if e.replica is not None else None
+        if e.signal == "prefix_hit_rate":
+            queries = self.server_delta(phase, "vllm:prefix_cache_queries_total", replicas)
+            hits = self.server_delta(phase, "vllm:prefix_cache_hits_total", replicas)
+            return hits / queries if queries else math.nan
+        if e.signal == "preemptions":
+            return self.server_delta(phase, "vllm:num_preemptions_total", replicas)
+        if e.signal == "queue_share_of_ttft":
+            queue = self.server_delta(phase, "vllm:request_queue_time_seconds_sum", replicas)
+            ttft = self.server_delta(phase, "vllm:time_to_first_token_seconds_sum", replicas)
+            return queue / ttft if ttft else math.nan
+        results = [r for r in self.phase_results(phase) if r.succeeded]
+        if e.stream is not None:
+            results = [r for r in results if r.stream == e.stream]
+        if e.replica is not None:
+            results = [r for r in results if r.replica == self.urls[e.replica]]
+        if e.signal == "itl_p99_ms":
+            gaps = [g for r in results for g in r.itl_seconds]
+            return float(np.percentile(gaps, 99)) * 1000 if gaps else math.nan
+        if e.signal == "e2e_p50_ms":
+            e2e = [r.e2e_seconds for r in results if r.e2e_seconds is not None]
+            return float(np.percentile(e2e, 50)) * 1000 if e2e else math.nan
+        raise ValueError(f"unknown signal {e.signal!r}")
+
+    def verdict(self) -> dict[str, Any]:
+        """Baseline and perturbation values of the signal, and whether it moved as named."""
+        e = self.scenario.expects
+        baseline, perturbed = self.signal("baseline"), self.signal("perturbation")
+        if e.change == "rise":
+            moved = perturbed > 0 and perturbed >= e.factor * baseline
+        else:
+            moved = perturbed <= e.factor * baseline
+        return {
+            "scenario": self.scenario.name,
+            "signal": e.signal,
+            "change": e.change,
+            "factor": e.factor,
+            "baseline": baseline,
+            "perturbation": perturbed,
+            "moved": bool(moved),
+            "alert": e.alert,
+            "triage_cause": e.triage_cause,
+            "phases": {name: self.signal(name) for name, _, _ in self.phase_bounds},
+        }
+
+
+async def run_drill(
+    scenario: Scenario,
+    urls: list[str],
+    *,
+    admin_token: str | None = None,
+    max_in_flight: int = 256,
+    state: RunState | None = None,
+) -> DrillResult:
+    """Run every phase of ``scenario`` against ``urls`` (one per replica it names)."""
+    if len(urls) < scenario.replicas:
+        raise TargetError(
+            f"scenario {scenario.name!r} needs {scenario.replicas} replica URLs, got {len(urls)}"
+        )
+    urls = [u.rstrip("/") for u in urls[: scenario.replicas]]
+    router = Router(urls, scenario.routing)
+    schedule, bounds, actions = [], [], []
+    offset = 0.0
+    result = DrillResult(scenario, urls, state or RunState(), bounds)
+    async with httpx.AsyncClient() as client:
+
+        async def take_scrape() -> None:
+            result.scrapes.append([await scrape(client, url) for url in urls])
+
+        for phase in scenario.phases:
+            schedule += build_schedule(phase.workloads, offset)
+            bounds.append((phase.name, offset, offset + phase.duration_seconds))
+            actions.append(
+                (offset, _phase_start(phase, router, urls, client, admin_token, take_scrape))
+            )
+            offset += phase.duration_seconds
+        schedule = [
+            replace(r, index=i) for i, r in enumerate(sorted(schedule, key=lambda r: r.at_seconds))
+        ]
+        actions.append((offset, take_scrape))
+        await run_schedule(
+            urls,
+            schedule,
+            router=router,
+            max_in_flight=max_in_flight,
+            actions=actions,
+            state=result.state,
+        )
+        # NOTE: the last scrape ran at the end of the arrivals; take it again after the
+        # stragglers finished so the last phase counts them.
+        result.scrapes[-1] = [await scrape(client, url) for url in urls]
+    return result
+
+
+def _phase_start(phase, router, urls, client, admin_token, take_scrape):
+    async def start() -> None:
+        await take_scrape()
+        if phase.active_replicas is not None:
+            router.set_active(phase.active_replicas)
+        for change in phase.admin:
+            await patch_knobs(client, urls[change.replica], dict(change.patch), admin_token)
+
+    return start

@@ -1,0 +1,215 @@
+"""Incident scenarios: YAML files under ``loadgen/scenarios/``, validated into ``Scenario``.
+
+A scenario is a list of phases (a warm-up, a baseline, a perturbation, a recovery), the
+traffic each carries and what changes at its start: a traffic-shape change (a workload's
+fields, an extra stream), an admin knob or fault on one replica, or the set of replicas
+traffic is routed to. ``expects`` names, for tests, the engine signal the perturbation
+must move (compared between the ``baseline`` and ``perturbation`` phases), the alert it
+should raise and the cause triage should name.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadgen.errors import WorkloadError
+from loadgen.routing import POLICIES
+from loadgen.workload import Workload, parse_workload
+
+SIGNALS = (
+    "prefix_hit_rate",  # Δ prefix-cache hits / Δ queries (tokens), server side
+    "preemptions",  # Δ vllm:num_preemptions_total, server side
+    "queue_share_of_ttft",  # Δ queue-time sum / Δ TTFT sum, server side
+    "itl_p99_ms",  # client side, over the named stream
+    "e2e_p50_ms",  # client side, over the named replica
+)
+
+
+@dataclass(frozen=True)
+class AdminChange:
+    replica: int
+    patch: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    duration_seconds: float
+    workloads: tuple[Workload, ...]
+    admin: tuple[AdminChange, ...] = ()
+    active_replicas: tuple[int, ...] | None = None  # None: all
+
+
+@dataclass(frozen=True)
+class Expectation:
+    signal: str
+    change: str  # "rise" | "fall"
+    factor: float  # rise: perturbation >= factor × baseline; fall: <= factor × baseline
+    stream: str | None = None
+    replica: int | None = None
+    alert: str = ""
+    triage_cause: str = ""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    teaches: str
+    replicas: int
+    engine: Mapping[str, Any]
+    routing: str
+    phases: tuple[Phase, ...]
+    compressed_time_scale: float
+    expects: Expectation
+
+    def scaled(self, time_scale: float) -> Scenario:
+        """The same scenario with every phase ``time_scale`` times as long."""
+        phases = tuple(
+            replace(
+                p,
+                duration_seconds=p.duration_seconds * time_scale,
+                workloads=tuple(
+                    replace(w, duration_seconds=w.duration_seconds * time_scale)
+                    for w in p.workloads
+                ),
+            )
+            for p in self.phases
+        )
+        return replace(self, phases=phases)
+
+
+def _merge(base: Mapping[str, Any], change: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(base))
+    for key, value in change.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_scenario(raw: Any, where: str) -> Scenario:
+    if not isinstance(raw, Mapping):
+        raise WorkloadError(where, "a scenario must be a mapping")
+    for key in ("name", "description", "teaches", "workloads", "phases", "expects"):
+        if key not in raw:
+            raise WorkloadError(f"{where}.{key}", "is missing")
+    replicas = raw.get("replicas", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise WorkloadError(f"{where}.replicas", f"must be a positive integer, got {replicas!r}")
+    routing = raw.get("routing", "round-robin")
+    if routing not in POLICIES:
+        raise WorkloadError(f"{where}.routing", f"must be one of {list(POLICIES)}, got {routing!r}")
+    base = {w.get("name", "default"): w for w in raw["workloads"]}
+    phases = []
+    current = dict(base)
+    for i, item in enumerate(raw["phases"]):
+        at = f"{where}.phases[{i}]"
+        duration = item.get("duration")
+        if isinstance(duration, bool) or not isinstance(duration, int | float) or duration <= 0:
+            raise WorkloadError(f"{at}.duration", f"must be > 0 seconds, got {duration!r}")
+        # NOTE: changes persist into later phases until a later phase changes them back,
+        # like a real deploy; `extra` streams last for their phase only.
+        for name, change in (item.get("change") or {}).items():
+            if name not in current:
+                raise WorkloadError(f"{at}.change", f"no workload named {name!r}")
+            current[name] = _merge(current[name], change)
+        raws = [*current.values(), *(item.get("extra") or [])]
+        # NOTE: each phase and stream gets its own seed, so streams are not in lockstep.
+        workloads = tuple(
+            parse_workload({**w, "duration": duration, "seed": w.get("seed", 0) + 1000 * i + j}, at)
+            for j, w in enumerate(raws)
+        )
+        admin = tuple(
+            _admin(change, f"{at}.admin[{j}]", replicas)
+            for j, change in enumerate(item.get("admin") or [])
+        )
+        active = item.get("active_replicas")
+        if active is not None and (not active or any(not 0 <= r < replicas for r in active)):
+            raise WorkloadError(
+                f"{at}.active_replicas", f"must index 0..{replicas - 1}, got {active!r}"
+            )
+        phases.append(
+            Phase(
+                str(item.get("name", f"phase{i}")),
+                float(duration),
+                workloads,
+                admin,
+                tuple(active) if active is not None else None,
+            )
+        )
+    names = {p.name for p in phases}
+    if not {"baseline", "perturbation"} <= names:
+        raise WorkloadError(f"{where}.phases", "needs phases named 'baseline' and 'perturbation'")
+    expects = raw["expects"]
+    if expects.get("signal") not in SIGNALS:
+        raise WorkloadError(
+            f"{where}.expects.signal",
+            f"must be one of {list(SIGNALS)}, got {expects.get('signal')!r}",
+        )
+    if expects.get("change") not in ("rise", "fall"):
+        raise WorkloadError(
+            f"{where}.expects.change", f"must be rise or fall, got {expects.get('change')!r}"
+        )
+    return Scenario(
+        name=str(raw["name"]),
+        description=str(raw["description"]).strip(),
+        teaches=str(raw["teaches"]).strip(),
+        replicas=replicas,
+        engine=dict(raw.get("engine") or {}),
+        routing=routing,
+        phases=tuple(phases),
+        compressed_time_scale=float((raw.get("compressed") or {}).get("time_scale", 1.0)),
+        expects=Expectation(
+            signal=expects["signal"],
+            change=expects["change"],
+            factor=float(expects.get("factor", 1.0)),
+            stream=expects.get("stream"),
+            replica=expects.get("replica"),
+            alert=str(expects.get("alert", "")),
+            triage_cause=str(expects.get("triage_cause", "")),
+        ),
+    )
+
+
+def _admin(raw: Any, where: str, replicas: int) -> AdminChange:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("patch"), Mapping):
+        raise WorkloadError(where, "must be {replica: N, patch: {knob: value}}")
+    replica = raw.get("replica", 0)
+    if not isinstance(replica, int) or not 0 <= replica < replicas:
+        raise WorkloadError(f"{where}.replica", f"must index 0..{replicas - 1}, got {replica!r}")
+    return AdminChange(replica, dict(raw["patch"]))
+
+
+def load_scenario_file(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise WorkloadError(str(path), f"is not valid YAML: {error}") from None
+    return parse_scenario(raw, path.name)
+
+
+def builtin_names() -> list[str]:
+    folder = resources.files("loadgen") / "scenarios"
+    return sorted(
+        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+    )
+
+
+def load_scenario(name: str) -> Scenario:
+    """A built-in scenario by name, or a YAML file by path."""
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        return load_scenario_file(name)
+    if name not in builtin_names():
+        raise WorkloadError("scenario", f"no scenario {name!r}; built in: {builtin_names()}")
+    with resources.as_file(resources.files("loadgen") / "scenarios" / f"{name}.yaml") as path:
+        return load_scenario_file(path)

@@ -1,0 +1,293 @@
+"""``tailwatch load run`` and ``tailwatch load sweep``: open-loop load over the OpenAI API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+load_app = typer.Typer(help="Open-loop load tests and rate sweeps (see docs/loadgen.md).")
+
+Urls = Annotated[str, typer.Option(help="Server root URL(s), comma-separated (no /v1).")]
+Duration = Annotated[float, typer.Option(help="Seconds of arrivals (per rate in a sweep).")]
+Arrival = Annotated[str, typer.Option(help="poisson | gamma | constant.")]
+Burstiness = Annotated[float, typer.Option(help="Gamma shape: 1 Poisson, <1 burstier.")]
+Lengths = Annotated[str, typer.Option(help="N | uniform:MIN:MAX | lognormal:MEDIAN:SIGMA:MAX.")]
+Replay = Annotated[Path | None, typer.Option(help="JSONL of {prompt_tokens, output_tokens} pairs.")]
+PrefixGroups = Annotated[int, typer.Option(help="Number of shared system prompts.")]
+PrefixShare = Annotated[float, typer.Option(help="Share of requests with a shared prefix.")]
+PrefixTokens = Annotated[int, typer.Option(help="Tokens in each shared prefix.")]
+Tenants = Annotated[str, typer.Option(help="name=weight,... (sent as X-Tenant).")]
+Priorities = Annotated[str, typer.Option(help="priority=weight,... (sent as X-Priority).")]
+Routing = Annotated[str, typer.Option(help="round-robin | least-outstanding | prefix-affinity.")]
+Endpoint = Annotated[str, typer.Option(help="completions | chat.")]
+MaxInFlight = Annotated[
+    int, typer.Option(help="Cap on requests in flight; arrivals over it are dropped and counted.")
+]
+Seed = Annotated[int, typer.Option(help="Seed of the schedule (same seed, same requests).")]
+Slo = Annotated[str, typer.Option(help="Goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=4000.")]
+Progress = Annotated[bool, typer.Option(help="Show a progress bar.")]
+
+
+def _fail(error: Exception) -> typer.Exit:
+    typer.echo(f"error: {error}", err=True)
+    return typer.Exit(code=2)
+
+
+def parse_length_option(text: str) -> Any:
+    """``128`` | ``uniform:MIN:MAX`` | ``lognormal:MEDIAN:SIGMA:MAX`` → a length mapping."""
+    from loadgen.errors import WorkloadError
+
+    kind, *params = text.split(":")
+    try:
+        if not params:
+            return int(kind)
+        if kind == "uniform" and len(params) == 2:
+            return {"kind": "uniform", "min": int(params[0]), "max": int(params[1])}
+        if kind == "lognormal" and len(params) == 3:
+            median, sigma, most = float(params[0]), float(params[1]), int(params[2])
+            return {"kind": "lognormal", "median": median, "sigma": sigma, "max": most}
+    except ValueError:
+        pass
+    raise WorkloadError(
+        "length", f"{text!r}: expected N, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA:MAX"
+    )
+
+
+def parse_weights_option(text: str, what: str) -> dict[str, float]:
+    from loadgen.errors import WorkloadError
+
+    weights: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, weight = part.partition("=")
+        try:
+            weights[name.strip()] = float(weight) if sep else 1.0
+        except ValueError:
+            raise WorkloadError(what, f"{part!r}: expected NAME=WEIGHT") from None
+    return weights
+
+
+def _workload(
+    rate,
+    duration,
+    arrivals,
+    burstiness,
+    prompt_tokens,
+    output_tokens,
+    replay,
+    prefix_groups,
+    prefix_share,
+    prefix_tokens,
+    tenants,
+    priorities,
+    seed,
+):
+    from loadgen.workload import parse_workload
+
+    raw: dict[str, Any] = {
+        "rate": rate,
+        "duration": duration,
+        "arrivals": arrivals,
+        "burstiness": burstiness,
+        "prompt_tokens": parse_length_option(prompt_tokens),
+        "output_tokens": parse_length_option(output_tokens),
+        "prefix": {"groups": prefix_groups, "share": prefix_share, "tokens": prefix_tokens},
+        "tenants": parse_weights_option(tenants, "tenants"),
+        "priorities": parse_weights_option(priorities, "priorities"),
+        "seed": seed,
+    }
+    if replay is not None:
+        raw["replay"] = str(replay)
+    return parse_workload(raw)
+
+
+def _route(endpoint: str) -> str:
+    from loadgen.client import CHAT, COMPLETIONS
+    from loadgen.errors import WorkloadError
+
+    routes = {"completions": COMPLETIONS, "chat": CHAT}
+    if endpoint not in routes:
+        raise WorkloadError("endpoint", f"must be completions or chat, got {endpoint!r}")
+    return routes[endpoint]
+
+
+def run_with_progress(urls, schedule, *, show: bool, **kwargs):
+    """Run a schedule (blocking) with a rich progress bar; Ctrl-C returns what was
+    measured, with ``interrupted`` set."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from loadgen.runner import RunState, run_schedule
+
+    state = RunState()
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not show,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("requests", total=len(schedule))
+
+        def progress(s: RunState) -> None:
+            bar.update(task, completed=s.num_finished)
+
+        try:
+            asyncio.run(run_schedule(urls, schedule, state=state, on_progress=progress, **kwargs))
+        except KeyboardInterrupt:
+            state.interrupted = True
+    return state
+
+
+@load_app.command("run")
+def run(
+    url: Urls,
+    rate: Annotated[float, typer.Option(help="Mean arrivals per second.")],
+    duration: Duration = 30.0,
+    arrivals: Arrival = "poisson",
+    burstiness: Burstiness = 1.0,
+    prompt_tokens: Lengths = "128",
+    output_tokens: Lengths = "64",
+    replay: Replay = None,
+    prefix_groups: PrefixGroups = 0,
+    prefix_share: PrefixShare = 1.0,
+    prefix_tokens: PrefixTokens = 0,
+    tenants: Tenants = "",
+    priorities: Priorities = "",
+    routing: Routing = "round-robin",
+    endpoint: Endpoint = "completions",
+    max_in_flight: MaxInFlight = 256,
+    seed: Seed = 0,
+    slo: Slo = "",
+    output: Annotated[Path, typer.Option(help="Writes OUTPUT.jsonl and OUTPUT.json.")] = Path(
+        "load"
+    ),
+    progress: Progress = True,
+) -> None:
+    """Send one open-loop load and write the per-request JSONL and the JSON summary."""
+    from loadgen.errors import LoadgenError
+    from loadgen.record import write_jsonl
+    from loadgen.routing import Router
+    from loadgen.summary import headline, parse_slo, summarize
+    from loadgen.workload import build_schedule
+
+    urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+    try:
+        workload = _workload(
+            rate,
+            duration,
+            arrivals,
+            burstiness,
+            prompt_tokens,
+            output_tokens,
+            replay,
+            prefix_groups,
+            prefix_share,
+            prefix_tokens,
+            tenants,
+            priorities,
+            seed,
+        )
+        objectives = parse_slo(slo)
+        router = Router(urls, routing)
+        schedule = build_schedule([workload])
+        state = run_with_progress(
+            urls,
+            schedule,
+            show=progress,
+            router=router,
+            route=_route(endpoint),
+            max_in_flight=max_in_flight,
+        )
+    except LoadgenError as error:
+        raise _fail(error) from None
+    summary = summarize(state.results, max(state.duration_seconds, 1e-9), objectives)
+    summary["interrupted"] = state.interrupted
+    write_jsonl(state.results, output.with_suffix(".jsonl"))
+    output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
+    typer.echo(headline(summary))
+    typer.echo(f"wrote {output.with_suffix('.jsonl')} and {output.with_suffix('.json')}")
+    if state.interrupted:
+        raise typer.Exit(code=130)
+
+
+@load_app.command("sweep")
+def sweep(
+    url: Urls,
+    rates: Annotated[
+        str, typer.Option(help="Rates to run, comma-separated; omit to search the knee.")
+    ] = "",
+    start_rate: Annotated[float, typer.Option(help="Knee search: first rate probed.")] = 1.0,
+    target: Annotated[float, typer.Option(help="Knee search: SLO attainment to hold.")] = 0.9,
+    max_probes: Annotated[int, typer.Option(help="Knee search: most rates measured.")] = 8,
+    duration: Duration = 30.0,
+    arrivals: Arrival = "poisson",
+    burstiness: Burstiness = 1.0,
+    prompt_tokens: Lengths = "128",
+    output_tokens: Lengths = "64",
+    replay: Replay = None,
+    prefix_groups: PrefixGroups = 0,
+    prefix_share: PrefixShare = 1.0,
+    prefix_tokens: PrefixTokens = 0,
+    tenants: Tenants = "",
+    priorities: Priorities = "",
+    routing: Routing = "round-robin",
+    endpoint: Endpoint = "completions",
+    max_in_flight: MaxInFlight = 256,
+    seed: Seed = 0,
+    slo: Slo = "",
+    output: Annotated[Path, typer.Option(help="Writes OUTPUT.json and OUTPUT.csv.")] = Path(
+        "sweep"
+    ),
+) -> None:
+    """Rate → attainment, goodput, TTFT/ITL p95/p99, throughput; with the engine knobs
+    from /admin/config where exposed (TAILWATCH_ADMIN_TOKEN is sent when set)."""
+    from loadgen.errors import LoadgenError
+    from loadgen.sweep import run_sweep, write_table
+
+    urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+    try:
+        workload = _workload(
+            1.0,
+            duration,
+            arrivals,
+            burstiness,
+            prompt_tokens,
+            output_tokens,
+            replay,
+            prefix_groups,
+            prefix_share,
+            prefix_tokens,
+            tenants,
+            priorities,
+            seed,
+        )
+        rate_list = [float(r) for r in rates.split(",") if r.strip()] if rates else []
+        rows, knee, knobs = asyncio.run(
+            run_sweep(
+                urls,
+                workload,
+                rate_list,
+                slo=slo,
+                routing=routing,
+                route=_route(endpoint),
+                max_in_flight=max_in_flight,
+                start_rate=start_rate,
+                target=target,
+                max_probes=max_probes,
+            )
+        )
+    except (LoadgenError, ValueError) as error:
+        raise _fail(error) from None
+    json_path, csv_path = write_table(rows, knobs, output, knee)
+    for row in rows:
+        typer.echo(
+            f"rate {row['rate']:8.3f}  attainment {row['slo_attainment']:.3f}  "
+            f"goodput {row['request_goodput']:.2f} req/s"
+        )
+    if knee is not None:
+        typer.echo(f"knee: {knee.knee_rate} req/s (first failing: {knee.first_failing_rate})")
+    typer.echo(f"wrote {json_path} and {csv_path}")

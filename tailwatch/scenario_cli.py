@@ -1,0 +1,70 @@
+"""``tailwatch scenario list`` and ``tailwatch scenario run NAME``: incident drills."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+scenario_app = typer.Typer(help="Reproducible incident drills (see docs/loadgen.md).")
+
+
+@scenario_app.command("list")
+def list_scenarios() -> None:
+    """The built-in scenarios, with what each perturbs and the signal it must move."""
+    from loadgen.scenario import builtin_names, load_scenario
+
+    for name in builtin_names():
+        scenario = load_scenario(name)
+        e = scenario.expects
+        typer.echo(f"{name:24s} {e.signal} {e.change}s · alert {e.alert} · {e.triage_cause}")
+
+
+@scenario_app.command("run")
+def run(
+    name: Annotated[str, typer.Argument(help="A built-in scenario, or a YAML file path.")],
+    url: Annotated[
+        str,
+        typer.Option(help="Replica root URLs, comma-separated; default: start bundled ones."),
+    ] = "",
+    compressed: Annotated[bool, typer.Option(help="The time-compressed form (tests).")] = False,
+    output: Annotated[
+        Path, typer.Option(help="Writes OUTPUT.jsonl (requests) and OUTPUT.json (verdict).")
+    ] = Path("scenario"),
+) -> None:
+    """Run the phases (baseline, perturbation, recovery) and report the named signal per
+    phase. Admin changes need TAILWATCH_ADMIN_TOKEN when --url is given."""
+    from loadgen.drill import run_drill
+    from loadgen.errors import LoadgenError
+    from loadgen.record import write_jsonl
+    from loadgen.replicas import bundled_replicas
+    from loadgen.scenario import load_scenario
+
+    try:
+        scenario = load_scenario(name)
+        if compressed:
+            scenario = scenario.scaled(scenario.compressed_time_scale)
+        urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        if urls:
+            token = os.environ.get("TAILWATCH_ADMIN_TOKEN")
+            result = asyncio.run(run_drill(scenario, urls, admin_token=token))
+        else:
+            token = secrets.token_hex(16)
+            typer.echo(f"starting {scenario.replicas} bundled replica(s)…", err=True)
+            with bundled_replicas(scenario.replicas, scenario.engine, admin_token=token) as urls:
+                result = asyncio.run(run_drill(scenario, urls, admin_token=token))
+    except LoadgenError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    verdict = result.verdict()
+    write_jsonl(result.state.results, output.with_suffix(".jsonl"))
+    output.with_suffix(".json").write_text(json.dumps(verdict, indent=2) + "\n")
+    for phase, value in verdict["phases"].items():
+        typer.echo(f"{phase:14s} {verdict['signal']} = {value:.4g}")
+    moved = "moved as expected" if verdict["moved"] else "did NOT move as expected"
+    typer.echo(f"{scenario.name}: {verdict['signal']} {moved}; alert {verdict['alert']!r}")

@@ -1,0 +1,123 @@
+"""The incident scenarios: each, time-compressed against bundled-engine replicas on
+loopback, moves the engine signal it names; and bad scenario files are clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+import yaml
+
+from loadgen.drill import run_drill
+from loadgen.errors import WorkloadError
+from loadgen.replicas import bundled_replicas
+from loadgen.scenario import builtin_names, load_scenario, load_scenario_file
+from tests.loadgen.conftest import ADMIN_TOKEN
+
+REQUIRED = {
+    "long-prompt-surge",
+    "kv-pressure",
+    "prefix-break",
+    "overload",
+    "scale-out-round-robin",
+    "slow-replica",
+}
+
+
+def test_the_six_required_scenarios_are_built_in_and_complete():
+    assert set(builtin_names()) >= REQUIRED
+    for name in REQUIRED:
+        scenario = load_scenario(name)
+        names = [phase.name for phase in scenario.phases]
+        assert {"baseline", "perturbation", "recovery"} <= set(names), name
+        assert scenario.description and scenario.teaches
+        assert scenario.expects.alert and scenario.expects.triage_cause
+        compressed = scenario.scaled(scenario.compressed_time_scale)
+        assert sum(p.duration_seconds for p in compressed.phases) < 30, name
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_each_scenario_moves_its_signal(name):
+    scenario = load_scenario(name)
+    scenario = scenario.scaled(scenario.compressed_time_scale)
+    with bundled_replicas(scenario.replicas, scenario.engine, admin_token=ADMIN_TOKEN) as urls:
+        result = asyncio.run(run_drill(scenario, urls, admin_token=ADMIN_TOKEN))
+    verdict = result.verdict()
+    assert not math.isnan(verdict["baseline"]) and not math.isnan(verdict["perturbation"])
+    assert verdict["moved"], verdict
+    assert all(r.succeeded for r in result.state.results), {
+        r.error for r in result.state.results if not r.succeeded
+    }
+
+
+def _write(tmp_path, document) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return str(path)
+
+
+BASE = {
+    "name": "x",
+    "description": "d",
+    "teaches": "t",
+    "workloads": [{"name": "chat", "rate": 1}],
+    "phases": [{"name": "baseline", "duration": 1}, {"name": "perturbation", "duration": 1}],
+    "expects": {"signal": "preemptions", "change": "rise"},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"expects": {"signal": "vibes", "change": "rise"}}, "expects.signal"),
+        ({"phases": [{"name": "baseline", "duration": 1}]}, "'perturbation'"),
+        ({"phases": [{"name": "baseline", "duration": 0}]}, "phases[0].duration"),
+        ({"routing": "random"}, "routing"),
+        ({"workloads": [{"name": "chat", "rate": -2}]}, "arrivals.rate"),
+        (
+            {
+                "phases": [
+                    {"name": "baseline", "duration": 1},
+                    {"name": "perturbation", "duration": 1, "change": {"batch": {}}},
+                ]
+            },
+            "no workload named 'batch'",
+        ),
+        (
+            {
+                "phases": [
+                    {"name": "baseline", "duration": 1},
+                    {
+                        "name": "perturbation",
+                        "duration": 1,
+                        "admin": [{"replica": 3, "patch": {"max_num_seqs": 1}}],
+                    },
+                ]
+            },
+            "admin[0].replica",
+        ),
+    ],
+)
+def test_a_bad_scenario_names_what_is_wrong(tmp_path, change, message):
+    with pytest.raises(WorkloadError) as caught:
+        load_scenario_file(_write(tmp_path, {**BASE, **change}))
+    assert message in str(caught.value)
+
+
+def test_an_unknown_scenario_lists_the_built_in_ones():
+    with pytest.raises(WorkloadError, match="prefix-break"):
+        load_scenario("no-such-scenario")
+
+
+def test_scenario_cli_lists_the_catalogue_and_rejects_an_unknown_name():
+    from typer.testing import CliRunner
+
+    from tailwatch.cli import app
+
+    listed = CliRunner().invoke(app, ["scenario", "list"])
+    assert listed.exit_code == 0
+    assert {line.split()[0] for line in listed.output.splitlines()} >= REQUIRED
+    unknown = CliRunner().invoke(app, ["scenario", "run", "no-such-scenario"])
+    assert unknown.exit_code == 2
+    assert "no scenario 'no-such-scenario'" in unknown.output
