@@ -58,6 +58,15 @@ class DrillResult:
         results = [r for r in self.phase_results(phase) if r.succeeded]
         if e.stream is not None:
             results = [r for r in results if r.stream == e.stream]
+        if e.signal == "e2e_p50_skew":
+            # how far the named replica has diverged from the rest of the fleet (~1 when
+            # all replicas serve alike)
+            named = self.urls[e.replica if e.replica is not None else 0]
+            mine = [r.e2e_seconds for r in results if r.replica == named and r.e2e_seconds]
+            rest = [r.e2e_seconds for r in results if r.replica != named and r.e2e_seconds]
+            if not mine or not rest:
+                return math.nan
+            return float(np.percentile(mine, 50) / np.percentile(rest, 50))
         if e.replica is not None:
             results = [r for r in results if r.replica == self.urls[e.replica]]
         if e.signal == "itl_p99_ms":

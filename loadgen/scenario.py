@@ -29,6 +29,7 @@ SIGNALS = (
     "queue_share_of_ttft",  # Δ queue-time sum / Δ TTFT sum, server side
     "itl_p99_ms",  # client side, over the named stream
     "e2e_p50_ms",  # client side, over the named replica
+    "e2e_p50_skew",  # client side: the named replica's e2e p50 over the others' p50
 )
 
 
