@@ -61,17 +61,13 @@ class KVCacheManager:
     def __init__(self, num_blocks: int, block_size: int, enable_caching: bool) -> None:
         self.block_size = block_size
         self.enable_caching = enable_caching
-        self.pool = BlockPool(num_blocks, enable_caching)
+        self.pool = BlockPool(num_blocks)
         self._blocks: dict[str, list[KVBlock]] = {}
         self._num_cached_blocks: dict[str, int] = {}
         self._num_queries_tokens = 0
         self._num_hits_tokens = 0
 
     # -- lookups ---------------------------------------------------------------------------
-
-    @property
-    def num_total_blocks(self) -> int:
-        return self.pool.num_blocks
 
     @property
     def num_free_blocks(self) -> int:
@@ -152,7 +148,6 @@ class KVCacheManager:
     def set_caching(self, enabled: bool) -> None:
         """Turn prefix caching on or off between steps; off forgets every cached hash."""
         self.enable_caching = enabled
-        self.pool.enable_caching = enabled
         if not enabled:
             self.pool.reset_prefix_cache()
             self._num_cached_blocks.clear()

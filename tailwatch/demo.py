@@ -88,8 +88,8 @@ def _series(families: dict, name: str) -> list:
     return family.samples if family is not None else []
 
 
-def _value(families: dict, name: str, sample_name: str | None = None) -> float:
-    return sum(s.value for s in _series(families, name) if s.name == (sample_name or s.name))
+def _value(families: dict, name: str) -> float:
+    return sum(s.value for s in _series(families, name))
 
 
 def _quantile(families: dict, name: str, q: float) -> float:

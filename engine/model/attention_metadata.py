@@ -30,7 +30,3 @@ class AttentionMetadata:
     @property
     def num_seqs(self) -> int:
         return len(self.query_lens)
-
-    @property
-    def is_all_decode(self) -> bool:
-        return all(q == 1 for q in self.query_lens)

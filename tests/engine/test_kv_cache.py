@@ -24,7 +24,7 @@ def test_free_queue_is_o1_doubly_linked_lru():
 
 
 def test_pool_refuses_double_free_and_overallocation():
-    pool = BlockPool(2, enable_caching=True)
+    pool = BlockPool(2)
     (b,) = pool.get_new_blocks(1)
     pool.free_blocks([b])
     with pytest.raises(ValueError, match="freed more often"):

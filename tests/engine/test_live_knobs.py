@@ -17,7 +17,7 @@ PARAMS = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 
 
 def test_reservation_takes_free_blocks_now_and_held_ones_as_they_free():
-    pool = BlockPool(10, enable_caching=True)
+    pool = BlockPool(10)
     held = pool.get_new_blocks(6)
     pool.set_num_reserved(8)
     assert len(pool.reserved_blocks) == 4 and pool.num_free_blocks == 0
