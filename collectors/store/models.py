@@ -101,3 +101,57 @@ class ExemplarRow(Base):
     value: Mapped[float] = mapped_column(Float)
     labels_json: Mapped[str] = mapped_column(Text)
     timestamp_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class SpanRow(Base):
+    """One received span (OTLP), as ``collectors.request_records.SpanRecord``."""
+
+    __tablename__ = "spans"
+    # NOTE: a span is identified by its trace and span id: an exporter's retry stores it once.
+    __table_args__ = (UniqueConstraint("trace_id", "span_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(32), index=True)
+    span_id: Mapped[str] = mapped_column(String(16))
+    parent_span_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    name: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[int] = mapped_column(Integer)
+    start_seconds: Mapped[float] = mapped_column(Float, index=True)
+    end_seconds: Mapped[float] = mapped_column(Float)
+    status_code: Mapped[int] = mapped_column(Integer)
+    status_message: Mapped[str] = mapped_column(Text, default="")
+    service: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    scope: Mapped[str] = mapped_column(String(255), default="")
+    attributes_json: Mapped[str] = mapped_column(Text)
+    events_json: Mapped[str] = mapped_column(Text)
+    resource_json: Mapped[str] = mapped_column(Text)
+
+
+class RequestRow(Base):
+    """One request record derived from a request span
+    (``collectors.request_records.RequestRecord``)."""
+
+    __tablename__ = "request_records"
+    __table_args__ = (UniqueConstraint("trace_id", "span_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    request_id: Mapped[str] = mapped_column(String(255), index=True)
+    trace_id: Mapped[str] = mapped_column(String(32))
+    span_id: Mapped[str] = mapped_column(String(16))
+    service: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    tenant: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    model: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    replica: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    arrival_seconds: Mapped[float] = mapped_column(Float, index=True)
+    queue_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ttft_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    prefill_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    decode_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tpot_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    e2e_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    input_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cached_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    preemptions: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    finish_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    is_error: Mapped[bool] = mapped_column(Boolean, default=False)
