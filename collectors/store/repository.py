@@ -40,7 +40,9 @@ from collectors.store.records import (
     SemanticsMismatchError,
     SeriesInfo,
 )
+from collectors.store.rollups import RollupsMixin
 from collectors.store.schema import upgrade_schema
+from collectors.store.traces import TracesMixin
 from slo import (
     ClassicHistogram,
     HistogramSnapshot,
@@ -54,7 +56,7 @@ from slo import (
 RAW_KIND = "raw"
 
 
-class Store:
+class Store(TracesMixin, RollupsMixin):
     """Stored scrapes behind a small API. ``url`` is any SQLAlchemy URL (default
     :func:`default_url`); SQLite runs in WAL mode with foreign keys on. The schema is
     brought to the latest Alembic revision on open."""
