@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 
@@ -26,3 +27,8 @@ def encode_bounds(bounds: tuple[float, ...]) -> str:
 
 def decode_bounds(text: str) -> tuple[float, ...]:
     return tuple(math.inf if b == "+Inf" else float(b) for b in json.loads(text))
+
+
+def digest(text: str) -> str:
+    """SHA-256 hex of ``text``: the unique key of a label set or layout of any length."""
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -24,9 +24,26 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     return f"sqlite:///{file}"
 
 
+class StoreDriverError(RuntimeError):
+    """The URL names a database whose Python driver is not installed."""
+
+
 def make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite connections get WAL, foreign keys and NORMAL sync."""
-    engine = create_engine(url)
+    """An engine for ``url``; SQLite connections get WAL, foreign keys and NORMAL sync.
+    Raises :class:`StoreDriverError`, saying what to install, when the driver is missing."""
+    try:
+        engine = create_engine(url)
+    except ModuleNotFoundError as error:
+        scheme = url.split(":", 1)[0]
+        hint = ""
+        if scheme.startswith("postgresql"):
+            hint = (
+                "; for PostgreSQL install psycopg 3 (pip install 'tailwatch[postgres]') and "
+                "use a URL of the form postgresql+psycopg://user:pass@host:5432/db"
+            )
+        raise StoreDriverError(
+            f"no driver for {scheme}: module {error.name!r} is not installed{hint}"
+        ) from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine

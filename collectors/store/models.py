@@ -50,13 +50,16 @@ class Series(Base):
     __tablename__ = "series"
     # NOTE: semantic flags are part of the identity: data that means something else (a
     # token-weighted ITL, blocks instead of tokens) never shares a series with the canonical.
-    __table_args__ = (UniqueConstraint("family", "labels_json", "flags"),)
+    # The label set enters the unique key as its SHA-256 (``labels_hash``): PostgreSQL's btree
+    # refuses index rows over ~2.7 kB, and label values have no length limit.
+    __table_args__ = (UniqueConstraint("family", "labels_hash", "flags"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     target_id: Mapped[int] = mapped_column(ForeignKey("targets.id"), index=True)
     family: Mapped[str] = mapped_column(String(255), index=True)
     kind: Mapped[str] = mapped_column(String(16))  # counter | gauge | histogram | raw type
     labels_json: Mapped[str] = mapped_column(Text)
+    labels_hash: Mapped[str] = mapped_column(String(64))  # sha256 hex of labels_json
     flags: Mapped[str] = mapped_column(String(255), default="")  # semantic flags, sorted, ","
     source: Mapped[str] = mapped_column(String(255), default="")
 
@@ -65,7 +68,8 @@ class Layout(Base):
     __tablename__ = "layouts"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    bounds_json: Mapped[str] = mapped_column(Text, unique=True)  # upper bounds, "+Inf" last
+    bounds_json: Mapped[str] = mapped_column(Text)  # upper bounds, "+Inf" last
+    bounds_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of bounds_json
 
 
 class ValueSample(Base):
@@ -155,3 +159,68 @@ class RequestRow(Base):
     preemptions: Mapped[int | None] = mapped_column(Integer, nullable=True)
     finish_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
     is_error: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+# -- retention and 1-minute roll-ups (revision 0003) ------------------------------------------
+# NOTE: retention deletes raw rows by scrape, and a deleted scrape is checked against every
+# table that references it: without these indexes each deleted scrape scans those tables.
+Index("ix_samples_scrape_id", ValueSample.scrape_id)
+Index("ix_snapshots_scrape_id", HistogramSnapshotRow.scrape_id)
+Index("ix_exemplars_scrape_id", ExemplarRow.scrape_id)
+# NOTE: and it finds the scrapes past retention by time, oldest first.
+Index("ix_scrapes_timestamp_seconds", Scrape.timestamp_seconds)
+
+
+class HistogramRollup(Base):
+    """One series' histogram increase over one minute ``(start, start + 60]``: the sum of the
+    reset-corrected increases of consecutive snapshot pairs whose later snapshot falls in the
+    minute. No row: no such pair. ``other_layout_id`` is set when the minute's snapshots
+    carry more than one layout (then the counts are empty and any window over it raises)."""
+
+    __tablename__ = "histogram_rollups"
+
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"), primary_key=True)
+    start_seconds: Mapped[float] = mapped_column(Float, primary_key=True, index=True)
+    layout_id: Mapped[int] = mapped_column(ForeignKey("layouts.id"))
+    other_layout_id: Mapped[int | None] = mapped_column(ForeignKey("layouts.id"), nullable=True)
+    pairs: Mapped[int] = mapped_column(Integer)
+    counts_json: Mapped[str] = mapped_column(Text)  # cumulative increase, one per bound
+    sum_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    count: Mapped[float] = mapped_column(Float)
+
+
+class SampleRollup(Base):
+    """One counter/gauge/raw series over one minute ``(start, start + 60]``: the
+    reset-corrected increase over the pairs ending in it (counters), and the count, last, min,
+    max and sum of the readings in it (gauges: avg = sum / samples)."""
+
+    __tablename__ = "sample_rollups"
+
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id"), primary_key=True)
+    start_seconds: Mapped[float] = mapped_column(Float, primary_key=True, index=True)
+    pairs: Mapped[int] = mapped_column(Integer)
+    increase: Mapped[float] = mapped_column(Float)
+    samples: Mapped[int] = mapped_column(Integer)
+    last_value: Mapped[float] = mapped_column(Float)
+    min_value: Mapped[float] = mapped_column(Float)
+    max_value: Mapped[float] = mapped_column(Float)
+    sum_value: Mapped[float] = mapped_column(Float)
+
+
+class RollupState(Base):
+    """Where maintenance stands (one row, id 1). Scrapes with ``id <= processed_scrape_id``
+    are rolled up; ``settled_scrape_id`` <= it is the id below which no scrape can still
+    appear (a PostgreSQL writer may commit a lower id after a higher one); ``processed_count``
+    is the number of scrapes in (settled, processed] when they were rolled up, so a late lower
+    id is noticed. ``raw_horizon_seconds``: raw rows before it may have been deleted."""
+
+    __tablename__ = "rollup_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    processed_scrape_id: Mapped[int] = mapped_column(Integer)
+    settled_scrape_id: Mapped[int] = mapped_column(Integer)
+    processed_count: Mapped[int] = mapped_column(Integer)
+    mark_scrape_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    mark_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    newest_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    raw_horizon_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)

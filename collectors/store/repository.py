@@ -9,17 +9,18 @@ layouts match (``slo.LayoutMismatchError`` otherwise).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from collectors import canonical as c
 from collectors.canonical import Flag, Labels
 from collectors.store.codec import (
-    decode_bounds,
     decode_labels,
+    digest,
     encode_bounds,
     encode_labels,
     split_flags,
@@ -47,9 +48,6 @@ from slo import (
     ClassicHistogram,
     HistogramSnapshot,
     Sample,
-    counter_increase,
-    histogram_increase,
-    merge_histograms,
 )
 
 #: ``Series.kind`` of samples no dialect maps.
@@ -66,7 +64,12 @@ class Store(TracesMixin, RollupsMixin):
         self.engine: Engine = make_engine(self.url)
         upgrade_schema(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self._layout_ids: dict[str, int] = {}
+        # NOTE: ids of committed rows, so that a write looks up only what it has not seen.
+        self._target_ids: dict[str, tuple[int, str]] = {}  # name -> (id, dialect)
+        self._series_ids: dict[_SeriesKey, int] = {}
+        self._layout_ids: dict[tuple[float, ...], int] = {}
+        self._identities: dict[tuple[str, Labels, frozenset[Flag]], _SeriesKey] = {}
+        self._write_lock = threading.Lock()
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -77,100 +80,271 @@ class Store(TracesMixin, RollupsMixin):
     def write_scrape(self, record: ScrapeRecord) -> bool:
         """Store one scrape atomically. Returns ``False`` (and writes nothing) when a scrape of
         the same target at the same timestamp is already stored."""
+        return self.write_scrapes([record])[0]
+
+    def write_scrapes(self, records: Iterable[ScrapeRecord]) -> list[bool]:
+        """Store a batch of scrapes in one transaction. ``result[i]`` is ``False`` when
+        ``records[i]`` was already stored (or came earlier in the batch): a scrape is stored
+        once per target and timestamp, however often it is written. Raises
+        :class:`DuplicateSeriesError`, writing nothing, when any record holds a series twice."""
+        prepared = [self._prepare(record) for record in records]
+        if not prepared:
+            return []
         # NOTE: a concurrent writer may insert the same scrape, or a shared row (a target, a
-        # layout), between our check and our insert; the unique constraints then refuse ours.
-        # One retry sees their row and either reuses it or finds the scrape already stored.
-        for attempt in range(2):
-            with self._sessions() as session:
+        # series, a layout), between our check and our insert; the unique constraints then
+        # refuse ours. One retry sees their rows and reuses them or finds the scrape stored.
+        with self._write_lock:
+            for attempt in range(2):
+                fresh = _NewIds()
                 try:
-                    written = self._write(session, record)
-                    session.commit()
-                    return written
+                    with self.engine.begin() as connection:
+                        written = self._write_batch(connection, prepared, fresh)
                 except IntegrityError:
-                    session.rollback()
-                    self._layout_ids.clear()
+                    self._forget_ids()  # a cached id may name a row deleted since
                     if attempt == 1:
                         raise
-                except BaseException:
-                    self._layout_ids.clear()  # ids made in the rolled-back transaction are void
-                    raise
+                    continue
+                # NOTE: ids join the caches only once their transaction committed; those of a
+                # rolled-back transaction never do.
+                self._remember_ids(fresh)
+                return written
         raise AssertionError("unreachable")
 
-    def _write(self, session: Session, record: ScrapeRecord) -> bool:
-        target = session.scalar(select(Target).where(Target.name == record.target))
-        if target is None:
-            target = Target(name=record.target, dialect=record.dialect)
-            session.add(target)
-            session.flush()
-        elif record.dialect and target.dialect != record.dialect:
-            target.dialect = record.dialect
-        existing = session.scalar(
-            select(Scrape.id).where(
-                Scrape.target_id == target.id,
-                Scrape.timestamp_seconds == record.timestamp_seconds,
-            )
-        )
-        if existing is not None:
-            return False
-        scrape = Scrape(
-            target_id=target.id,
-            timestamp_seconds=record.timestamp_seconds,
-            duration_seconds=record.duration_seconds,
-            is_up=record.is_up,
-            error=record.error,
-        )
-        session.add(scrape)
-        session.flush()
-        series_ids = _SeriesCache(session, target.id)
-        ts = record.timestamp_seconds
-        rows: list[object] = []
-        for s in record.samples:
-            sid = series_ids.get(s.family, s.labels, s.kind.value, s.flags, s.source)
-            rows.append(ValueSample(series_id=sid, scrape_id=scrape.id, timestamp_seconds=ts, value=s.value))  # fmt: skip
-        for r in record.raw:
-            # NOTE: raw series have kind "raw"; their declared type is kept as the source.
-            sid = series_ids.get(c.RAW_PREFIX + r.name, r.labels, RAW_KIND, (), r.family_type)
-            rows.append(ValueSample(series_id=sid, scrape_id=scrape.id, timestamp_seconds=ts, value=r.value))  # fmt: skip
-        for h in record.histograms:
-            sid = series_ids.get(h.family, h.labels, c.Kind.HISTOGRAM.value, h.flags, h.source)
-            rows.append(
-                HistogramSnapshotRow(
-                    series_id=sid,
-                    scrape_id=scrape.id,
-                    timestamp_seconds=ts,
-                    layout_id=self._layout_id(session, h.upper_bounds),
-                    counts_json=json.dumps(list(h.cumulative_counts)),
-                    sum_value=h.sum_value,
-                    count=h.count,
-                )
-            )
-            rows.extend(
-                ExemplarRow(
-                    series_id=sid,
-                    scrape_id=scrape.id,
-                    upper_bound=e.upper_bound,
-                    value=e.value,
-                    labels_json=encode_labels(e.labels),
-                    timestamp_seconds=e.timestamp_seconds,
-                )
-                for e in h.exemplars
-            )
-        session.add_all(rows)
-        return True
+    def _forget_ids(self) -> None:
+        self._target_ids.clear()
+        self._series_ids.clear()
+        self._layout_ids.clear()
 
-    def _layout_id(self, session: Session, bounds: tuple[float, ...]) -> int:
-        text = encode_bounds(bounds)
-        if text in self._layout_ids:
-            return self._layout_ids[text]
-        layout_id = session.scalar(select(Layout.id).where(Layout.bounds_json == text))
-        if layout_id is None:
-            layout = Layout(bounds_json=text)
-            session.add(layout)
-            session.flush()
-            layout_id = layout.id
-        # NOTE: write_scrape clears this cache whenever its transaction rolls back.
-        self._layout_ids[text] = layout_id
-        return layout_id
+    def _remember_ids(self, fresh: _NewIds) -> None:
+        for cache, new in (
+            (self._target_ids, fresh.targets),
+            (self._series_ids, fresh.series),
+            (self._layout_ids, fresh.layouts),
+        ):
+            if len(cache) + len(new) > _MAX_CACHED_IDS:  # label churn: start over, stay bounded
+                cache.clear()
+            cache.update(new)
+
+    def _identity(self, family: str, labels: Labels, flags: frozenset[Flag]) -> _SeriesKey:
+        """The stored identity of a series: family, canonical label JSON, semantic flags."""
+        key = (family, labels, flags)
+        identity = self._identities.get(key)
+        if identity is None:
+            semantic = ",".join(sorted(f.value for f in flags if f in c.SEMANTIC_FLAGS))
+            identity = (family, encode_labels(labels), semantic)
+            if len(self._identities) >= _MAX_CACHED_IDS:
+                self._identities.clear()
+            self._identities[key] = identity
+        return identity
+
+    def _prepare(self, record: ScrapeRecord) -> _Prepared:
+        """The record's series identities, in the order samples, raw, histograms; refuses a
+        record that holds one series twice."""
+        identity = self._identity
+        keys = [identity(s.family, s.labels, s.flags) for s in record.samples]
+        keys += [identity(c.RAW_PREFIX + r.name, r.labels, _NO_FLAGS) for r in record.raw]
+        keys += [identity(h.family, h.labels, h.flags) for h in record.histograms]
+        if len(set(keys)) != len(keys):
+            seen: set[_SeriesKey] = set()
+            family, labels_json, _ = next(k for k in keys if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+            raise DuplicateSeriesError(
+                f"scrape holds {family} {dict(decode_labels(labels_json))} twice; a dialect "
+                "mapped two source series onto one canonical series: give them distinct labels "
+                "or keep one raw"
+            )
+        return record, keys
+
+    def _write_batch(
+        self, connection: Connection, prepared: list[_Prepared], fresh: _NewIds
+    ) -> list[bool]:
+        target_ids = self._resolve_targets(connection, [record for record, _ in prepared], fresh)
+        # -- which scrapes are new: not stored, and not earlier in this batch
+        wanted = {(target_ids[r.target], r.timestamp_seconds) for r, _ in prepared}
+        stored: set[tuple[int, float]] = set()
+        for chunk in _chunks(sorted(wanted)):
+            rows = connection.execute(
+                select(Scrape.target_id, Scrape.timestamp_seconds).where(
+                    Scrape.target_id.in_({tid for tid, _ in chunk}),
+                    Scrape.timestamp_seconds.in_({ts for _, ts in chunk}),
+                )
+            )
+            stored.update((tid, ts) for tid, ts in rows)
+        written: list[bool] = []
+        todo: list[tuple[int, _Prepared]] = []
+        for item in prepared:
+            record = item[0]
+            identity = (target_ids[record.target], record.timestamp_seconds)
+            is_new = identity not in stored
+            stored.add(identity)
+            written.append(is_new)
+            if is_new:
+                todo.append((identity[0], item))
+        if not todo:
+            return written
+        scrape_ids = connection.execute(
+            insert(Scrape).returning(Scrape.id, sort_by_parameter_order=True),
+            [
+                {
+                    "target_id": tid,
+                    "timestamp_seconds": r.timestamp_seconds,
+                    "duration_seconds": r.duration_seconds,
+                    "is_up": r.is_up,
+                    "error": r.error.replace("\x00", "\ufffd"),  # PostgreSQL text holds no NUL
+                }
+                for tid, (r, _) in todo
+            ],
+        ).scalars().all()  # fmt: skip
+        series_ids = self._resolve_series(connection, todo, fresh)
+        layout_ids = self._resolve_layouts(
+            connection, {h.upper_bounds for _, (r, _) in todo for h in r.histograms}, fresh
+        )
+        values: list[tuple[object, ...]] = []
+        snapshots: list[tuple[object, ...]] = []
+        exemplars: list[tuple[object, ...]] = []
+        for scrape_id, (_, (record, keys)) in zip(scrape_ids, todo, strict=True):
+            ts = record.timestamp_seconds
+            sids = [series_ids[k] for k in keys]
+            num_values = len(record.samples) + len(record.raw)
+            # NOTE: a NaN reading is no reading: SQLite turns NaN into NULL (refused by the
+            # NOT NULL columns), and a NaN would poison every window over the series anyway.
+            values.extend(
+                (sid, scrape_id, ts, item.value)
+                for sid, item in zip(sids[:num_values], (*record.samples, *record.raw), strict=True)
+                if item.value == item.value
+            )
+            for sid, h in zip(sids[num_values:], record.histograms, strict=True):
+                if h.count != h.count or any(n != n for n in h.cumulative_counts):
+                    continue
+                sum_value = None if h.sum_value != h.sum_value else h.sum_value
+                layout_id = layout_ids[h.upper_bounds]
+                counts = json.dumps(h.cumulative_counts)
+                snapshots.append((sid, scrape_id, ts, layout_id, counts, sum_value, h.count))
+                exemplars.extend(
+                    (
+                        sid,
+                        scrape_id,
+                        e.upper_bound,
+                        e.value,
+                        encode_labels(e.labels),
+                        e.timestamp_seconds,
+                    )
+                    for e in h.exemplars
+                )
+        # NOTE: the bulk rows go to the driver's executemany as plain tuples: building them
+        # through Core costs more CPU than the database spends storing them.
+        for table, columns, rows in (
+            (ValueSample, _VALUE_COLUMNS, values),
+            (HistogramSnapshotRow, _SNAPSHOT_COLUMNS, snapshots),
+            (ExemplarRow, _EXEMPLAR_COLUMNS, exemplars),
+        ):
+            if rows:
+                connection.exec_driver_sql(_insert_sql(connection, table, columns), rows)
+        return written
+
+    def _resolve_targets(
+        self, connection: Connection, records: list[ScrapeRecord], fresh: _NewIds
+    ) -> dict[str, int]:
+        """Target ids by name, creating targets on first sight; a record's non-empty dialect
+        becomes its target's (the last one in the batch wins)."""
+        dialects: dict[str, str] = {}
+        for record in records:
+            if record.dialect or record.target not in dialects:
+                dialects[record.target] = record.dialect
+        known = {n: self._target_ids[n] for n in dialects if n in self._target_ids}
+        missing = sorted(set(dialects) - set(known))
+        for chunk in _chunks(missing):
+            rows = connection.execute(
+                select(Target.name, Target.id, Target.dialect).where(Target.name.in_(chunk))
+            )
+            known.update((name, (tid, dialect)) for name, tid, dialect in rows)
+        new = [n for n in missing if n not in known]
+        if new:
+            ids = connection.execute(
+                insert(Target).returning(Target.id, sort_by_parameter_order=True),
+                [{"name": n, "dialect": dialects[n]} for n in new],
+            ).scalars().all()  # fmt: skip
+            known.update((n, (tid, dialects[n])) for n, tid in zip(new, ids, strict=True))
+        for name, dialect in dialects.items():
+            tid, stored_dialect = known[name]
+            if dialect and dialect != stored_dialect:
+                connection.execute(update(Target).where(Target.id == tid).values(dialect=dialect))
+                known[name] = (tid, dialect)
+        fresh.targets.update(known)
+        return {name: tid for name, (tid, _) in known.items()}
+
+    def _resolve_series(
+        self, connection: Connection, todo: list[tuple[int, _Prepared]], fresh: _NewIds
+    ) -> dict[_SeriesKey, int]:
+        """Series ids of every key in ``todo``, creating series on first sight (owned by the
+        target of the first scrape that holds them)."""
+        ids: dict[_SeriesKey, int] = {}
+        pending: dict[_SeriesKey, dict[str, object]] = {}
+        cache = self._series_ids
+        for tid, (record, keys) in todo:
+            kinds = [s.kind.value for s in record.samples]
+            kinds += [RAW_KIND] * len(record.raw)
+            kinds += [c.Kind.HISTOGRAM.value] * len(record.histograms)
+            sources = [s.source for s in record.samples]
+            sources += [r.family_type for r in record.raw]
+            sources += [h.source for h in record.histograms]
+            for key, kind, source in zip(keys, kinds, sources, strict=True):
+                if key in ids or key in pending:
+                    continue
+                sid = cache.get(key)
+                if sid is not None:
+                    ids[key] = sid
+                    continue
+                family, labels_json, flags = key
+                pending[key] = {
+                    "target_id": tid,
+                    "family": family,
+                    "kind": kind,
+                    "labels_json": labels_json,
+                    "labels_hash": digest(labels_json),
+                    "flags": flags,
+                    "source": source,
+                }
+        if pending:
+            for chunk in _chunks(sorted({row["labels_hash"] for row in pending.values()})):
+                rows = connection.execute(
+                    select(Series.id, Series.family, Series.labels_json, Series.flags).where(
+                        Series.labels_hash.in_(chunk)
+                    )
+                )
+                for sid, family, labels_json, flags in rows:
+                    if pending.pop((family, labels_json, flags), None) is not None:
+                        ids[(family, labels_json, flags)] = sid
+        if pending:
+            new_ids = connection.execute(
+                insert(Series).returning(Series.id, sort_by_parameter_order=True),
+                list(pending.values()),
+            ).scalars().all()  # fmt: skip
+            ids.update(zip(pending, new_ids, strict=True))
+        fresh.series.update(ids)
+        return ids
+
+    def _resolve_layouts(
+        self, connection: Connection, layouts: set[tuple[float, ...]], fresh: _NewIds
+    ) -> dict[tuple[float, ...], int]:
+        """Layout ids of the given bucket bounds, creating layouts on first sight."""
+        ids = {b: self._layout_ids[b] for b in layouts if b in self._layout_ids}
+        texts = {b: encode_bounds(b) for b in layouts if b not in ids}
+        by_hash = {digest(text): b for b, text in texts.items()}
+        for chunk in _chunks(sorted(by_hash)):
+            rows = connection.execute(
+                select(Layout.id, Layout.bounds_hash).where(Layout.bounds_hash.in_(chunk))
+            )
+            for lid, bounds_hash in rows:
+                ids[by_hash.pop(bounds_hash)] = lid
+        if by_hash:
+            hashes = sorted(by_hash)
+            new_ids = connection.execute(
+                insert(Layout).returning(Layout.id, sort_by_parameter_order=True),
+                [{"bounds_json": texts[by_hash[h]], "bounds_hash": h} for h in hashes],
+            ).scalars().all()  # fmt: skip
+            ids.update((by_hash[h], lid) for h, lid in zip(hashes, new_ids, strict=True))
+        fresh.layouts.update(ids)
+        return ids
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -197,45 +371,54 @@ class Store(TracesMixin, RollupsMixin):
             return {info.labels: self._snapshots(session, sid, start, end) for sid, info in chosen}
 
     def histogram_window(
-        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
     ) -> ClassicHistogram | None:
         """The distribution observed over [start, end] across the selected series.
 
         Per series: the increase from its last snapshot at or before ``start`` (or its first
         one inside the window) to its last one at or before ``end``, resets corrected
-        (``slo.histogram_increase``); then the series are added (``slo.merge_histograms``).
+        (as ``slo.histogram_increase``); then the series are added (as
+        ``slo.merge_histograms``). Equivalently: the sum of the increases of the series'
+        consecutive snapshot pairs whose later snapshot lies in ``(start, end]``. Whole
+        minutes ``(M, M + 60]`` inside the window are read from 1-minute roll-ups once
+        maintenance has rolled them up (``use_rollups=False``: raw snapshots only), the
+        partial minutes at the edges from raw snapshots; both give the same figures. Where
+        raw rows are past retention, only the window's whole minutes are counted.
         No extrapolation: align ``start``/``end`` with scrapes for exact figures.
-        ``None`` when no series has two snapshots in that span. Raises
+        ``None`` when no series has two snapshots in that span (or ``end <= start``). Raises
         ``slo.LayoutMismatchError`` when layouts differ (within a series or across series) and
         :class:`SemanticsMismatchError` when the series' semantic flags differ.
         """
+        if not end > start:
+            return None
         with self._sessions() as session:
-            chosen = self._select(session, family, labels)
-            _require_same_flags(family, [info for _, info in chosen])
-            increases = []
-            for sid, _ in chosen:
-                baseline = _baseline_time(session, HistogramSnapshotRow, sid, start)
-                delta = histogram_increase(self._snapshots(session, sid, baseline, end))
-                if delta is not None:
-                    increases.append(delta)
-        return merge_histograms(increases) if increases else None
+            ids = self._chosen_ids(session, family, labels)
+            (result,) = self._histogram_steps(session, ids, [start, end], use_rollups)
+        return result
 
     def counter_window(
-        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
     ) -> float | None:
         """A counter's increase over [start, end] summed across the selected series, resets
-        corrected, with the same window rule as :meth:`histogram_window`."""
+        corrected, with the same window rule (and roll-ups) as :meth:`histogram_window`."""
+        if not end > start:
+            return None
         with self._sessions() as session:
-            chosen = self._select(session, family, labels)
-            _require_same_flags(family, [info for _, info in chosen])
-            total, found = 0.0, False
-            for sid, _ in chosen:
-                baseline = _baseline_time(session, ValueSample, sid, start)
-                values = [s.value for s in self._values(session, sid, baseline, end)]
-                if len(values) >= 2:
-                    total += counter_increase(values)
-                    found = True
-        return total if found else None
+            ids = self._chosen_ids(session, family, labels)
+            (result,) = self._counter_steps(session, ids, [start, end], use_rollups)
+        return result
 
     def scrapes(self, target: str) -> list[tuple[float, bool, str]]:
         """``(timestamp_seconds, is_up, error)`` of every stored scrape of ``target``."""
@@ -303,11 +486,10 @@ class Store(TracesMixin, RollupsMixin):
         rows = session.execute(
             select(
                 HistogramSnapshotRow.timestamp_seconds,
-                Layout.bounds_json,
+                HistogramSnapshotRow.layout_id,
                 HistogramSnapshotRow.counts_json,
                 HistogramSnapshotRow.sum_value,
             )
-            .join(Layout, Layout.id == HistogramSnapshotRow.layout_id)
             .where(
                 HistogramSnapshotRow.series_id == sid,
                 HistogramSnapshotRow.timestamp_seconds >= start,
@@ -318,52 +500,50 @@ class Store(TracesMixin, RollupsMixin):
         return [
             HistogramSnapshot(
                 t,
-                ClassicHistogram(decode_bounds(bounds), tuple(json.loads(counts)), sum_value),
+                ClassicHistogram(
+                    self._bounds(session, layout_id), tuple(json.loads(counts)), sum_value
+                ),
             )
-            for t, bounds, counts, sum_value in rows
+            for t, layout_id, counts, sum_value in rows
         ]
 
 
-class _SeriesCache:
-    """Series ids of one write, created on first use; each series may appear once."""
+#: A series' stored identity: family, canonical label JSON, semantic flags (sorted, ",").
+_SeriesKey = tuple[str, str, str]
+#: A record ready to write, with the identity of each of its series (samples, raw, histograms).
+_Prepared = tuple[ScrapeRecord, list[_SeriesKey]]
+_NO_FLAGS: frozenset[Flag] = frozenset()
+#: Bound of each id cache; past it a cache starts over (label churn cannot grow it forever).
+_MAX_CACHED_IDS = 1_000_000
+#: Bound parameters per ``IN (...)`` lookup (SQLite and PostgreSQL both take far more).
+_CHUNK = 500
 
-    def __init__(self, session: Session, target_id: int) -> None:
-        self.session = session
-        self.target_id = target_id
-        self.ids: dict[tuple[str, str, str], int] = {}
 
-    def get(
-        self, family: str, labels: Labels, kind: str, flags: Iterable[Flag], source: str
-    ) -> int:
-        labels_json = encode_labels(labels)
-        flags_text = ",".join(sorted(f.value for f in flags if f in c.SEMANTIC_FLAGS))
-        key = (family, labels_json, flags_text)
-        if key in self.ids:
-            raise DuplicateSeriesError(
-                f"scrape holds {family} {dict(labels)} twice; a dialect mapped two source "
-                "series onto one canonical series: give them distinct labels or keep one raw"
-            )
-        sid = self.session.scalar(
-            select(Series.id).where(
-                Series.family == family,
-                Series.labels_json == labels_json,
-                Series.flags == flags_text,
-            )
-        )
-        if sid is None:
-            series = Series(
-                target_id=self.target_id,
-                family=family,
-                kind=kind,
-                labels_json=labels_json,
-                flags=flags_text,
-                source=source,
-            )
-            self.session.add(series)
-            self.session.flush()
-            sid = series.id
-        self.ids[key] = sid
-        return sid
+_VALUE_COLUMNS = ("series_id", "scrape_id", "timestamp_seconds", "value")
+_SNAPSHOT_COLUMNS = ("series_id", "scrape_id", "timestamp_seconds", "layout_id", "counts_json", "sum_value", "count")  # fmt: skip
+_EXEMPLAR_COLUMNS = ("series_id", "scrape_id", "upper_bound", "value", "labels_json", "timestamp_seconds")  # fmt: skip
+
+
+def _insert_sql(connection: Connection, table: type, columns: tuple[str, ...]) -> str:
+    """A plain ``INSERT`` of ``columns`` in the driver's own parameter style."""
+    marker = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+    names = ", ".join(f'"{c}"' for c in columns)
+    name = table.__tablename__  # type: ignore[attr-defined]
+    return f'INSERT INTO "{name}" ({names}) VALUES ({", ".join([marker] * len(columns))})'
+
+
+class _NewIds:
+    """Ids one write transaction resolved; they join the store's caches once it commits."""
+
+    def __init__(self) -> None:
+        self.targets: dict[str, tuple[int, str]] = {}
+        self.series: dict[_SeriesKey, int] = {}
+        self.layouts: dict[tuple[float, ...], int] = {}
+
+
+def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _baseline_time(session: Session, table: type, sid: int, start: float) -> float:

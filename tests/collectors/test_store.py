@@ -1,10 +1,14 @@
-"""The store on SQLite: schema, round trip, idempotent writes, resets, and windows that merge
-series through ``slo``'s window functions."""
+"""The store on SQLite and PostgreSQL (the ``store`` fixture of ``conftest.py`` runs each test
+on both): schema, round trip, idempotent writes, resets, and windows that merge series through
+``slo``'s window functions."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
+import string
+import sys
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -24,19 +28,13 @@ from collectors.store import (
     Store,
     sqlite_url,
 )
+from collectors.store.connection import StoreDriverError
 from collectors.store.models import Base, HistogramSnapshotRow, Scrape, ValueSample
 from collectors.store.schema import alembic_config
 from slo import LayoutMismatchError
 from tests.collectors import expositions as ex
 
 BOUNDS = (0.1, 1.0, math.inf)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(sqlite_url(tmp_path / "tw.db"))
-    yield s
-    s.close()
 
 
 def _hist(
@@ -66,17 +64,24 @@ def _write(store: Store, target: str, t: float, *items) -> bool:
     return store.write_scrape(ScrapeRecord(target, t, samples, histograms))
 
 
-def test_sqlite_runs_in_wal_mode_and_schema_matches_models(store: Store) -> None:
+def test_migrated_schema_matches_models(store: Store) -> None:
     with store.engine.connect() as conn:
-        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head
 
 
-def test_reopening_keeps_data(tmp_path) -> None:
-    url = sqlite_url(tmp_path / "tw.db")
+def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path) -> None:
+    s = Store(sqlite_url(tmp_path / "tw.db"))
+    with s.engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 1  # NORMAL
+    s.close()
+
+
+def test_reopening_keeps_data(store_url: str) -> None:
+    url = store_url
     first = Store(url)
     assert _write(first, "a", 1.0, _counter(5.0))
     first.close()
@@ -209,13 +214,6 @@ def _cumulative(steps: list[tuple[bool, list[int]]]) -> tuple[list[tuple[float, 
     return snapshots, list(itertools.accumulate(observed))
 
 
-@pytest.fixture(scope="module")
-def shared_store(tmp_path_factory):
-    s = Store(sqlite_url(tmp_path_factory.mktemp("prop") / "tw.db"))
-    yield s
-    s.close()
-
-
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -223,7 +221,7 @@ def shared_store(tmp_path_factory):
     a=st.lists(_step, min_size=2, max_size=6).filter(lambda s: any(sum(n) for _, n in s[1:])),
     b=st.lists(_step, min_size=2, max_size=6),
 )
-def test_window_merge_is_the_sum_of_each_series_delta(shared_store: Store, a, b) -> None:
+def test_window_merge_is_the_sum_of_each_series_delta(store: Store, a, b) -> None:
     # NOTE: a reset is only detectable when some bucket goes down; cases where none does are
     # discarded (no collector, nor Prometheus, can see them).
     model = f"m{next(_names)}"
@@ -242,10 +240,8 @@ def test_window_merge_is_the_sum_of_each_series_delta(shared_store: Store, a, b)
         for t, counts in enumerate(snapshots):
             labels = (("model", model), ("target", target))
             histogram = CanonicalHistogram("ttft_seconds", labels, BOUNDS, counts, None, counts[-1])
-            shared_store.write_scrape(
-                ScrapeRecord(f"{model}-{target}", float(t), histograms=(histogram,))
-            )
-    merged = shared_store.histogram_window("ttft_seconds", {"model": model}, 0.0, 100.0)
+            store.write_scrape(ScrapeRecord(f"{model}-{target}", float(t), histograms=(histogram,)))
+    merged = store.histogram_window("ttft_seconds", {"model": model}, 0.0, 100.0)
     assert merged is not None
     assert list(merged.cumulative_counts) == expected
 
@@ -259,8 +255,8 @@ def test_raw_samples_are_stored_with_their_declared_type(store: Store) -> None:
     assert list(values.values()) == [[(5.0, 2.0)]]
 
 
-def test_two_stores_on_one_database_store_a_scrape_once(tmp_path) -> None:
-    url = sqlite_url(tmp_path / "tw.db")
+def test_two_stores_on_one_database_store_a_scrape_once(store_url: str) -> None:
+    url = store_url
     first, second = Store(url), Store(url)
     record = ScrapeRecord("a", 1.0, (_counter(1.0),), (_hist((1, 2, 3)),))
     assert first.write_scrape(record)
@@ -278,3 +274,118 @@ def test_a_series_twice_in_one_scrape_is_refused_and_nothing_written(store: Stor
         _write(store, "a", 1.0, _counter(1.0), _counter(2.0))
     assert store.scrapes("a") == []
     assert _write(store, "a", 1.0, _counter(1.0))
+
+
+def test_long_label_sets_and_layouts_are_stored(store: Store) -> None:
+    # NOTE: PostgreSQL's btree refuses index rows over ~2.7 kB; identity must not depend on it.
+    rng = random.Random(0)
+    long_value = "".join(rng.choices(string.ascii_letters, k=6000))  # incompressible
+    bounds = (*sorted({rng.uniform(0, 1e6) for _ in range(600)}), math.inf)
+    counts = tuple(float(i) for i in range(len(bounds)))
+    extra = (("prompt", long_value),)
+    assert _write(store, "a", 1.0, _counter(1.0, extra=extra), _hist(counts, bounds=bounds, extra=extra))  # fmt: skip
+    assert _write(store, "a", 2.0, _counter(3.0, extra=extra), _hist(counts, bounds=bounds, extra=extra))  # fmt: skip
+    assert store.counter_window("prompt_tokens_total", {"prompt": long_value}, 1.0, 2.0) == 2.0
+    (snaps,) = store.snapshots("ttft_seconds", {"prompt": long_value}, 0, 3).values()
+    assert [s.histogram.upper_bounds for s in snaps] == [bounds, bounds]
+
+
+def test_timestamps_and_values_round_trip_exactly(store: Store) -> None:
+    t = 1_764_513_123.123456789  # a time.time() reading: needs every bit of a double
+    value = 0.1 + 0.2
+    assert _write(store, "a", t, _counter(value))
+    assert not _write(store, "a", t, _counter(value))  # the same scrape: found by its time
+    assert store.scrapes("a") == [(t, True, "")]
+    assert store.samples("prompt_tokens_total", {}, t, t) == {
+        (("model", "m"), ("target", "a")): [(t, value)]
+    }
+
+
+def test_a_batch_is_written_in_one_transaction_and_each_scrape_once(store: Store) -> None:
+    first = ScrapeRecord("a", 1.0, (_counter(10.0),), (_hist((1, 2, 3)),), dialect="vllm")
+    second = ScrapeRecord("a", 2.0, (_counter(30.0),), (_hist((2, 4, 6)),))
+    down = ScrapeRecord("b", 2.0, is_up=False, error="connection failed: refused")
+    assert store.write_scrapes([first, second, first, down]) == [True, True, False, True]
+    assert store.write_scrapes([second, down]) == [False, False]
+    assert store.write_scrapes([]) == []
+    assert store.scrapes("a") == [(1.0, True, ""), (2.0, True, "")]
+    assert store.scrapes("b") == [(2.0, False, "connection failed: refused")]
+    assert store.counter_window("prompt_tokens_total", {"target": "a"}, 1.0, 2.0) == 20.0
+    merged = store.histogram_window("ttft_seconds", {}, 1.0, 2.0)
+    assert merged is not None and merged.cumulative_counts == (1.0, 2.0, 3.0)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT dialect FROM targets WHERE name = 'a'")).scalar() == "vllm"
+        assert conn.execute(select(func.count()).select_from(ValueSample)).scalar() == 2
+
+
+def test_a_batch_with_a_duplicated_series_writes_nothing(store: Store) -> None:
+    good = ScrapeRecord("a", 1.0, (_counter(1.0),))
+    bad = ScrapeRecord("b", 1.0, (_counter(1.0, target="b"), _counter(2.0, target="b")))
+    with pytest.raises(DuplicateSeriesError, match="prompt_tokens_total"):
+        store.write_scrapes([good, bad])
+    assert store.scrapes("a") == [] and store.scrapes("b") == []
+    assert store.write_scrapes([good]) == [True]
+
+
+def test_ids_made_by_a_rolled_back_write_are_not_reused(store: Store, monkeypatch) -> None:
+    # NOTE: the write fails after it inserted the target, the scrape and the series; the ids
+    # it saw must not be cached, or the next write would point at rows that do not exist.
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "_resolve_layouts", fail)
+        with pytest.raises(RuntimeError, match="disk full"):
+            _write(store, "new", 1.0, _counter(1.0, target="new"), _hist((1, 2, 3), target="new"))
+    assert store.scrapes("new") == [] and store.series("prompt_tokens_total") == []
+    assert _write(store, "new", 1.0, _counter(1.0, target="new"), _hist((1, 2, 3), target="new"))
+    assert _write(store, "new", 2.0, _counter(4.0, target="new"), _hist((2, 3, 4), target="new"))
+    assert store.counter_window("prompt_tokens_total", {}, 1.0, 2.0) == 3.0
+    assert store.histogram_window("ttft_seconds", {}, 1.0, 2.0).total_count == 1.0
+
+
+def test_cached_ids_survive_rows_another_store_deleted(store_url: str) -> None:
+    # NOTE: a cached series id whose row is gone (e.g. retention) fails the foreign key; the
+    # write forgets its cached ids and retries once, recreating the series.
+    writer = Store(store_url)
+    assert _write(writer, "a", 1.0, _counter(1.0))
+    with writer.engine.begin() as conn:
+        for table in ("samples", "histogram_snapshots", "exemplars", "series"):
+            conn.execute(text(f"DELETE FROM {table}"))
+    assert _write(writer, "a", 2.0, _counter(2.0))
+    assert writer.samples("prompt_tokens_total", {}, 0, 10) == {
+        (("model", "m"), ("target", "a")): [(2.0, 2.0)]
+    }
+    writer.close()
+
+
+def test_nan_readings_are_skipped_and_the_scrape_is_stored(store: Store) -> None:
+    # NOTE: SQLite stores NaN as NULL, which the NOT NULL value column refuses: before this, one
+    # NaN gauge made the whole batch fail on every retry.
+    nan = math.nan
+    gauge = CanonicalSample("requests_running", (("target", "a"),), nan, Kind.GAUGE)
+    histogram = _hist((1, 2, 3))
+    histogram = CanonicalHistogram(
+        histogram.family, histogram.labels, BOUNDS, (1, 2, 3), nan, 3, frozenset(), "test"
+    )
+    broken = CanonicalHistogram("itl_seconds", histogram.labels, BOUNDS, (1, nan, 3), 1.0, 3)
+    assert store.write_scrapes([ScrapeRecord("a", 1.0, (gauge, _counter(5.0)), (histogram, broken))]) == [True]  # fmt: skip
+    assert store.scrapes("a") == [(1.0, True, "")]
+    assert store.samples("requests_running", {}, 0, 2) == {(("target", "a"),): []}
+    assert list(store.samples("prompt_tokens_total", {}, 0, 2).values()) == [[(1.0, 5.0)]]
+    (snaps,) = store.snapshots("ttft_seconds", {}, 0, 2).values()
+    assert snaps[0].histogram.sum_value is None
+    assert list(store.snapshots("itl_seconds", {}, 0, 2).values()) == [[]]
+
+
+def test_an_error_text_with_nul_is_stored(store: Store) -> None:
+    # NOTE: PostgreSQL text cannot hold NUL; a garbage body's parser error may quote one.
+    record = ScrapeRecord("a", 1.0, is_up=False, error="unparseable exposition: 'x\x00y'")
+    assert store.write_scrape(record)
+    assert store.scrapes("a") == [(1.0, False, "unparseable exposition: 'x\ufffdy'")]
+
+
+def test_a_missing_driver_is_named_with_what_to_install(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if psycopg were not installed
+    with pytest.raises(StoreDriverError, match=r"'psycopg'.*tailwatch\[postgres\].*postgresql\+psycopg://"):  # fmt: skip
+        Store("postgresql+psycopg://user:pass@127.0.0.1:1/db")

@@ -40,16 +40,18 @@ def upgrade() -> None:
         sa.Column("family", sa.String(255), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("labels_json", sa.Text(), nullable=False),
+        sa.Column("labels_hash", sa.String(64), nullable=False),
         sa.Column("flags", sa.String(255), nullable=False),
         sa.Column("source", sa.String(255), nullable=False),
-        sa.UniqueConstraint("family", "labels_json", "flags"),
+        sa.UniqueConstraint("family", "labels_hash", "flags"),
     )
     op.create_index("ix_series_target_id", "series", ["target_id"])
     op.create_index("ix_series_family", "series", ["family"])
     op.create_table(
         "layouts",
         sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("bounds_json", sa.Text(), nullable=False, unique=True),
+        sa.Column("bounds_json", sa.Text(), nullable=False),
+        sa.Column("bounds_hash", sa.String(64), nullable=False, unique=True),
     )
     op.create_table(
         "samples",
