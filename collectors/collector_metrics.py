@@ -63,3 +63,89 @@ class CollectorMetrics:
             DROPPED_SCRAPES, "Scrapes never written: buffer full (oldest dropped) or rejected.",
             [REASON_LABEL], registry=registry,
         )  # fmt: skip
+
+
+# -- traces (the OTLP receiver's queue and writer, collectors/otlp.py) -----------------------
+
+SPANS_RECEIVED = "tailwatch_collector_spans_received"  # exposed as ..._total
+SPANS_STORED = "tailwatch_collector_spans_stored"  # exposed as ..._total
+REQUEST_RECORDS = "tailwatch_collector_request_records"  # exposed as ..._total
+SPANS_DROPPED = "tailwatch_collector_spans_dropped"  # exposed as ..._total
+TRACE_WRITE_ERRORS = "tailwatch_collector_trace_write_errors"  # exposed as ..._total
+QUEUED_SPANS = "tailwatch_collector_queued_spans"
+
+#: Why spans were not stored: the queue was full (the export was refused with 503, which
+#: the exporter retries), the store refused them for good (``DROPPED_REJECTED``), or the
+#: database stayed unavailable past the flush timeout at shutdown.
+DROPPED_QUEUE_FULL = "queue_full"
+DROPPED_SHUTDOWN = "shutdown"
+
+
+class TraceMetrics:
+    """The trace writer's metric objects, registered in ``registry`` (the collector's)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.spans_received = Counter(
+            SPANS_RECEIVED, "Spans in OTLP exports the receiver accepted (answered 200).",
+            registry=registry,
+        )  # fmt: skip
+        self.spans_stored = Counter(
+            SPANS_STORED,
+            "Spans of accepted exports written to the store (ones it already held included, "
+            "as spans_received counts a retried export again).",
+            registry=registry,
+        )  # fmt: skip
+        self.request_records = Counter(
+            REQUEST_RECORDS,
+            "Request records derived from accepted exports and written to the store.",
+            registry=registry,
+        )  # fmt: skip
+        self.spans_dropped = Counter(
+            SPANS_DROPPED,
+            "Spans not stored: queue_full (export refused with 503, the exporter retries), "
+            "rejected (the store refused them), shutdown (database down at shutdown).",
+            [REASON_LABEL], registry=registry,
+        )  # fmt: skip
+        self.trace_write_errors = Counter(
+            TRACE_WRITE_ERRORS, "Span or request record writes that failed (retried or dropped).",
+            registry=registry,
+        )  # fmt: skip
+        self.queued_spans = Gauge(
+            QUEUED_SPANS, "Spans accepted and waiting to be written to the store.",
+            registry=registry,
+        )  # fmt: skip
+        for reason in (DROPPED_QUEUE_FULL, DROPPED_REJECTED, DROPPED_SHUTDOWN):
+            self.spans_dropped.labels(reason)
+
+
+# -- targets file and GPU telemetry ----------------------------------------------------------
+
+TARGETS = "tailwatch_collector_targets"
+TARGETS_FILE_ERRORS = "tailwatch_collector_targets_file_errors"  # exposed as ..._total
+TARGETS_FILE_VALID = "tailwatch_collector_targets_file_valid"
+GPU_TELEMETRY_AVAILABLE = "tailwatch_collector_gpu_telemetry_available"
+
+
+class SourceMetrics:
+    """Where the target list comes from, and whether GPU telemetry is read."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.targets = Gauge(
+            TARGETS, "Targets scraped each cycle (static, from the targets file, and NVML).",
+            registry=registry,
+        )  # fmt: skip
+        self.targets_file_errors = Counter(
+            TARGETS_FILE_ERRORS,
+            "Changes of the targets file that could not be used (missing, bad YAML/JSON, a bad "
+            "entry, a duplicated name); the previous good list is kept.",
+            registry=registry,
+        )  # fmt: skip
+        self.targets_file_valid = Gauge(
+            TARGETS_FILE_VALID, "1 if the targets file's current content is in use, else 0.",
+            registry=registry,
+        )  # fmt: skip
+        self.gpu_telemetry_available = Gauge(
+            GPU_TELEMETRY_AVAILABLE, "1 if GPU readings come from NVML, else 0 (see the log).",
+            registry=registry,
+        )  # fmt: skip

@@ -79,6 +79,8 @@ async def send(
                     result.error = str(chunk["error"].get("code") or chunk["error"].get("type"))
                     continue
                 result.response_id = result.response_id or chunk.get("id", "")
+                for choice in chunk.get("choices") or ():
+                    result.finish_reason = choice.get("finish_reason") or result.finish_reason
                 if _is_token_event(chunk):
                     now = time.perf_counter()
                     if last is None:

@@ -30,6 +30,7 @@ class RequestResult:
     priority: int | None = None
     stream: str = ""
     response_id: str = ""
+    finish_reason: str = ""  # the server's, from the stream's last choice that had one
     dropped: bool = False
 
     @property

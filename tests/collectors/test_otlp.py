@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import logging
 import socket
 import threading
 import time
@@ -20,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from collectors.otlp import OtlpError, otlp_app, read_body
+from collectors.otlp import OtlpError, ReceiverBusy, otlp_app, read_body
 from collectors.request_records import SpanRecord, request_record
 from engine.async_engine import AsyncEngine
 from engine.config import EngineConfig
@@ -43,6 +44,8 @@ class Receiver:
     def on_spans(self, spans: list[SpanRecord]) -> None:
         if any(s.name == "explode" for s in spans):
             raise RuntimeError("the store is down")
+        if any(s.name == "busy" for s in spans):
+            raise ReceiverBusy("the queue is full; retry later", retry_after_seconds=2.5)
         self.spans += spans
 
     def clear(self) -> None:
@@ -341,6 +344,19 @@ def test_a_failing_sink_gets_503_so_the_exporter_retries(sink):
     )
     assert response.status_code == 503
     assert "retry" in _status(response)
+
+
+def test_a_busy_sink_gets_503_with_retry_after_and_no_traceback(sink, caplog):
+    with caplog.at_level(logging.WARNING, logger="collectors.otlp"):
+        response = httpx.post(
+            sink.url, content=_request("busy").SerializeToString(), headers=PROTOBUF
+        )
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "2.5"  # the exporter waits this long
+    assert Status.FromString(response.content).code == 14  # UNAVAILABLE
+    assert _status(response) == "the queue is full; retry later"
+    assert "Traceback" not in caplog.text and "sink failed" not in caplog.text
+    assert sink.spans == [] and sink.records == []
 
 
 def test_an_empty_export_succeeds_and_calls_no_sink(sink):
