@@ -177,3 +177,32 @@ class Normalised:
     histograms: tuple[CanonicalHistogram, ...]
     raw: tuple[RawSample, ...]
     notes: tuple[str, ...]
+
+
+# -- GPU telemetry (NVML, collectors/gpu.py) -------------------------------------------------
+
+LABEL_GPU = "gpu"  # the device index NVML reports, as a string
+LABEL_UUID = "uuid"
+LABEL_GPU_NAME = "gpu_name"  # e.g. "NVIDIA H200"
+LABEL_ERROR_TYPE = "error_type"  # corrected | uncorrected
+LABEL_COUNTER = "counter"  # volatile (since the driver loaded) | aggregate (device lifetime)
+LABEL_REASON = "reason"  # a clock throttle reason, e.g. hw_thermal_slowdown
+
+GPU_MEMORY_USED_BYTES = "gpu_memory_used_bytes"
+GPU_MEMORY_TOTAL_BYTES = "gpu_memory_total_bytes"
+GPU_UTILIZATION = "gpu_utilization"  # a 0..1 fraction of the last sample period busy
+GPU_TEMPERATURE_CELSIUS = "gpu_temperature_celsius"
+GPU_POWER_WATTS = "gpu_power_watts"
+GPU_ECC_ERRORS_TOTAL = "gpu_ecc_errors_total"
+GPU_THROTTLE_ACTIVE = "gpu_throttle_active"  # 1 while the reason holds clocks down, else 0
+
+#: NVML families, kept apart from :data:`FAMILIES` (what an engine's exposition maps onto).
+GPU_FAMILIES: dict[str, Kind] = {
+    GPU_MEMORY_USED_BYTES: Kind.GAUGE,
+    GPU_MEMORY_TOTAL_BYTES: Kind.GAUGE,
+    GPU_UTILIZATION: Kind.GAUGE,
+    GPU_TEMPERATURE_CELSIUS: Kind.GAUGE,
+    GPU_POWER_WATTS: Kind.GAUGE,
+    GPU_ECC_ERRORS_TOTAL: Kind.COUNTER,
+    GPU_THROTTLE_ACTIVE: Kind.GAUGE,
+}
