@@ -48,7 +48,7 @@ class CollectorMetrics:
             [TARGET_LABEL], registry=registry,
         )  # fmt: skip
         self.write_latency_seconds = Histogram(
-            WRITE_LATENCY_SECONDS, "Seconds one scrape's database write took (failed ones too).",
+            WRITE_LATENCY_SECONDS, "Seconds per write transaction (a batch of scrapes; failed too).",
             buckets=WRITE_LATENCY_BUCKETS, registry=registry,
         )  # fmt: skip
         self.write_errors = Counter(

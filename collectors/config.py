@@ -6,11 +6,29 @@ collector:
   scrape_interval_seconds: 5
   scrape_timeout_seconds: 4        # default: the interval; must not exceed it
   max_body_bytes: 16777216
+  scrape_protocols: [OpenMetricsText1.0.0, PrometheusText0.0.4]  # preference order, as
+                                   # Prometheus's; text first halves parsing CPU, no exemplars
   listen: 127.0.0.1:4318           # the collector's own /metrics
   targets:
     - url: http://127.0.0.1:8000/metrics
       name: replica-a              # default: host:port of the URL
       labels: {replica: a}
+  targets_file: targets.yaml       # Prometheus file_sd format, re-read on change; relative
+                                   # to this file's folder (collectors/targets_file.py)
+  gpu: auto                        # NVML telemetry: auto (default), on (required), off
+  prometheus_sources:              # read an existing Prometheus-compatible server instead
+    - url: http://127.0.0.1:9090   # of scraping (collectors/promql.py)
+      match: ['{__name__=~"vllm:.*"}']  # default: every engine dialect's prefix
+      headers: {X-Scope-OrgID: team-a}
+      labels: {cluster: eu1}       # fill labels the series lack
+      interval_seconds: 15         # default: scrape_interval_seconds
+      timeout_seconds: 30
+      delay_seconds: 0             # e.g. 60 for Thanos receive / Mimir
+store:
+  raw_retention_hours: 48          # raw samples and snapshots (default 48)
+  rollup_retention_days: 30        # 1-minute roll-ups (default 30); not shorter than raw;
+                                   # request records are kept as long
+  span_retention_days: 14          # spans (default 14, Tempo's default)
 ```
 
 Every error is a :class:`ConfigError` naming the key path and the offending value.
@@ -28,11 +46,18 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from collectors.scrape import DEFAULT_MAX_BODY_BYTES, Target
+from collectors.scrape import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_SCRAPE_PROTOCOLS,
+    SCRAPE_PROTOCOLS,
+    Target,
+)
 from collectors.store.connection import DB_URL_ENV
+from collectors.store.rollups import MIN_RETENTION_SECONDS, RetentionPolicy
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 DEFAULT_LISTEN = "127.0.0.1:4318"
+GPU_MODES = ("auto", "on", "off")
 _LABEL_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -58,6 +83,44 @@ class CollectorConfig:
     listen_host: str = "127.0.0.1"
     listen_port: int = 4318
     targets: tuple[TargetConfig, ...] = ()
+    #: ``collector.targets_file``, joined to the config file's folder when relative.
+    targets_file: Path | None = None
+    #: ``collector.gpu``: ``auto`` (NVML when present), ``on`` (required) or ``off``.
+    gpu: str = "auto"
+    prometheus_sources: tuple[PrometheusSourceConfig, ...] = ()
+    #: ``collector.scrape_protocols``: formats asked for, in order (Prometheus's names).
+    scrape_protocols: tuple[str, ...] = DEFAULT_SCRAPE_PROTOCOLS
+
+
+@dataclass(frozen=True)
+class PrometheusSourceConfig:
+    """One ``collector.prometheus_sources`` entry (see ``collectors.promql``)."""
+
+    url: str
+    match: tuple[str, ...] | None = None  # None: promql.DEFAULT_MATCH
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    interval_seconds: float | None = None  # None: the scrape interval
+    timeout_seconds: float = 30.0
+    delay_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """``store:``: how long raw rows, 1-minute roll-ups and spans are kept (request records:
+    as long as the roll-ups)."""
+
+    raw_retention_hours: float = 48.0
+    rollup_retention_days: float = 30.0
+    span_retention_days: float = 14.0
+
+    def retention_policy(self) -> RetentionPolicy:
+        """The policy ``Store.maintain`` takes."""
+        return RetentionPolicy(
+            raw_retention_seconds=self.raw_retention_hours * 3600.0,
+            rollup_retention_seconds=self.rollup_retention_days * 86400.0,
+            span_retention_seconds=self.span_retention_days * 86400.0,
+        )
 
 
 @dataclass(frozen=True)
@@ -67,6 +130,7 @@ class TailwatchConfig:
 
     database_url: str | None
     collector: CollectorConfig
+    store: StoreConfig = field(default_factory=StoreConfig)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> TailwatchConfig:
@@ -84,15 +148,44 @@ def load_config(path: str | os.PathLike[str] | None) -> TailwatchConfig:
             where = getattr(error, "problem_mark", None)
             at = f" at line {where.line + 1}" if where is not None else ""
             raise ConfigError(f"{path}: not valid YAML{at}") from None
-    return parse_config({} if data is None else data)
+    base_dir = Path(path).parent if path is not None else None
+    return parse_config({} if data is None else data, base_dir=base_dir)
 
 
-def parse_config(data: Any) -> TailwatchConfig:
-    """Validate an already-loaded mapping (see the module docstring for the shape)."""
-    root = _mapping(data, "(top level)", {"database_url", "collector"})
+def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:
+    """Validate an already-loaded mapping (see the module docstring for the shape).
+    ``base_dir``: the config file's folder, which a relative ``targets_file`` is under."""
+    root = _mapping(data, "(top level)", {"database_url", "collector", "store"})
     database_url = os.environ.get(DB_URL_ENV) or _optional_str(root, "database_url", "")
-    collector = _collector(root.get("collector", {}), "collector")
-    return TailwatchConfig(database_url or None, collector)
+    collector = _collector(root.get("collector", {}), "collector", base_dir)
+    store = _store(root.get("store", {}), "store")
+    return TailwatchConfig(database_url or None, collector, store)
+
+
+def _store(data: Any, key: str) -> StoreConfig:
+    section = _mapping(
+        data, key, {"raw_retention_hours", "rollup_retention_days", "span_retention_days"}
+    )
+    # NOTE: raw rows must outlive the roll-up lag and settling (RetentionPolicy's minimum).
+    raw_hours = _positive(section, "raw_retention_hours", key, 48.0)
+    if raw_hours * 3600 < MIN_RETENTION_SECONDS:
+        raise ConfigError(
+            f"{key}.raw_retention_hours: expected at least {MIN_RETENTION_SECONDS / 3600:g} "
+            f"(10 minutes), got {raw_hours:g}"
+        )
+    rollup_days = _positive(section, "rollup_retention_days", key, 30.0)
+    if rollup_days * 24 < raw_hours:
+        raise ConfigError(
+            f"{key}.rollup_retention_days: {rollup_days:g} ({rollup_days * 24:g} h) is shorter "
+            f"than raw_retention_hours {raw_hours:g}; roll-ups must outlive the raw rows"
+        )
+    span_days = _positive(section, "span_retention_days", key, 14.0)
+    if span_days * 86400 < MIN_RETENTION_SECONDS:
+        raise ConfigError(
+            f"{key}.span_retention_days: expected at least {MIN_RETENTION_SECONDS / 86400:g} "
+            f"(10 minutes), got {span_days:g}"
+        )
+    return StoreConfig(raw_hours, rollup_days, span_days)
 
 
 def parse_listen(value: Any, key: str = "collector.listen") -> tuple[str, int]:
@@ -134,8 +227,12 @@ def target_from_url(
     return TargetConfig(url, name, MappingProxyType(checked))
 
 
-def _collector(data: Any, key: str) -> CollectorConfig:
+def _collector(data: Any, key: str, base_dir: Path | None = None) -> CollectorConfig:
     known = {
+        "targets_file",
+        "gpu",
+        "prometheus_sources",
+        "scrape_protocols",
         "scrape_interval_seconds",
         "scrape_timeout_seconds",
         "max_body_bytes",
@@ -167,7 +264,105 @@ def _collector(data: Any, key: str) -> CollectorConfig:
             target_from_url(entry["url"], item_key, entry.get("name"), entry.get("labels"))
         )
     check_unique_names(targets, f"{key}.targets")
-    return CollectorConfig(interval, timeout, max_body, host, port, tuple(targets))
+    targets_file = _targets_file(section.get("targets_file"), f"{key}.targets_file", base_dir)
+    gpu = section.get("gpu", "auto")
+    if gpu is False:  # NOTE: YAML 1.1 reads a bare `off` as false (and `on` as true)
+        gpu = "off"
+    elif gpu is True:
+        gpu = "on"
+    if gpu not in GPU_MODES:
+        raise ConfigError(f"{key}.gpu: expected one of auto, on, off, got {gpu!r}")
+    return CollectorConfig(
+        interval,
+        timeout,
+        max_body,
+        host,
+        port,
+        tuple(targets),
+        targets_file=targets_file,
+        gpu=gpu,
+        prometheus_sources=_prometheus_sources(
+            section.get("prometheus_sources", []), f"{key}.prometheus_sources"
+        ),
+        scrape_protocols=_scrape_protocols(
+            section.get("scrape_protocols", list(DEFAULT_SCRAPE_PROTOCOLS)),
+            f"{key}.scrape_protocols",
+        ),
+    )
+
+
+def _scrape_protocols(data: Any, key: str) -> tuple[str, ...]:
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"{key}: expected a non-empty list, got {data!r}")
+    for index, name in enumerate(data):
+        if name not in SCRAPE_PROTOCOLS:
+            known = ", ".join(SCRAPE_PROTOCOLS)
+            raise ConfigError(f"{key}[{index}]: expected one of {known}, got {name!r}")
+        if name in data[:index]:
+            raise ConfigError(f"{key}[{index}]: {name} is listed twice")
+    return tuple(data)
+
+
+def _prometheus_sources(data: Any, key: str) -> tuple[PrometheusSourceConfig, ...]:
+    if not isinstance(data, list):
+        raise ConfigError(f"{key}: expected a list, got {data!r}")
+    known = {
+        "url",
+        "match",
+        "headers",
+        "labels",
+        "interval_seconds",
+        "timeout_seconds",
+        "delay_seconds",
+    }
+    sources = []
+    for index, item in enumerate(data):
+        item_key = f"{key}[{index}]"
+        entry = _mapping(item, item_key, known)
+        if "url" not in entry:
+            raise ConfigError(f"{item_key}.url: required")
+        # NOTE: a source's URL and labels follow the same rules as a scrape target's.
+        checked = target_from_url(entry["url"], item_key, labels=entry.get("labels"))
+        match = entry.get("match")
+        if isinstance(match, str):
+            match = [match]
+        if match is not None and (
+            not isinstance(match, list)
+            or not match
+            or not all(isinstance(m, str) and m.strip() for m in match)
+        ):
+            raise ConfigError(f"{item_key}.match: expected series selectors, got {match!r}")
+        headers = _mapping(entry.get("headers", {}), f"{item_key}.headers", None)
+        for name, value in headers.items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise ConfigError(f"{item_key}.headers: expected strings, got {name!r}: {value!r}")
+        interval = entry.get("interval_seconds")
+        if interval is not None:
+            interval = _positive(entry, "interval_seconds", item_key, 0)
+        delay = entry.get("delay_seconds", 0.0)
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
+            raise ConfigError(f"{item_key}.delay_seconds: expected a number >= 0, got {delay!r}")
+        sources.append(
+            PrometheusSourceConfig(
+                url=checked.url,
+                match=None if match is None else tuple(match),
+                headers=MappingProxyType(dict(headers)),
+                labels=checked.labels,
+                interval_seconds=interval,
+                timeout_seconds=_positive(entry, "timeout_seconds", item_key, 30.0),
+                delay_seconds=float(delay),
+            )
+        )
+    return tuple(sources)
+
+
+def _targets_file(value: Any, key: str, base_dir: Path | None) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key}: expected a file path, got {value!r}")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() or base_dir is None else base_dir / path
 
 
 def check_unique_names(targets: list[TargetConfig], key: str) -> None:

@@ -24,13 +24,30 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from collectors.dialects import normalise
 from collectors.store.records import ScrapeRecord
 
-# NOTE: OpenMetrics first so exemplars arrive; ``escaping=allow-utf-8`` keeps ``vllm:`` names
-# unescaped (prometheus_client 0.26 escapes ':' on sample lines otherwise, and its own
-# OpenMetrics parser then refuses lines that carry exemplars). Text 0.0.4 is the fallback.
-ACCEPT_HEADER = (
-    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.9,"
-    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-)
+#: The exposition formats a scrape may ask for, by Prometheus's ``scrape_protocols`` names.
+# NOTE: ``escaping=allow-utf-8`` keeps ``vllm:`` names unescaped (prometheus_client 0.26
+# escapes ':' on sample lines otherwise, and its own OpenMetrics parser then refuses lines
+# that carry exemplars).
+SCRAPE_PROTOCOLS = {
+    "OpenMetricsText1.0.0": "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8",
+    "PrometheusText0.0.4": "text/plain;version=0.0.4",
+}
+#: OpenMetrics first, so exemplars arrive; Prometheus text 0.0.4 is the fallback.
+DEFAULT_SCRAPE_PROTOCOLS = ("OpenMetricsText1.0.0", "PrometheusText0.0.4")
+
+
+def accept_header(protocols: Sequence[str] = DEFAULT_SCRAPE_PROTOCOLS) -> str:
+    """The ``Accept`` header asking for ``protocols`` in order of preference (descending
+    ``q``, as Prometheus sends it), then anything."""
+    unknown = [p for p in protocols if p not in SCRAPE_PROTOCOLS]
+    if unknown or not protocols:
+        known = ", ".join(SCRAPE_PROTOCOLS)
+        raise ValueError(f"scrape protocols {list(protocols)}: expected some of {known}")
+    parts = [f"{SCRAPE_PROTOCOLS[p]};q={0.9 - 0.1 * i:.1f}" for i, p in enumerate(protocols)]
+    return ",".join([*parts, "*/*;q=0.1"])
+
+
+ACCEPT_HEADER = accept_header()
 logger = logging.getLogger("tailwatch.scrape")
 
 DEFAULT_TIMEOUT_SECONDS = 5.0
@@ -70,6 +87,7 @@ class Scraper:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         clock: Callable[[], float] = time.time,
         client: httpx.AsyncClient | None = None,
+        accept: str = ACCEPT_HEADER,
     ) -> None:
         if not timeout_seconds > 0:
             raise ValueError(f"timeout_seconds={timeout_seconds}: must be > 0")
@@ -77,6 +95,7 @@ class Scraper:
             raise ValueError(f"max_body_bytes={max_body_bytes}: must be >= 1")
         self.timeout_seconds = timeout_seconds
         self.max_body_bytes = max_body_bytes
+        self.accept = accept
         self._clock = clock
         self._client = client or httpx.AsyncClient(
             timeout=timeout_seconds, follow_redirects=False, trust_env=False
@@ -125,7 +144,7 @@ class Scraper:
         )
 
     async def _fetch(self, url: str) -> tuple[str, str]:
-        headers = {"Accept": ACCEPT_HEADER}
+        headers = {"Accept": self.accept}
         async with self._client.stream("GET", url, headers=headers) as response:
             if response.status_code != 200:
                 raise ScrapeFailedError(

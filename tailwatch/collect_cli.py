@@ -1,4 +1,5 @@
-"""``tailwatch collect``: the collector daemon, with its own ``/metrics``."""
+"""``tailwatch collect``: the collector daemon. One server on the listen address serves the
+collector's own ``/metrics`` and the OTLP/HTTP trace receiver (``POST /v1/traces``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,8 +17,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from collectors.config import TailwatchConfig
+    from collectors.config import CollectorConfig, TailwatchConfig
+    from collectors.gpu import GpuTelemetry
+    from collectors.promql import PrometheusSource
     from collectors.store import Store
+    from collectors.store.rollups import RetentionPolicy
 
 DEFAULT_CONFIG = Path("tailwatch.yaml")
 
@@ -38,11 +43,16 @@ def collect(
     ] = None,
     listen: Annotated[
         str | None,
-        typer.Option(help="host:port of the collector's own /metrics (default 127.0.0.1:4318)."),
+        typer.Option(
+            help="host:port of the collector's /metrics and OTLP /v1/traces "
+            "(default 127.0.0.1:4318)."
+        ),
     ] = None,
 ) -> None:
-    """Scrape every target each interval into the store, and serve the collector's own
-    /metrics. SIGINT or SIGTERM stops it after the current cycle (exit 0)."""
+    """Scrape every target each interval into the store, receive OTLP traces
+    (POST /v1/traces) into it, and serve the collector's own /metrics. With no targets it
+    receives traces only. SIGINT or SIGTERM stops it after the current cycle, once the
+    received spans are written (exit 0)."""
     from collectors.config import (
         ConfigError,
         check_unique_names,
@@ -72,11 +82,20 @@ def collect(
         if listen is not None:
             host, port = parse_listen(listen, "--listen")
             collector = replace(collector, listen_host=host, listen_port=port)
-        if not collector.targets:
-            raise ConfigError("no targets: list collector.targets in the config or pass --target")
+        if collector.targets_file is not None:
+            from collectors.targets_file import merged_targets, read_targets_file
+
+            # NOTE: a broken file at start is a configuration mistake (exit 2); once running,
+            # a broken edit is logged and the last good targets keep being scraped.
+            merged_targets(
+                collector.targets,
+                read_targets_file(collector.targets_file),
+                str(collector.targets_file),
+            )
         settings = replace(
             settings, collector=collector, database_url=db_url or settings.database_url
         )
+        sources = _prometheus_sources(collector)
     except ConfigError as error:
         raise _fail(str(error)) from None
     try:
@@ -95,43 +114,183 @@ def collect(
         raise _fail(f"cannot open {where}: {message}") from None
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    asyncio.run(_run(settings, store, sock))
+    from collectors.gpu import GpuTelemetry, GpuTelemetryUnavailableError
+
+    gpu = GpuTelemetry(collector.gpu)
+    try:
+        gpu.start()
+    except GpuTelemetryUnavailableError as error:
+        sock.close()
+        store.close()
+        raise _fail(str(error)) from None
+    try:
+        asyncio.run(_run(settings, store, sock, gpu, sources))
+    finally:
+        gpu.close()
+        for source, _ in sources:
+            source.close()
+        store.close()
 
 
-async def _run(settings: TailwatchConfig, store: Store, sock: socket.socket) -> None:
+def _prometheus_sources(config: CollectorConfig) -> list[tuple[PrometheusSource, float]]:
+    """One ``PrometheusSource`` per ``collector.prometheus_sources`` entry, with its poll
+    interval; a constructor error becomes a :class:`ConfigError`."""
+    from collectors.config import ConfigError
+    from collectors.promql import DEFAULT_MATCH, PrometheusSource, PrometheusSourceError
+
+    sources = []
+    for index, entry in enumerate(config.prometheus_sources):
+        try:
+            source = PrometheusSource(
+                entry.url,
+                match=entry.match or DEFAULT_MATCH,
+                headers=dict(entry.headers),
+                timeout=entry.timeout_seconds,
+                default_labels=dict(entry.labels),
+                delay_seconds=entry.delay_seconds,
+            )
+        except PrometheusSourceError as error:
+            raise ConfigError(f"collector.prometheus_sources[{index}]: {error}") from None
+        sources.append((source, entry.interval_seconds or config.scrape_interval_seconds))
+    return sources
+
+
+async def _run(
+    settings: TailwatchConfig,
+    store: Store,
+    sock: socket.socket,
+    gpu: GpuTelemetry,
+    sources: list[tuple[PrometheusSource, float]],
+) -> None:
     import uvicorn
-    from prometheus_client import make_asgi_app
 
     from collectors.collector import Collector
-    from collectors.scrape import Scraper
+    from collectors.otlp import TraceWriter
+    from collectors.scrape import Scraper, accept_header
+    from collectors.targets_file import TargetsFileWatcher
 
     config = settings.collector
     stop = asyncio.Event()
-    async with Scraper(config.scrape_timeout_seconds, config.max_body_bytes) as scraper:
+    accept = accept_header(config.scrape_protocols)
+    async with Scraper(
+        config.scrape_timeout_seconds, config.max_body_bytes, accept=accept
+    ) as scraper:
+        watcher = TargetsFileWatcher(config.targets_file) if config.targets_file else None
         collector = Collector(
             [t.to_target() for t in config.targets],
             store,
             scraper,
             interval_seconds=config.scrape_interval_seconds,
+            targets_source=watcher,
+            gpu=gpu,
         )
-        server = _quiet_server(
-            uvicorn.Config(make_asgi_app(collector.registry), log_level="warning")
-        )
-        host, port = sock.getsockname()[:2]
-        typer.echo(
-            f"collecting {len(config.targets)} target(s) every "
-            f"{config.scrape_interval_seconds:g} s; own metrics on "
-            f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics",
-            err=True,
-        )
+        traces = TraceWriter(store, collector.registry)
+        app = daemon_app(collector.registry, traces.on_spans)
+        server = _quiet_server(uvicorn.Config(app, log_level="warning"))
+        typer.echo(_start_line(config, sock), err=True)
         with _stop_on_signals(stop, server):
+            traces.start()
             serving = asyncio.create_task(server.serve(sockets=[sock]))
+            background = [
+                asyncio.create_task(
+                    _every(interval, stop, source.poll, store, what=f"Prometheus {source.url}")
+                )
+                for source, interval in sources
+            ]
+            background.append(
+                asyncio.create_task(
+                    _every(
+                        MAINTENANCE_INTERVAL_SECONDS,
+                        stop,
+                        _maintain,
+                        store,
+                        settings.store.retention_policy(),
+                        what="store maintenance",
+                    )
+                )
+            )
             try:
-                await collector.run(stop)
+                await collector.run(stop)  # with no targets, empty cycles: traces only
             finally:
+                stop.set()
+                await asyncio.gather(*background)
                 server.should_exit = True
-                await serving
+                try:
+                    await serving  # in-flight exports finish (and are queued) first
+                finally:
+                    await traces.close()  # then every queued span is written
     typer.echo("collector stopped", err=True)
+
+
+#: How often the daemon rolls up complete minutes and applies retention (``Store.maintain``);
+#: a call that hits its batch limit is repeated at once.
+MAINTENANCE_INTERVAL_SECONDS = 15.0
+
+
+def _maintain(store: Store, policy: RetentionPolicy) -> None:
+    while store.maintain(time.time(), policy).more_to_do:
+        pass
+
+
+async def _every(
+    interval: float, stop: asyncio.Event, work: Callable[..., object], *args: object, what: str
+) -> None:
+    """Run ``work(*args)`` in a thread every ``interval`` seconds until ``stop``; a failure
+    is logged when its message changes (and once when it recovers), never raised."""
+    logger = logging.getLogger("tailwatch.collect")
+    last_error = ""
+    while not stop.is_set():
+        try:
+            await asyncio.to_thread(work, *args)
+        except Exception as error:  # NOTE: a failing source must not stop the daemon
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            if message != last_error:
+                logger.warning("%s failed: %s", what, message)
+            last_error = message
+        else:
+            if last_error:
+                logger.info("%s recovered", what)
+            last_error = ""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
+def daemon_app(registry, on_spans):
+    """The daemon's ASGI app: ``GET /metrics`` (``registry``) and the OTLP receiver.
+
+    ``/metrics`` is dispatched by exact path rather than mounted, so it answers without
+    the redirect to ``/metrics/`` that a mounted sub-app gets."""
+    from fastapi import FastAPI
+    from prometheus_client import make_asgi_app
+
+    from collectors.otlp import otlp_router
+
+    receiver = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    receiver.include_router(otlp_router(on_spans))
+    metrics = make_asgi_app(registry)
+
+    async def app(scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/metrics":
+            await metrics(scope, receive, send)
+        else:
+            await receiver(scope, receive, send)
+
+    return app
+
+
+def _start_line(config, sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    served = f"OTLP traces at {base}/v1/traces; own metrics on {base}/metrics"
+    reads = []
+    if config.targets:
+        reads.append(f"{len(config.targets)} target(s)")
+    if config.targets_file is not None:
+        reads.append(f"the targets in {config.targets_file} (re-read on change)")
+    reads += [f"Prometheus at {s.url}" for s in config.prometheus_sources]
+    if not reads:
+        return f"no scrape targets: receiving traces only; {served}"
+    return f"collecting {', '.join(reads)} every {config.scrape_interval_seconds:g} s; {served}"
 
 
 def _quiet_server(config):

@@ -26,22 +26,22 @@ from tests.collectors.test_scrape import faulty_app, serve_app
 
 
 class FlakyStore:
-    """A real store whose first ``num_failures`` writes raise OperationalError (before
-    writing, or, with ``fail_after_write``, after the write committed: a lost reply)."""
+    """A real store whose first ``num_failures`` batch writes raise OperationalError (before
+    writing, or, with ``fail_after_write``, after the batch committed: a lost reply)."""
 
     def __init__(self, store: Store, num_failures: int, fail_after_write: bool = False):
         self.store = store
         self.num_failures = num_failures
         self.fail_after_write = fail_after_write
-        self.num_calls = 0
+        self.batches: list[int] = []  # the size of each batch written
 
-    def write_scrape(self, record: ScrapeRecord) -> bool:
-        self.num_calls += 1
+    def write_scrapes(self, records: list[ScrapeRecord]) -> list[bool]:
+        self.batches.append(len(records))
         failing = self.num_failures > 0
         self.num_failures -= 1
         if failing and not self.fail_after_write:
             raise OperationalError("INSERT", {}, Exception("database is unavailable"))
-        written = self.store.write_scrape(record)
+        written = self.store.write_scrapes(records)
         if failing:
             raise OperationalError("COMMIT", {}, Exception("connection lost"))
         return written
@@ -112,7 +112,9 @@ def test_scrapes_are_buffered_while_the_database_fails_and_none_is_lost(base_url
     assert value(collector, cm.TARGET_UP, target="bad") == 0
     assert value(collector, cm.BUFFERED_SCRAPES) == 0
     assert value(collector, cm.DROPPED_SCRAPES + "_total", reason=cm.DROPPED_BUFFER_FULL) == 0
-    assert value(collector, cm.WRITE_LATENCY_SECONDS + "_count") == 3 + 8
+    # one observation per write transaction: three failed batches, then one of all eight
+    assert value(collector, cm.WRITE_LATENCY_SECONDS + "_count") == 3 + 1
+    assert flaky.batches == [2, 4, 6, 8]
     assert collector.last_errors == {"ok": "", "bad": "HTTP 500 Internal Server Error"}
 
 
@@ -149,16 +151,17 @@ def test_a_backlog_drains_within_the_write_budget_oldest_first(base_url, store):
     now = [0.0]  # the collector's clock; each write "takes" one second of it
 
     class SlowStore(FlakyStore):
-        def write_scrape(self, record: ScrapeRecord) -> bool:
-            written = super().write_scrape(record)
-            now[0] += 1.0
+        def write_scrapes(self, records: list[ScrapeRecord]) -> list[bool]:
+            written = super().write_scrapes(records)
+            now[0] += 1.0 * len(records)
             return written
 
     collector = make_collector(
         base_url, SlowStore(store, num_failures=3), interval_seconds=5.0, clock=lambda: now[0]
     )
+    collector.write_batch_size = 2
     cycles(collector, 3)  # the database is down: 6 scrapes buffered
-    cycles(collector, 1)  # back, but a 5 s interval leaves time for 4 writes (0.8 of it)
+    cycles(collector, 1)  # back, but a 5 s interval leaves time for 2 batches of 2 (0.8 of it)
     assert collector.num_buffered == 4
     stored = sorted((t, name) for name in ("ok", "bad") for t, _, _ in store.scrapes(name))
     assert stored == [(1000.0, "bad"), (1000.0, "ok"), (1005.0, "bad"), (1005.0, "ok")]
@@ -170,16 +173,42 @@ def test_a_backlog_drains_within_the_write_budget_oldest_first(base_url, store):
 
 def test_a_scrape_the_store_refuses_is_dropped_and_counted(base_url, store):
     class Refusing:
-        def write_scrape(self, record: ScrapeRecord) -> bool:
-            if record.target == "ok":
-                raise DuplicateSeriesError("two readings of one series")
-            return store.write_scrape(record)
+        def __init__(self) -> None:
+            self.batches: list[list[str]] = []
 
-    collector = make_collector(base_url, Refusing())
-    cycles(collector, 1)
+        def write_scrapes(self, records: list[ScrapeRecord]) -> list[bool]:
+            self.batches.append([r.target for r in records])
+            if any(record.target == "ok" and record.timestamp_seconds == 1000.0 for record in records):  # fmt: skip
+                raise DuplicateSeriesError("two readings of one series")
+            return store.write_scrapes(records)
+
+    refusing = Refusing()
+    collector = make_collector(base_url, refusing)
+    cycles(collector, 2)
     assert collector.num_buffered == 0
     assert value(collector, cm.DROPPED_SCRAPES + "_total", reason=cm.DROPPED_REJECTED) == 1
-    assert len(store.scrapes("bad")) == 1
+    assert [t for t, _, _ in store.scrapes("bad")] == [1000.0, 1005.0]
+    assert [t for t, _, _ in store.scrapes("ok")] == [1005.0]
+    # the refused batch is retried one scrape at a time; the next cycle batches again
+    assert refusing.batches == [["ok", "bad"], ["ok"], ["bad"], ["ok", "bad"]]
+    assert value(collector, cm.SAMPLES_INGESTED + "_total", target="ok") == 1
+
+
+def test_a_store_with_the_one_scrape_api_only_still_works(base_url, store):
+    class OneAtATime:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def write_scrape(self, record: ScrapeRecord) -> bool:
+            self.calls += 1
+            return store.write_scrape(record)
+
+    one = OneAtATime()
+    collector = make_collector(base_url, one)
+    cycles(collector, 2)
+    assert one.calls == 4 and collector.num_buffered == 0
+    assert [t for t, _, _ in store.scrapes("ok")] == [1000.0, 1005.0]
+    assert value(collector, cm.SAMPLES_INGESTED + "_total", target="ok") == 2
 
 
 def test_own_metrics_exposition_names_every_target(base_url, store):
@@ -263,9 +292,13 @@ def test_the_daemon_serves_its_metrics_and_stops_cleanly_on_sigterm(base_url, tm
         command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
     )
     try:
-        line = daemon.stderr.readline()
-        found = re.search(r"own metrics on (http://127\.0\.0\.1:\d+/metrics)", line)
-        assert found, line
+        seen = []  # other start-up lines (e.g. "no GPU telemetry") may come first
+        for _ in range(20):
+            seen.append(daemon.stderr.readline())
+            found = re.search(r"own metrics on (http://127\.0\.0\.1:\d+/metrics)", seen[-1])
+            if found or not seen[-1]:
+                break
+        assert found, "".join(seen)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             text = httpx.get(found.group(1), timeout=5).text

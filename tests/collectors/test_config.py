@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -161,7 +163,6 @@ def test_a_file_that_is_not_yaml_or_missing_is_named(tmp_path):
             None,
             "--listen: expected host:port",
         ),
-        ([], None, "no targets: list collector.targets in the config or pass --target"),
         (
             [
                 "--target",
@@ -189,3 +190,173 @@ def test_collect_with_a_bad_configuration_exits_2_with_one_line(
     assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), result.output
     assert "Traceback" not in result.output and "secret" not in result.output
     assert not (tmp_path / ".tailwatch").exists()  # nothing opened before validation
+
+
+def test_targets_file_is_relative_to_the_config_folder_and_gpu_defaults_to_auto(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv(DB_URL_ENV, raising=False)
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    (folder / "tw.yaml").write_text("collector:\n  targets_file: sd/targets.yaml\n")
+    collector = load_config(folder / "tw.yaml").collector
+    assert collector.targets_file == folder / "sd" / "targets.yaml"
+    assert collector.gpu == "auto"
+    absolute = parse_config({"collector": {"targets_file": "/srv/t.json", "gpu": "on"}})
+    assert (str(absolute.collector.targets_file), absolute.collector.gpu) == ("/srv/t.json", "on")
+    assert parse_config({}).collector.targets_file is None
+
+
+@pytest.mark.parametrize(("text", "mode"), [("off", "off"), ("on", "on"), ("'off'", "off")])
+def test_gpu_off_and_on_read_as_modes_although_yaml_reads_them_as_booleans(
+    tmp_path, monkeypatch, text, mode
+):
+    monkeypatch.delenv(DB_URL_ENV, raising=False)
+    (tmp_path / "tw.yaml").write_text(f"collector:\n  gpu: {text}\n")
+    assert load_config(tmp_path / "tw.yaml").collector.gpu == mode
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"targets_file": ""}, "collector.targets_file: expected a file path, got ''"),
+        ({"targets_file": ["a"]}, "collector.targets_file: expected a file path, got ['a']"),
+        ({"gpu": "yes please"}, "collector.gpu: expected one of auto, on, off, got 'yes please'"),
+        ({"gpu": 1}, "collector.gpu: expected one of auto, on, off, got 1"),
+    ],
+)
+def test_targets_file_and_gpu_errors_name_the_key(data, message, monkeypatch):
+    monkeypatch.delenv(DB_URL_ENV, raising=False)
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"collector": data})
+    assert str(raised.value) == message
+
+
+def test_store_retention_defaults_and_values(monkeypatch, tmp_path):
+    monkeypatch.delenv(DB_URL_ENV, raising=False)
+    config = parse_config({})
+    assert (config.store.raw_retention_hours, config.store.rollup_retention_days) == (48, 30)
+    policy = config.store.retention_policy()
+    assert policy.raw_retention_seconds == 48 * 3600
+    assert policy.rollup_retention_seconds == 30 * 86400
+    path = tmp_path / "tw.yaml"
+    path.write_text("store:\n  raw_retention_hours: 6\n  rollup_retention_days: 0.5\n")
+    store = load_config(path).store
+    assert store.retention_policy().raw_retention_seconds == 6 * 3600
+    assert store.retention_policy().rollup_retention_seconds == 12 * 3600
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"store": []}, "store: expected a mapping, got []"),
+        ({"store": {"raw_retention": 1}}, "store.raw_retention: unknown key (known: "),
+        (
+            {"store": {"raw_retention_hours": 0}},
+            "store.raw_retention_hours: expected a number > 0, got 0",
+        ),
+        (
+            {"store": {"raw_retention_hours": "48h"}},
+            "store.raw_retention_hours: expected a number > 0, got '48h'",
+        ),
+        (
+            {"store": {"rollup_retention_days": True}},
+            "store.rollup_retention_days: expected a number > 0, got True",
+        ),
+        (
+            {"store": {"raw_retention_hours": 0.001}},
+            "store.raw_retention_hours: expected at least 0.166667 (10 minutes), got 0.001",
+        ),
+        (
+            {"store": {"raw_retention_hours": 72, "rollup_retention_days": 2}},
+            "store.rollup_retention_days: 2 (48 h) is shorter than raw_retention_hours 72",
+        ),
+    ],
+)
+def test_store_retention_errors_name_the_key_and_value(data, message):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_prometheus_sources_are_parsed_with_defaults() -> None:
+    config = parse_config(
+        {
+            "collector": {
+                "scrape_interval_seconds": 10,
+                "prometheus_sources": [
+                    {"url": "http://127.0.0.1:9090"},
+                    {
+                        "url": "https://mimir.example/prometheus",
+                        "match": '{__name__=~"vllm:.*"}',
+                        "headers": {"X-Scope-OrgID": "team-a"},
+                        "labels": {"cluster": "eu1"},
+                        "interval_seconds": 30,
+                        "delay_seconds": 60,
+                    },
+                ],
+            }
+        }
+    )
+    first, second = config.collector.prometheus_sources
+    assert (first.url, first.match, first.interval_seconds, first.delay_seconds) == (
+        "http://127.0.0.1:9090",
+        None,
+        None,
+        0.0,
+    )
+    assert second.match == ('{__name__=~"vllm:.*"}',)
+    assert dict(second.headers) == {"X-Scope-OrgID": "team-a"}
+    assert dict(second.labels) == {"cluster": "eu1"}
+    assert (second.interval_seconds, second.delay_seconds) == (30.0, 60.0)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"url": "localhost:9090"}, "prometheus_sources[0].url: expected an http(s) URL"),
+        ({}, "prometheus_sources[0].url: required"),
+        ({"url": "http://p:9090", "match": []}, "prometheus_sources[0].match: expected series"),
+        ({"url": "http://p:9090", "step": 1}, "prometheus_sources[0].step: unknown key"),
+        ({"url": "http://p:9090", "delay_seconds": -1}, "delay_seconds: expected a number >= 0"),
+        (
+            {"url": "http://p:9090", "interval_seconds": 0},
+            "interval_seconds: expected a number > 0",
+        ),
+        ({"url": "http://p:9090", "headers": {"a": 1}}, "prometheus_sources[0].headers: expected"),
+        ({"url": "http://p:9090", "labels": {"target": "x"}}, "labels.target: reserved"),
+    ],
+)
+def test_bad_prometheus_sources_name_the_key(entry, message) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_config({"collector": {"prometheus_sources": [entry]}})
+
+
+def test_scrape_protocols_default_to_openmetrics_first_and_are_validated() -> None:
+    assert parse_config({}).collector.scrape_protocols == (
+        "OpenMetricsText1.0.0",
+        "PrometheusText0.0.4",
+    )
+    chosen = parse_config({"collector": {"scrape_protocols": ["PrometheusText0.0.4"]}})
+    assert chosen.collector.scrape_protocols == ("PrometheusText0.0.4",)
+    for bad, message in (
+        ([], "collector.scrape_protocols: expected a non-empty list"),
+        (["PrometheusProto"], "collector.scrape_protocols[0]: expected one of"),
+        (
+            ["PrometheusText0.0.4", "PrometheusText0.0.4"],
+            "collector.scrape_protocols[1]: PrometheusText0.0.4 is listed twice",
+        ),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_config({"collector": {"scrape_protocols": bad}})
+
+
+def test_span_retention_defaults_to_14_days_and_reaches_the_policy() -> None:
+    store = parse_config({}).store
+    assert store.span_retention_days == 14.0
+    assert store.retention_policy().span_retention_seconds == 14 * 86400.0
+    custom = parse_config({"store": {"span_retention_days": 3}}).store
+    assert custom.retention_policy().span_retention_seconds == 3 * 86400.0
+    for bad in (0, -1, "a week", 0.0001):
+        with pytest.raises(ConfigError, match=re.escape("store.span_retention_days")):
+            parse_config({"store": {"span_retention_days": bad}})

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import uvicorn
 
-from collectors.scrape import ACCEPT_HEADER, Scraper, Target
+from collectors.scrape import ACCEPT_HEADER, Scraper, Target, accept_header
 from collectors.store import Store
 
 HEALTHY_BODY = (
@@ -107,9 +107,11 @@ def faulty_url() -> Iterator[str]:
         yield url
 
 
-def scrape(targets: list[Target]):
+def scrape(targets: list[Target], accept: str = ACCEPT_HEADER):
     async def go():
-        async with Scraper(TIMEOUT_SECONDS, MAX_BODY_BYTES, clock=lambda: 1000.0) as scraper:
+        async with Scraper(
+            TIMEOUT_SECONDS, MAX_BODY_BYTES, clock=lambda: 1000.0, accept=accept
+        ) as scraper:
             return await scraper.scrape_all(targets)
 
     return asyncio.run(go())
@@ -215,6 +217,26 @@ def test_the_bundled_engine_negotiates_openmetrics_with_exemplars(engine_url):
     assert ttft.exemplars, "OpenMetrics exemplars should arrive"
     assert all(len(dict(e.labels)["trace_id"]) == 32 for e in ttft.exemplars)
     assert not [r for r in record.raw if r.name.startswith("vllm_")], "escaped colons leaked"
+
+
+def test_text_first_scrape_protocols_get_the_same_families_without_exemplars(engine_url):
+    """``scrape_protocols: [PrometheusText0.0.4]``: the engine answers text 0.0.4, and the
+    same canonical series are stored (escaped colons re-attached), only without exemplars."""
+    target = [Target("replica-a", engine_url + "/metrics")]
+    (text,) = scrape(target, accept=accept_header(["PrometheusText0.0.4"]))
+    (openmetrics,) = scrape(target)
+    assert text.is_up and openmetrics.is_up, (text.error, openmetrics.error)
+    assert text.dialect == openmetrics.dialect == "tailwatch,vllm"
+
+    def identities(record):
+        return {(h.family, h.labels) for h in record.histograms}, {
+            (s.family, s.labels) for s in record.samples
+        }
+
+    assert identities(text) == identities(openmetrics)
+    assert not any(h.exemplars for h in text.histograms)
+    assert any(h.exemplars for h in openmetrics.histograms)
+    assert not [r for r in text.raw if r.name.startswith("vllm_")], "escaped colons leaked"
 
 
 def test_an_unexpected_error_on_one_target_is_a_down_record_not_a_crash(faulty_url, monkeypatch):

@@ -33,6 +33,7 @@ from collectors import collector_metrics as cm
 from collectors.otlp import ReceiverBusy, TraceWriter
 from collectors.request_records import RequestRecord, SpanEvent, SpanRecord, request_record
 from collectors.store import Store, sqlite_url
+from collectors.store.rollups import RetentionPolicy
 from tailwatch.collect_cli import daemon_app
 
 T0 = 1_700_000_000.0
@@ -128,6 +129,32 @@ def test_request_records_round_trip_filter_and_order_by_arrival(store):
     assert isinstance(store.request("req-1-0"), RequestRecord)
     with pytest.raises(ValueError, match="limit"):
         store.requests(0, 1, limit=0)
+
+
+def test_maintain_deletes_old_spans_and_request_records_in_bounded_batches(store):
+    day = 86400.0
+    old = [span(i, trace=1, start=T0 - 20 * day) for i in range(3)]  # past 14 days
+    middle = [span(i, trace=2, start=T0 - 20 * day + 10 * day) for i in range(2)]  # 10 days
+    store.write_spans([*old, *middle])
+    store.write_requests([request_record(s) for s in (*old, *middle)])
+    ancient = request_record(span(0, trace=3, start=T0 - 40 * day))  # past 30 days
+    store.write_requests([ancient])
+    policy = RetentionPolicy(max_trace_rows_deleted_per_call=2)
+
+    first = store.maintain(T0, policy)
+    assert (first.spans_deleted, first.request_records_deleted) == (2, 1)
+    assert first.more_to_do  # a third old span is left for the next call
+    second = store.maintain(T0, policy)
+    assert (second.spans_deleted, second.request_records_deleted) == (1, 0)
+    assert not store.maintain(T0, policy).more_to_do
+
+    assert store.trace(f"{1:032x}") == []  # spans past the span retention are gone
+    assert len(store.trace(f"{2:032x}")) == 2  # younger ones stay
+    # request records follow the roll-up retention (30 days): only the ancient one went
+    assert store.request(ancient.request_id) is None
+    assert {r.request_id for r in store.requests(0, math.inf)} == {
+        request_record(s).request_id for s in (*old, *middle)
+    }
 
 
 def test_odd_values_are_kept_or_made_storable(store):
