@@ -22,7 +22,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,20 +60,10 @@ def postgres_admin_url() -> str:
 @contextlib.contextmanager
 def postgres_database(admin_url: str | None = None) -> Iterator[str]:
     """A fresh, empty database on the configured server; dropped afterwards. Yields its URL."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
+    from collectors.store.connection import scratch_postgres_database
 
-    base = make_url(admin_url or postgres_admin_url())
-    name = f"tw_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_postgres_database(admin_url or postgres_admin_url(), "tw_test") as url:
+        yield url
 
 
 def prometheus_binary() -> str:

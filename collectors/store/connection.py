@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
@@ -55,3 +58,23 @@ def _sqlite_pragmas(connection: object, _record: object) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+@contextlib.contextmanager
+def scratch_postgres_database(admin_url: str, prefix: str = "tw_scratch") -> Iterator[str]:
+    """A new, empty PostgreSQL database next to ``admin_url``'s (whose role may ``CREATE
+    DATABASE``), dropped on exit; yields its URL. For tests and benchmarks."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    base = make_url(admin_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

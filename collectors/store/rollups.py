@@ -42,9 +42,11 @@ from collectors.store.models import (
     HistogramRollup,
     HistogramSnapshotRow,
     Layout,
+    RequestRow,
     RollupState,
     SampleRollup,
     Scrape,
+    SpanRow,
     ValueSample,
 )
 from slo import ClassicHistogram, LayoutMismatchError, QuantileResult
@@ -52,6 +54,9 @@ from slo import ClassicHistogram, LayoutMismatchError, QuantileResult
 MINUTE = 60.0
 DEFAULT_RAW_RETENTION_SECONDS = 48 * 3600.0
 DEFAULT_ROLLUP_RETENTION_SECONDS = 30 * 86400.0
+#: Spans (whole traces) are kept 14 days, as Grafana Tempo keeps blocks by default; request
+#: records, which goodput over SLO windows needs, as long as the roll-ups.
+DEFAULT_SPAN_RETENTION_SECONDS = 14 * 86400.0
 MIN_RETENTION_SECONDS = 600.0
 #: Most steps one series query may return (a 30-day range at 1-minute steps is 43 200).
 MAX_STEPS = 200_000
@@ -151,11 +156,13 @@ class RetentionPolicy:
     max_scrapes_per_call: int = 5000
     max_deleted_scrapes_per_call: int = 5000
     max_rollup_minutes_deleted_per_call: int = 10
+    span_retention_seconds: float = DEFAULT_SPAN_RETENTION_SECONDS
+    max_trace_rows_deleted_per_call: int = 20000
 
     def __post_init__(self) -> None:
         # NOTE: raw rows must outlive the roll-up lag and settling by a few minutes, or
         # scrapes would pass the raw retention before they are rolled up (and be dropped).
-        for name in ("raw_retention_seconds", "rollup_retention_seconds"):
+        for name in ("raw_retention_seconds", "rollup_retention_seconds", "span_retention_seconds"):
             value = getattr(self, name)
             if not (
                 isinstance(value, int | float)
@@ -174,6 +181,7 @@ class RetentionPolicy:
             "max_scrapes_per_call",
             "max_deleted_scrapes_per_call",
             "max_rollup_minutes_deleted_per_call",
+            "max_trace_rows_deleted_per_call",
         ):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
@@ -193,6 +201,8 @@ class MaintenanceReport:
     rollup_rows_written: int = 0
     raw_scrapes_deleted: int = 0
     rollup_rows_deleted: int = 0
+    spans_deleted: int = 0
+    request_records_deleted: int = 0
     more_to_do: bool = False
 
 
@@ -257,12 +267,15 @@ class RollupsMixin:
             session.commit()
         with self._sessions() as session:
             expired = self._expire(session, now, policy)
+            traces = _expire_traces(session, now, policy)
             session.commit()
-        more_to_do = rolled.pop("more_to_do") or expired["more_to_do"]
+        more_to_do = rolled.pop("more_to_do") or expired["more_to_do"] or traces["more_to_do"]
         return MaintenanceReport(
             **rolled,
             raw_scrapes_deleted=expired["raw_scrapes_deleted"],
             rollup_rows_deleted=expired["rollup_rows_deleted"],
+            spans_deleted=traces["spans"],
+            request_records_deleted=traces["requests"],
             more_to_do=more_to_do,
         )
 
@@ -801,3 +814,25 @@ def _delete_raw_rows(session: Session, ids: list[int], *, keep_scrapes: bool) ->
 def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def _expire_traces(session: Session, now: float, policy: RetentionPolicy) -> dict[str, Any]:
+    """Delete spans that started before the span retention and request records that arrived
+    before the roll-up retention, oldest first, at most a batch of each."""
+    limit = policy.max_trace_rows_deleted_per_call
+    deleted: dict[str, Any] = {"more_to_do": False}
+    for key, table, column, keep in (
+        ("spans", SpanRow, SpanRow.start_seconds, policy.span_retention_seconds),
+        ("requests", RequestRow, RequestRow.arrival_seconds, policy.rollup_retention_seconds),
+    ):
+        ids = list(
+            session.scalars(
+                select(table.id).where(column < now - keep).order_by(column).limit(limit + 1)
+            )
+        )
+        deleted["more_to_do"] = deleted["more_to_do"] or len(ids) > limit
+        ids = ids[:limit]
+        for start in range(0, len(ids), 1000):  # NOTE: bounded IN lists
+            session.execute(delete(table).where(table.id.in_(ids[start : start + 1000])))
+        deleted[key] = len(ids)
+    return deleted
