@@ -32,13 +32,23 @@ def demo(
     duration: Annotated[float, typer.Option(help="Seconds of demo traffic.")] = 600.0,
     rate: Annotated[float, typer.Option(help="Mean requests per second (Poisson).")] = 3.0,
     interval: Annotated[float, typer.Option(help="Seconds between /metrics reports.")] = 5.0,
+    collector_port: Annotated[
+        int, typer.Option(help="Port of the collector (OTLP receiver and its /metrics).")
+    ] = 4318,
+    db_url: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL of the store (default: TAILWATCH_DB_URL, "
+            "else .tailwatch/tailwatch.db)."
+        ),
+    ] = None,
 ) -> None:
-    """What `make run` starts: the engine server on loopback with demo traffic and a live
-    view of its metrics (collectors, alerting and the console join as they land)."""
+    """What `make run` starts: the collector and the engine server on loopback, with demo
+    traffic and a live view of its metrics (alerting and the console join as they land)."""
     for name, value in (("duration", duration), ("rate", rate), ("interval", interval)):
         if not value > 0:
             raise typer.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name}")
-    raise typer.Exit(run_demo(port, duration, rate, interval))
+    raise typer.Exit(run_demo(port, duration, rate, interval, collector_port, db_url))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """``tailwatch demo`` — what ``make run`` starts.
 
-Today that is the bundled engine's server on loopback with demo traffic: streaming chat
-requests from three tenants that share a system prompt, arriving at random (Poisson)
-times. Every few seconds the demo scrapes the server's ``/metrics`` as a collector
-would and prints what an on-call engineer looks at first: TTFT and ITL percentiles
+Today that is the bundled engine's server on loopback with demo traffic (streaming chat
+requests from three tenants that share a system prompt, arriving at random, Poisson,
+times) and the collector daemon (``tailwatch collect``), which scrapes the engine into the
+store and receives its OpenTelemetry traces. Every few seconds the demo reads the server's
+``/metrics`` and prints what an on-call engineer looks at first: TTFT and ITL percentiles
 (Prometheus-exact, from the histograms), throughput, queue, KV usage, prefix-cache hits
-and preemptions. It stops by itself after ``duration`` seconds (or on Ctrl-C) and
-drains the server. Collectors, alerting and the console join as they land.
+and preemptions. It stops by itself after ``duration`` seconds (or on Ctrl-C), drains the
+server, stops the collector, and prints what the store holds of the run. Alerting and the
+console join as they land.
 """
 
 from __future__ import annotations
@@ -44,24 +46,70 @@ QUESTIONS = (
 TENANTS = ("acme", "globex", "initech")
 
 
-def _start_server(port: int) -> subprocess.Popen:
+#: Seconds between the demo collector's scrapes.
+COLLECT_INTERVAL_SECONDS = 2.0
+
+
+def _start_server(port: int, otlp_endpoint: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "tailwatch.cli", "engine", "serve", "--model", "tiny"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024"]
     command += ["--max-waiting-requests", "256", "--no-access-log"]
+    command += ["--otlp-endpoint", otlp_endpoint]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _wait_ready(server: subprocess.Popen, base_url: str, timeout_seconds: float = 180) -> None:
+def _start_collector(engine_port: int, collector_port: int, db_url: str) -> subprocess.Popen:
+    os.makedirs(".tailwatch", exist_ok=True)
+    # NOTE: a config of its own, so that a tailwatch.yaml in the working folder (with the
+    # user's real targets) is not picked up by the demo.
+    config = os.path.join(".tailwatch", "demo-collector.yaml")
+    with open(config, "w") as file:
+        file.write("# written by `tailwatch demo`\ncollector: {}\n")
+    command = [sys.executable, "-m", "tailwatch.cli", "collect", "--config", config]
+    command += ["--target", f"http://127.0.0.1:{engine_port}/metrics"]
+    command += ["--interval", f"{COLLECT_INTERVAL_SECONDS:g}", "--db-url", db_url]
+    command += ["--listen", f"127.0.0.1:{collector_port}"]
+    # NOTE: its log goes to a file, not the demo's terminal; the error of a failed start is
+    # read back from there.
+    log = open(_collector_log(), "w")  # noqa: SIM115 - closed by the child's exit
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def _collector_log() -> str:
+    return os.path.join(".tailwatch", "demo-collector.log")
+
+
+def _wait_ready(
+    process: subprocess.Popen, url: str, what: str, timeout_seconds: float = 180
+) -> None:
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
-        if server.poll() is not None:
-            message = (server.stderr.read() if server.stderr else "").strip()
-            raise RuntimeError(message.removeprefix("error:").strip() or "it exited")
+        if process.poll() is not None:
+            if process.stderr is not None:
+                message = process.stderr.read()
+            else:
+                with open(_collector_log()) as log:
+                    message = log.read()
+            errors = [line for line in message.splitlines() if line.startswith("error:")]
+            message = errors[-1] if errors else message
+            raise RuntimeError(message.strip().removeprefix("error:").strip() or "it exited")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{base_url}/ready", timeout=1).status_code == 200:
+            if httpx.get(url, timeout=1).status_code == 200:
                 return
         time.sleep(0.3)
-    raise RuntimeError(f"the engine server did not become ready within {timeout_seconds:.0f} s")
+    raise RuntimeError(f"{what} did not become ready within {timeout_seconds:.0f} s")
+
+
+def _stop(process: subprocess.Popen, what: str, timeout_seconds: float = 60) -> str:
+    if process.poll() is not None:
+        return f"the {what} had exited"
+    process.send_signal(signal.SIGTERM)  # drains / flushes, then exits
+    try:
+        process.wait(timeout=timeout_seconds)
+        return f"the {what} has drained and exited"
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return f"the {what} did not stop in {timeout_seconds:.0f} s: killed"
 
 
 async def _one_request(client: httpx.AsyncClient, rng: random.Random) -> None:
@@ -163,17 +211,41 @@ async def _traffic(base_url: str, rate: float, duration: float, interval: float)
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def run_demo(port: int, duration_seconds: float, rate: float, interval_seconds: float) -> int:
-    """Start the server, send demo traffic, report; returns the process exit code."""
+def run_demo(
+    port: int,
+    duration_seconds: float,
+    rate: float,
+    interval_seconds: float,
+    collector_port: int = 4318,
+    db_url: str | None = None,
+) -> int:
+    """Start the collector and the server, send demo traffic, report; returns the process
+    exit code."""
+    from collectors.store import default_url
+
+    db_url = db_url or default_url()
     base_url = f"http://127.0.0.1:{port}"
+    collector_url = f"http://127.0.0.1:{collector_port}"
     console.print(
-        f"[bold]Tailwatch demo[/]: starting the bundled engine ([bold]tiny[/] preset: seeded "
-        f"random weights, byte-level tokenizer) at {base_url} ..."
+        f"[bold]Tailwatch demo[/]: starting the collector at {collector_url} (store "
+        f"{db_url}) and the bundled engine ([bold]tiny[/] preset: seeded random weights, "
+        f"byte-level tokenizer) at {base_url} ..."
     )
-    server = _start_server(port)
+    collector = _start_collector(port, collector_port, db_url)
+    server: subprocess.Popen | None = None
+    started = time.time()
     try:
         try:
-            _wait_ready(server, base_url)
+            _wait_ready(collector, f"{collector_url}/metrics", "the collector")
+        except RuntimeError as error:
+            console.print(
+                f"[bold red]error:[/] the collector did not start: {error}"
+                + ("; pick another with --collector-port" if "in use" in str(error) else "")
+            )
+            return 2
+        server = _start_server(port, f"{collector_url}/v1/traces")
+        try:
+            _wait_ready(server, f"{base_url}/ready", "the engine server")
         except RuntimeError as error:
             console.print(
                 f"[bold red]error:[/] the engine server did not start: {error}"
@@ -183,6 +255,9 @@ def run_demo(port: int, duration_seconds: float, rate: float, interval_seconds: 
         console.print(
             f"Ready. OpenAI API: {base_url}/v1   metrics: {base_url}/metrics   "
             f"probes: {base_url}/ready\n"
+            f"Collector: scrapes {base_url}/metrics every {COLLECT_INTERVAL_SECONDS:g} s and "
+            f"receives the engine's traces at {collector_url}/v1/traces; its own metrics at "
+            f"{collector_url}/metrics; log in {_collector_log()}.\n"
             f"Sending streaming chat requests from tenants {', '.join(TENANTS)} at about "
             f"{rate:g} req/s for {duration_seconds:.0f} s (Ctrl-C stops earlier). Every "
             f"{interval_seconds:.0f} s the table below is re-read from /metrics: request "
@@ -196,14 +271,43 @@ def run_demo(port: int, duration_seconds: float, rate: float, interval_seconds: 
             asyncio.run(_traffic(base_url, rate, duration_seconds, interval_seconds))
         return 0
     finally:
-        if server.poll() is None:
-            server.send_signal(signal.SIGTERM)  # drains in-flight requests, then exits
-            try:
-                server.wait(timeout=60)
-                console.print("Demo stopped; the engine server has drained and exited.")
-            except subprocess.TimeoutExpired:
-                server.kill()
-                console.print("Demo stopped; the engine server did not drain in 60 s: killed.")
+        if server is not None:
+            console.print(f"Demo stopped; {_stop(server, 'engine server')}.")
+        console.print(f"{_stop(collector, 'collector').capitalize()}.")
+        if server is not None:
+            _store_summary(db_url, f"127.0.0.1:{port}", started, time.time())
+
+
+def _store_summary(db_url: str, target: str, start: float, end: float) -> None:
+    """What the collector stored of this run: scrapes, request records, and the run's
+    TTFT percentiles computed from the stored histograms (the window merge)."""
+    from collectors.store import Store
+
+    try:
+        store = Store(db_url)
+    except Exception as error:  # NOTE: a summary must never turn a finished demo into a crash
+        console.print(f"(no store summary: {error})")
+        return
+    try:
+        scrapes = [s for s in store.scrapes(target) if start <= s[0] <= end]
+        requests = store.requests(start, end)
+        window = store.histogram_window("ttft_seconds", {"target": target}, start, end)
+    finally:
+        store.close()
+    line = (
+        f"The store holds {len(scrapes)} scrapes of {target} "
+        f"({sum(1 for s in scrapes if s[1])} up) and {len(requests)} request records "
+        "from the traces"
+    )
+    count = window.cumulative_counts[-1] if window is not None else 0.0
+    if window is not None and count > 0:
+        buckets = list(zip(window.upper_bounds, window.cumulative_counts, strict=True))
+        p50, p99 = (histogram_quantile(q, buckets).value for q in (0.5, 0.99))
+        line += (
+            f"; over the run, TTFT p50 {_ms(p50)} ms and p99 {_ms(p99)} ms from "
+            f"{count:.0f} stored observations"
+        )
+    console.print(line + ".", highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":
