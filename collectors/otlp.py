@@ -25,11 +25,14 @@ import contextlib
 import json
 import logging
 import math
+import os
+import pickle
 import threading
 import time
 import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from fastapi import APIRouter, FastAPI, Request, Response
@@ -248,6 +251,8 @@ def otlp_app(
 DEFAULT_MAX_QUEUED_SPANS = 100_000
 #: Seconds ``TraceWriter.close`` keeps retrying an unavailable database before it gives up.
 DEFAULT_FLUSH_TIMEOUT_SECONDS = 10.0
+#: The first item of a file of spans saved at shutdown (``TraceWriter(spill_path=...)``).
+SPILL_FORMAT = "tailwatch-trace-queue-v1"
 _RETRY_INITIAL_SECONDS, _RETRY_MAX_SECONDS = 0.1, 5.0
 
 
@@ -298,6 +303,7 @@ class TraceWriter:
         flush_timeout_seconds: float = DEFAULT_FLUSH_TIMEOUT_SECONDS,
         retry_initial_seconds: float = _RETRY_INITIAL_SECONDS,
         retry_max_seconds: float = _RETRY_MAX_SECONDS,
+        spill_path: str | os.PathLike[str] | None = None,
     ) -> None:
         if max_queued_spans < 1:
             raise ValueError(f"max_queued_spans={max_queued_spans!r}: must be >= 1")
@@ -306,6 +312,8 @@ class TraceWriter:
         self.max_queued_spans = max_queued_spans
         self.flush_timeout_seconds = flush_timeout_seconds
         self._retry = (retry_initial_seconds, retry_max_seconds)
+        #: Where ``close`` saves what the database did not take, for the next start.
+        self.spill_path = None if spill_path is None else Path(spill_path)
         self._queue: deque[tuple[list[SpanRecord], list[RequestRecord]]] = deque()
         self._queued_spans = 0
         self._lock = threading.Lock()
@@ -373,7 +381,30 @@ class TraceWriter:
             raise RuntimeError("the trace writer is already started")
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._load_spill()
         self._task = asyncio.create_task(self._run(), name="trace-writer")
+
+    def _load_spill(self) -> None:
+        """Queue, ahead of any export, the spans a previous run saved at shutdown."""
+        path = self.spill_path
+        if path is None or not path.exists():
+            return
+        try:
+            with open(path, "rb") as file:
+                kind, items = pickle.load(file)
+            if kind != SPILL_FORMAT:
+                raise ValueError(f"not a {SPILL_FORMAT} file")
+        except Exception as error:  # NOTE: a bad file must not stop the receiver starting
+            aside = path.with_name(path.name + ".unreadable")
+            os.replace(path, aside)
+            logger.error("cannot read saved spans %s (%s); moved to %s", path, error, aside)
+            return
+        path.unlink()
+        with self._lock:
+            self._queue.extendleft(reversed(items))
+            self._queued_spans += sum(len(spans) for spans, _ in items)
+        self.metrics.queued_spans.set(self._queued_spans)
+        logger.info("%d span(s) saved by the previous run queued for writing", self._queued_spans)
 
     async def close(self, timeout_seconds: float | None = None) -> None:
         """Refuse new exports, write what is queued, and stop the writer. Returns once the
@@ -453,16 +484,40 @@ class TraceWriter:
     def _drop_queue(self, error: BaseException) -> None:
         with self._lock:
             lost = self._queued_spans
+            items = list(self._queue)
             self._queue.clear()
             self._queued_spans = 0
-        self.metrics.spans_dropped.labels(DROPPED_SHUTDOWN).inc(lost)
         self.metrics.queued_spans.set(0)
+        if self.spill_path is not None and self._save(items):
+            logger.warning(
+                "shutting down with the database unavailable for %g s: saved %d queued spans "
+                "to %s for the next start (%s)",
+                self._flush_timeout, lost, self.spill_path, _first_line(error),
+            )  # fmt: skip
+            return
+        self.metrics.spans_dropped.labels(DROPPED_SHUTDOWN).inc(lost)
         logger.error(
             "shutting down with the database unavailable for %g s: dropped %d queued spans (%s)",
             self._flush_timeout,
             lost,
             _first_line(error),
         )
+
+    def _save(self, items: list[tuple[list[SpanRecord], list[RequestRecord]]]) -> bool:
+        """Pickle ``items`` to ``spill_path`` (written aside, then renamed); False, logged,
+        when that fails too. The file is read only by the collector, trusted like the
+        database file next to it."""
+        assert self.spill_path is not None
+        aside = self.spill_path.with_name(self.spill_path.name + ".tmp")
+        try:
+            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(aside, "wb") as file:
+                pickle.dump((SPILL_FORMAT, items), file)
+            os.replace(aside, self.spill_path)
+        except OSError as error:
+            logger.error("cannot save queued spans to %s: %s", self.spill_path, error)
+            return False
+        return True
 
 
 def _first_line(error: BaseException) -> str:

@@ -184,7 +184,7 @@ async def _run(
             targets_source=watcher,
             gpu=gpu,
         )
-        traces = TraceWriter(store, collector.registry)
+        traces = TraceWriter(store, collector.registry, spill_path=TRACE_BUFFER_FILE)
         app = daemon_app(collector.registry, traces.on_spans)
         server = _quiet_server(uvicorn.Config(app, log_level="warning"))
         typer.echo(_start_line(config, sock), err=True)
@@ -209,11 +209,13 @@ async def _run(
                     )
                 )
             )
+            collector.load_buffer(BUFFER_FILE)
             try:
                 await collector.run(stop)  # with no targets, empty cycles: traces only
             finally:
                 stop.set()
                 await asyncio.gather(*background)
+                collector.save_buffer(BUFFER_FILE)
                 server.should_exit = True
                 try:
                     await serving  # in-flight exports finish (and are queued) first
@@ -221,6 +223,11 @@ async def _run(
                     await traces.close()  # then every queued span is written
     typer.echo("collector stopped", err=True)
 
+
+#: Scrapes still buffered at exit (the database was unavailable) wait here for the next start.
+BUFFER_FILE = Path(".tailwatch") / "collector-buffer.pickle"
+#: Spans the database did not take before the shutdown deadline, likewise.
+TRACE_BUFFER_FILE = Path(".tailwatch") / "trace-buffer.pickle"
 
 #: How often the daemon rolls up complete minutes and applies retention (``Store.maintain``);
 #: a call that hits its batch limit is repeated at once.

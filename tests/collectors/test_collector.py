@@ -118,6 +118,39 @@ def test_scrapes_are_buffered_while_the_database_fails_and_none_is_lost(base_url
     assert collector.last_errors == {"ok": "", "bad": "HTTP 500 Internal Server Error"}
 
 
+def test_scrapes_buffered_when_the_collector_stops_are_written_by_the_next_start(
+    base_url, store, tmp_path, caplog
+):
+    saved = tmp_path / "buffer.pickle"
+    first = make_collector(base_url, FlakyStore(store, num_failures=10))
+    cycles(first, 2)  # the database is down throughout
+    assert first.num_buffered == 4 and store.scrapes("ok") == []
+    with caplog.at_level(logging.WARNING, logger="tailwatch.collector"):
+        assert first.save_buffer(saved) == 4
+    assert "4 buffered scrape(s) not yet in the store saved to" in caplog.text
+
+    restarted = make_collector(base_url, store)
+    restarted.num_cycles = 2  # the scrape clock goes on: 1010
+    assert restarted.load_buffer(saved) == 4 and not saved.exists()
+    assert value(restarted, cm.BUFFERED_SCRAPES) == 4
+    cycles(restarted, 1)
+    assert [t for t, _, _ in store.scrapes("ok")] == [1000.0, 1005.0, 1010.0]
+    assert num_readings(store, "ok") == 3
+    assert restarted.num_buffered == 0
+    assert restarted.save_buffer(saved) == 0 and not saved.exists()  # nothing left to save
+
+
+def test_an_unreadable_saved_buffer_is_moved_aside_not_fatal(base_url, store, tmp_path, caplog):
+    saved = tmp_path / "buffer.pickle"
+    saved.write_bytes(b"not a pickle")
+    collector = make_collector(base_url, store)
+    with caplog.at_level(logging.ERROR, logger="tailwatch.collector"):
+        assert collector.load_buffer(saved) == 0
+    assert "cannot read saved scrapes" in caplog.text
+    assert not saved.exists() and (tmp_path / "buffer.pickle.unreadable").exists()
+    assert collector.load_buffer(tmp_path / "absent.pickle") == 0
+
+
 def test_a_write_retried_after_a_lost_reply_is_stored_once(base_url, store):
     flaky = FlakyStore(store, num_failures=1, fail_after_write=True)
     collector = make_collector(base_url, flaky)

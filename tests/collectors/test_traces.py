@@ -364,6 +364,57 @@ def test_close_gives_up_on_a_dead_database_after_its_timeout_and_says_so(sqlite_
     assert sqlite_store.trace(f"{1:032x}") == []
 
 
+def test_spans_the_database_did_not_take_at_shutdown_are_written_by_the_next_start(
+    sqlite_store, tmp_path, caplog
+):
+    saved = tmp_path / "spans.pickle"
+    registry = CollectorRegistry()
+    dead = ScriptedStore(sqlite_store, [down() for _ in range(10_000)])
+    writer = TraceWriter(
+        dead, registry, retry_initial_seconds=0.01, retry_max_seconds=0.05, spill_path=saved
+    )
+
+    async def first_run():
+        writer.start()
+        writer.on_spans([span(0), span(1)])
+        writer.on_spans([span(0, trace=2)])
+        await writer.close(timeout_seconds=0.2)
+
+    with caplog.at_level(logging.WARNING, logger="collectors.otlp"):
+        asyncio.run(first_run())
+    assert "saved 3 queued spans to" in caplog.text
+    assert metric(registry, "tailwatch_collector_spans_dropped_total", reason="shutdown") == 0
+    assert saved.exists() and sqlite_store.trace(f"{1:032x}") == []
+
+    restarted = fast_writer(sqlite_store, CollectorRegistry(), spill_path=saved)
+
+    async def second_run():
+        restarted.start()
+        assert restarted.num_queued_spans == 3
+        await restarted.close()
+
+    asyncio.run(second_run())
+    assert not saved.exists()
+    assert sqlite_store.trace(f"{1:032x}") == [span(0), span(1)]
+    assert sqlite_store.trace(f"{2:032x}") == [span(0, trace=2)]
+    assert sqlite_store.request("req-1-0") is not None
+
+
+def test_an_unreadable_span_file_is_moved_aside_not_fatal(sqlite_store, tmp_path, caplog):
+    saved = tmp_path / "spans.pickle"
+    saved.write_bytes(b"garbage")
+    writer = fast_writer(sqlite_store, CollectorRegistry(), spill_path=saved)
+
+    async def go():
+        writer.start()
+        await writer.close()
+
+    with caplog.at_level(logging.ERROR, logger="collectors.otlp"):
+        asyncio.run(go())
+    assert "cannot read saved spans" in caplog.text
+    assert (tmp_path / "spans.pickle.unreadable").exists() and not saved.exists()
+
+
 # -- the engine's exporter under the load generator ------------------------------------------
 
 
