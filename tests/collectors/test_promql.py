@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -521,3 +525,49 @@ def _by_time(series: list[dict]) -> dict[float, dict[float, float]]:
         for t, v in item["values"]:
             held.setdefault(float(t), {})[le] = float(v)
     return held
+
+
+def test_the_daemon_reads_a_configured_prometheus_source_into_the_store(
+    scraped_by_prometheus, tmp_path
+):
+    """``collector.prometheus_sources`` in tailwatch.yaml: ``tailwatch collect`` with no
+    scrape targets polls Prometheus and stores every scrape it holds of each target."""
+    prometheus, targets = scraped_by_prometheus
+    db = tmp_path / "tw.db"
+    config = tmp_path / "tailwatch.yaml"
+    config.write_text(
+        f"database_url: sqlite:///{db}\n"
+        "collector:\n"
+        "  listen: 127.0.0.1:0\n"
+        "  scrape_interval_seconds: 1\n"
+        "  prometheus_sources:\n"
+        f"    - url: {prometheus.url}\n"
+        "      labels: {cluster: test}\n"
+    )
+    command = [sys.executable, "-m", "tailwatch.cli", "collect", "--config", str(config)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("TAILWATCH_DB_URL", None)
+    daemon = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        seen = []
+        for _ in range(20):
+            seen.append(daemon.stderr.readline())
+            if "OTLP traces at" in seen[-1] or not seen[-1]:
+                break
+        assert f"collecting Prometheus at {prometheus.url} every 1 s" in seen[-1], "".join(seen)
+        store = Store(f"sqlite:///{db}")
+        deadline = time.monotonic() + 60
+        while not all(len(store.scrapes(t)) >= 8 for t in targets):
+            assert daemon.poll() is None, "".join(seen) + daemon.stderr.read()
+            assert time.monotonic() < deadline, {t: len(store.scrapes(t)) for t in targets}
+            time.sleep(0.5)
+        (series,) = store.series("prompt_tokens_total", {"target": targets[0], "engine": "0"})
+        assert dict(series.labels)["cluster"] == "test"  # the source's labels fill in
+        store.close()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            assert daemon.wait(timeout=60) == 0
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
