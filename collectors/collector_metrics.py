@@ -149,3 +149,43 @@ class SourceMetrics:
             GPU_TELEMETRY_AVAILABLE, "1 if GPU readings come from NVML, else 0 (see the log).",
             registry=registry,
         )  # fmt: skip
+
+
+# -- store maintenance (roll-ups and retention, run by the daemon) ---------------------------
+
+MAINTENANCE_RUNS = "tailwatch_store_maintenance_runs"  # exposed as ..._total
+MAINTENANCE_ERRORS = "tailwatch_store_maintenance_errors"  # exposed as ..._total
+MAINTENANCE_LAST_SUCCESS = "tailwatch_store_maintenance_last_success_timestamp_seconds"
+ROLLED_UP_SCRAPES = "tailwatch_store_rolled_up_scrapes"  # exposed as ..._total
+DELETED_ROWS = "tailwatch_store_deleted"  # exposed as ..._total, by ``kind``
+KIND_LABEL = "kind"
+
+
+class MaintenanceMetrics:
+    """What ``Store.maintain`` did in the daemon: a stale last-success timestamp or growing
+    errors mean roll-ups and retention have stopped (and the database will grow)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.runs = Counter(
+            MAINTENANCE_RUNS, "Store.maintain calls (roll-ups and retention).",
+            registry=registry,
+        )  # fmt: skip
+        self.errors = Counter(
+            MAINTENANCE_ERRORS, "Store.maintain calls that failed (retried next interval).",
+            registry=registry,
+        )  # fmt: skip
+        self.last_success = Gauge(
+            MAINTENANCE_LAST_SUCCESS, "Unix time of the last Store.maintain call that succeeded.",
+            registry=registry,
+        )  # fmt: skip
+        self.rolled_up = Counter(
+            ROLLED_UP_SCRAPES, "Scrapes rolled up into 1-minute roll-ups.", registry=registry
+        )
+        self.deleted = Counter(
+            DELETED_ROWS,
+            "Rows past their retention deleted: raw_scrapes (with their samples), rollups, "
+            "spans, request_records.",
+            [KIND_LABEL], registry=registry,
+        )  # fmt: skip
+        for kind in ("raw_scrapes", "rollups", "spans", "request_records"):
+            self.deleted.labels(kind)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from collectors.collector_metrics import MaintenanceMetrics
     from collectors.config import CollectorConfig, TailwatchConfig
     from collectors.gpu import GpuTelemetry
     from collectors.promql import PrometheusSource
@@ -165,6 +166,7 @@ async def _run(
     import uvicorn
 
     from collectors.collector import Collector
+    from collectors.collector_metrics import MaintenanceMetrics
     from collectors.otlp import TraceWriter
     from collectors.scrape import Scraper, accept_header
     from collectors.targets_file import TargetsFileWatcher
@@ -205,6 +207,7 @@ async def _run(
                         _maintain,
                         store,
                         settings.store.retention_policy(),
+                        MaintenanceMetrics(collector.registry),
                         what="store maintenance",
                     )
                 )
@@ -234,9 +237,26 @@ TRACE_BUFFER_FILE = Path(".tailwatch") / "trace-buffer.pickle"
 MAINTENANCE_INTERVAL_SECONDS = 15.0
 
 
-def _maintain(store: Store, policy: RetentionPolicy) -> None:
-    while store.maintain(time.time(), policy).more_to_do:
-        pass
+def _maintain(store: Store, policy: RetentionPolicy, metrics: MaintenanceMetrics) -> None:
+    """``Store.maintain`` until nothing due is left, counted in ``metrics``."""
+    while True:
+        metrics.runs.inc()
+        try:
+            report = store.maintain(time.time(), policy)
+        except Exception:
+            metrics.errors.inc()
+            raise
+        metrics.last_success.set(time.time())
+        metrics.rolled_up.inc(report.scrapes_rolled_up)
+        for kind, count in (
+            ("raw_scrapes", report.raw_scrapes_deleted),
+            ("rollups", report.rollup_rows_deleted),
+            ("spans", report.spans_deleted),
+            ("request_records", report.request_records_deleted),
+        ):
+            metrics.deleted.labels(kind).inc(count)
+        if not report.more_to_do:
+            return
 
 
 async def _every(

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.exc import OperationalError
 
 from collectors import collector_metrics as cm
@@ -350,3 +350,29 @@ def test_the_daemon_serves_its_metrics_and_stops_cleanly_on_sigterm(base_url, tm
             daemon.wait()
     target = base_url.removeprefix("http://")  # the default name: host:port
     assert len(Store(f"sqlite:///{db}").scrapes(target)) >= 2
+
+
+def test_the_daemons_maintenance_is_counted_in_its_metrics(base_url, store):
+    from collectors.collector_metrics import MaintenanceMetrics
+    from collectors.store.rollups import RetentionPolicy
+    from tailwatch.collect_cli import _maintain
+
+    collector = make_collector(base_url, store)
+    cycles(collector, 3)  # scrapes at 1000, 1005, 1010 (2 targets)
+    registry = CollectorRegistry()
+    metrics = MaintenanceMetrics(registry)
+    # now (time.time()) is long after the scrapes: every minute is complete and rolled up,
+    # two scrapes per call, so _maintain repeats the call until nothing is due
+    _maintain(store, RetentionPolicy(max_scrapes_per_call=2), metrics)
+    assert registry.get_sample_value("tailwatch_store_maintenance_runs_total") >= 3
+    assert registry.get_sample_value("tailwatch_store_rolled_up_scrapes_total") == 6
+    assert registry.get_sample_value("tailwatch_store_maintenance_errors_total") == 0
+    assert registry.get_sample_value("tailwatch_store_maintenance_last_success_timestamp_seconds")
+
+    class Broken:
+        def maintain(self, now, policy):
+            raise OperationalError("SELECT", {}, Exception("database is unavailable"))
+
+    with pytest.raises(OperationalError):
+        _maintain(Broken(), RetentionPolicy(), metrics)
+    assert registry.get_sample_value("tailwatch_store_maintenance_errors_total") == 1
