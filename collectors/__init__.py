@@ -1,8 +1,6 @@
-"""Tailwatch collectors: concurrent scrapes of engine targets, their dialects normalised
-onto canonical families, and the store.
-
-The OTLP receiver, the Prometheus source and NVML are not written yet
-(``docs/collectors.md``).
+"""Tailwatch collectors: concurrent scrapes of engine targets (static or from a file_sd
+file), their dialects normalised onto canonical families, the OTLP trace receiver, the
+Prometheus HTTP API source, NVML GPU telemetry, and the SQL store (``docs/collectors.md``).
 """
 
 from collectors.canonical import (

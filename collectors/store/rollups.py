@@ -244,6 +244,7 @@ class RollupsMixin:
     and ``self._select`` of ``Store``."""
 
     _sessions: Any
+    _write_lock: Any
     engine: Any
 
     # -- maintenance -----------------------------------------------------------------------
@@ -258,6 +259,11 @@ class RollupsMixin:
         only once rolled up; roll-ups older than ``policy.rollup_retention_seconds`` are
         deleted. ``report.more_to_do`` says a batch limit stopped it early."""
         policy = policy or RetentionPolicy()
+        # NOTE: one writer at a time per Store (see Store.write_scrapes); each call is bounded.
+        with self._write_lock:
+            return self._maintain(now, policy)
+
+    def _maintain(self, now: float, policy: RetentionPolicy) -> MaintenanceReport:
         with self._sessions() as session:
             if session.get_bind().dialect.name == "postgresql":
                 # NOTE: one snapshot for the whole roll-up, so the recount of scrape ids and

@@ -50,6 +50,12 @@ class TracesMixin:
     def _write_new(self, table: type[_Row], rows: list[dict[str, Any]]) -> int:
         if not rows:
             return 0
+        # NOTE: one writer at a time per Store (scrapes, spans, maintenance): SQLite takes one
+        # writer per file, and a second would wait out its busy timeout and fail.
+        with self._write_lock:  # type: ignore[attr-defined]
+            return self._write_new_locked(table, rows)
+
+    def _write_new_locked(self, table: type[_Row], rows: list[dict[str, Any]]) -> int:
         for attempt in range(2):
             with self._sessions() as session:  # type: ignore[attr-defined]
                 try:
