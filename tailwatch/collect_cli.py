@@ -50,10 +50,12 @@ def collect(
         ),
     ] = None,
 ) -> None:
-    """Scrape every target each interval into the store, receive OTLP traces
-    (POST /v1/traces) into it, and serve the collector's own /metrics. With no targets it
-    receives traces only. SIGINT or SIGTERM stops it after the current cycle, once the
-    received spans are written (exit 0)."""
+    """Scrape every target each interval into the store (static targets, a file_sd targets
+    file re-read on change, NVML GPU telemetry), read configured Prometheus sources, receive
+    OTLP traces (POST /v1/traces), roll up and expire stored data, and serve the collector's
+    own /metrics. With no targets it receives traces only. SIGINT or SIGTERM stops it after
+    the current cycle, once the received spans are written; what the database could not take
+    is saved for the next start (exit 0)."""
     from collectors.config import (
         ConfigError,
         check_unique_names,
