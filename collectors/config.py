@@ -142,14 +142,19 @@ def load_config(path: str | os.PathLike[str] | None) -> TailwatchConfig:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as error:
             raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            where = getattr(error, "problem_mark", None)
-            at = f" at line {where.line + 1}" if where is not None else ""
-            raise ConfigError(f"{path}: not valid YAML{at}") from None
+        data = load_yaml(text, str(path))
     base_dir = Path(path).parent if path is not None else None
     return parse_config({} if data is None else data, base_dir=base_dir)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load`` with a :class:`ConfigError` naming ``source`` and the line."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise ConfigError(f"{source}: not valid YAML{at}") from None
 
 
 def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:

@@ -34,9 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import yaml
-
-from collectors.config import ConfigError, TargetConfig, target_from_url
+from collectors.config import ConfigError, TargetConfig, load_yaml, target_from_url
 
 #: Prometheus meta labels that shape the URL; every other ``__`` label is dropped.
 SCHEME_LABEL = "__scheme__"
@@ -96,12 +94,7 @@ def load_targets(text: str, source: str, json_format: bool = False) -> tuple[Tar
         except json.JSONDecodeError as error:
             raise ConfigError(f"{source}: not valid JSON at line {error.lineno}") from None
     else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            where = getattr(error, "problem_mark", None)
-            at = f" at line {where.line + 1}" if where is not None else ""
-            raise ConfigError(f"{source}: not valid YAML{at}") from None
+        data = load_yaml(text, source)
     return parse_targets(data, source)
 
 

@@ -100,6 +100,18 @@ def _wait_ready(
     raise RuntimeError(f"{what} did not become ready within {timeout_seconds:.0f} s")
 
 
+def _started(process: subprocess.Popen, url: str, what: str, port_option: str) -> bool:
+    """Wait until ``url`` answers; else print one error line (naming ``port_option`` when
+    the port is taken) and return False."""
+    try:
+        _wait_ready(process, url, f"the {what}")
+    except RuntimeError as error:
+        hint = f"; pick another with {port_option}" if "in use" in str(error) else ""
+        console.print(f"[bold red]error:[/] the {what} did not start: {error}{hint}")
+        return False
+    return True
+
+
 def _stop(process: subprocess.Popen, what: str, timeout_seconds: float = 60) -> str:
     if process.poll() is not None:
         return f"the {what} had exited"
@@ -235,22 +247,10 @@ def run_demo(
     server: subprocess.Popen | None = None
     started = time.time()
     try:
-        try:
-            _wait_ready(collector, f"{collector_url}/metrics", "the collector")
-        except RuntimeError as error:
-            console.print(
-                f"[bold red]error:[/] the collector did not start: {error}"
-                + ("; pick another with --collector-port" if "in use" in str(error) else "")
-            )
+        if not _started(collector, f"{collector_url}/metrics", "collector", "--collector-port"):
             return 2
         server = _start_server(port, f"{collector_url}/v1/traces")
-        try:
-            _wait_ready(server, f"{base_url}/ready", "the engine server")
-        except RuntimeError as error:
-            console.print(
-                f"[bold red]error:[/] the engine server did not start: {error}"
-                + ("; pick another with --port" if "already in use" in str(error) else "")
-            )
+        if not _started(server, f"{base_url}/ready", "engine server", "--port"):
             return 2
         console.print(
             f"Ready. OpenAI API: {base_url}/v1   metrics: {base_url}/metrics   "
