@@ -59,6 +59,8 @@ TARGET_LABEL = "instance"
 UP = "up"
 SCRAPE_DURATION = "scrape_duration_seconds"
 DOWN_ERROR = "down in Prometheus (up=0)"
+#: How long fetched ``/api/v1/metadata`` is reused while it describes every name read.
+METADATA_MAX_AGE_SECONDS = 600.0
 #: Scrapes written per store transaction by :meth:`PrometheusSource.poll`.
 WRITE_BATCH = 500
 #: The bundled engine's per-tenant families: their ``tenant`` label may be empty.
@@ -101,6 +103,10 @@ class PrometheusSource:
     clock: Callable[[], float] = time.time
     #: The newest timestamp read per target, kept by :meth:`poll`.
     last_seen: dict[str, float] = field(default_factory=dict)
+    # ``/api/v1/metadata`` answers for the whole server (megabytes on a large one): it is
+    # fetched again only when a name read is not described, or after METADATA_MAX_AGE_SECONDS.
+    _types: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    _types_fetched_at: float | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         parsed = httpx.URL(self.url)
@@ -147,7 +153,7 @@ class PrometheusSource:
                 series.setdefault(labels, {}).update(points)
         targets = sorted({dict(k).get(TARGET_LABEL, "") for k in series} - {""})
         health = self._health(targets, start_ms, end_ms) if targets else {}
-        metadata = self._metadata() if series else {}
+        metadata = self._metadata_for({dict(k).get("__name__", "") for k in series})
         return _records(series, health, metadata, self.default_labels)
 
     def poll(self, store: Store, now: float | None = None) -> list[ScrapeRecord]:
@@ -217,6 +223,20 @@ class PrometheusSource:
             for t_ms, value in points.items():
                 into[(named.get(TARGET_LABEL, ""), t_ms)] = value
         return {key: (value, duration.get(key)) for key, value in up.items()}
+
+    def _metadata_for(self, names: set[str]) -> dict[str, str]:
+        """The cached metadata, fetched again when it is older than
+        ``METADATA_MAX_AGE_SECONDS`` or does not describe one of ``names``."""
+        if not names:
+            return {}
+        now = self.clock()
+        fresh = (
+            self._types_fetched_at is not None
+            and now - self._types_fetched_at < METADATA_MAX_AGE_SECONDS
+        )
+        if not fresh or not all(_described(name, self._types) for name in names):
+            self._types, self._types_fetched_at = self._metadata(), now
+        return self._types
 
     def _metadata(self) -> dict[str, str]:
         """Metric family name → type, from ``/api/v1/metadata``; empty when the server
@@ -422,6 +442,13 @@ def _family_of(name: str, histograms: set[str], metadata: dict[str, str]) -> tup
     if kind not in ("counter", "gauge", "summary", "unknown"):
         kind = "unknown"  # info, stateset, …: a bare sample, kept raw by normalise
     return name, kind
+
+
+def _described(name: str, metadata: dict[str, str]) -> bool:
+    """Whether ``metadata`` has the family of sample name ``name``."""
+    names = {name, _unescape(name, metadata)}
+    stems = names | {n.removesuffix(s) for n in names for s in (*_HISTOGRAM_CHILDREN, "_total")}
+    return any(stem in metadata for stem in stems)
 
 
 def _type(name: str, metadata: dict[str, str]) -> str | None:

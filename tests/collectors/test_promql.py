@@ -26,7 +26,12 @@ import uvicorn
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from collectors.promql import DOWN_ERROR, PrometheusSource, PrometheusSourceError
+from collectors.promql import (
+    DOWN_ERROR,
+    METADATA_MAX_AGE_SECONDS,
+    PrometheusSource,
+    PrometheusSourceError,
+)
 from collectors.store import Store
 from tests.collectors.prometheus_server import PrometheusServer, running_prometheus
 
@@ -77,10 +82,12 @@ class FakePrometheus:
         self.health = list(health)
         self.metadata = metadata
         self.queries: list[tuple[str, float]] = []
+        self.metadata_requests = 0
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if path == "/api/v1/metadata":
+            self.metadata_requests += 1
             if self.metadata is None:
                 return httpx.Response(404, text="404 page not found")
             return httpx.Response(200, json={"status": "success", "data": self.metadata})
@@ -198,6 +205,27 @@ def test_escaped_colon_names_map_to_the_same_families():
     ]
     assert [(s.family, s.value) for s in record.samples] == [("prompt_tokens_total", 9.0)]
     assert [r.name for r in record.raw] == ["tailwatch_collector_target_up"]  # not a colon name
+
+
+def test_metadata_is_fetched_again_only_for_a_new_name_or_when_old():
+    now = [T0]
+    series = [_series("my_requests_total", [(T0, 3.0)], instance="a")]
+    metadata = {"my_requests": [{"type": "counter", "help": "", "unit": ""}]}
+    fake = FakePrometheus(series, metadata=metadata)
+    source = _source(fake, clock=lambda: now[0])
+    for _ in range(3):
+        source.read(T0, T0)
+    assert fake.metadata_requests == 1  # every name read is described: reused
+    fake.series.append(_series("my_other_total", [(T0, 1.0)], instance="a"))
+    source.read(T0, T0)
+    assert fake.metadata_requests == 2  # a name the cached metadata does not describe
+    fake.metadata["my_other"] = [{"type": "counter", "help": "", "unit": ""}]
+    source.read(T0, T0)
+    source.read(T0, T0)
+    assert fake.metadata_requests == 3  # once more (it lacked my_other), then cached
+    now[0] += METADATA_MAX_AGE_SECONDS
+    source.read(T0, T0)
+    assert fake.metadata_requests == 4  # too old
 
 
 def test_metadata_types_families_no_rule_knows():
