@@ -9,7 +9,6 @@ import contextlib
 import itertools
 import logging
 import os
-import pickle
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
+from collectors import spill
 from collectors.collector_metrics import (
     DROPPED_BUFFER_FULL,
     DROPPED_REJECTED,
@@ -249,22 +249,14 @@ class Collector:
     def save_buffer(self, path: str | os.PathLike[str]) -> int:
         """Write the scrapes still buffered (the database was unavailable) to ``path``, so a
         restarted collector can write them (:meth:`load_buffer`); returns how many. With an
-        empty buffer nothing is written and a stale file is removed.
-
-        The file is a pickle written and read only by the collector, trusted like the
-        database file next to it; it is replaced atomically (written aside, then renamed)."""
-        target = Path(path)
+        empty buffer nothing is written and a stale file is removed (``collectors.spill``)."""
         if not self._buffer:
-            target.unlink(missing_ok=True)
+            Path(path).unlink(missing_ok=True)
             return 0
-        target.parent.mkdir(parents=True, exist_ok=True)
-        aside = target.with_name(target.name + ".tmp")
-        with open(aside, "wb") as file:
-            pickle.dump((BUFFER_FILE_FORMAT, list(self._buffer)), file)
-        os.replace(aside, target)
+        spill.save(path, BUFFER_FILE_FORMAT, list(self._buffer))
         logger.warning(
             "%d buffered scrape(s) not yet in the store saved to %s; the next start writes them",
-            len(self._buffer), target,
+            len(self._buffer), path,
         )  # fmt: skip
         return len(self._buffer)
 
@@ -272,21 +264,14 @@ class Collector:
         """Put the scrapes a previous run saved with :meth:`save_buffer` ahead of everything
         buffered, oldest first, and remove the file; returns how many. A file that cannot be
         read is moved aside to ``<path>.unreadable`` (kept for inspection) and logged."""
-        source = Path(path)
-        if not source.exists():
-            return 0
         try:
-            with open(source, "rb") as file:
-                kind, records = pickle.load(file)
-            if kind != BUFFER_FILE_FORMAT or not all(isinstance(r, ScrapeRecord) for r in records):
-                raise ValueError(f"not a {BUFFER_FILE_FORMAT} file")
-        except Exception as error:  # NOTE: a bad file must not stop the collector starting
-            aside = source.with_name(source.name + ".unreadable")
-            os.replace(source, aside)
-            logger.error("cannot read saved scrapes %s (%s); moved to %s", source, error, aside)
+            records = spill.load(path, BUFFER_FILE_FORMAT, ScrapeRecord)
+        except spill.UnreadableSpillError as error:
+            logger.error("cannot read saved scrapes %s", error)
+            return 0
+        if records is None:
             return 0
         self._buffer.extendleft(reversed(records))
-        source.unlink()
         self._trim_buffer()
         self.metrics.buffered_scrapes.set(len(self._buffer))
         logger.info("%d scrape(s) saved by the previous run queued for writing", len(records))

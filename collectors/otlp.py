@@ -26,7 +26,6 @@ import json
 import logging
 import math
 import os
-import pickle
 import threading
 import time
 import zlib
@@ -45,6 +44,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from prometheus_client import CollectorRegistry
 
+from collectors import spill
 from collectors.collector_metrics import (
     DROPPED_QUEUE_FULL,
     DROPPED_REJECTED,
@@ -386,20 +386,15 @@ class TraceWriter:
 
     def _load_spill(self) -> None:
         """Queue, ahead of any export, the spans a previous run saved at shutdown."""
-        path = self.spill_path
-        if path is None or not path.exists():
+        if self.spill_path is None:
             return
         try:
-            with open(path, "rb") as file:
-                kind, items = pickle.load(file)
-            if kind != SPILL_FORMAT:
-                raise ValueError(f"not a {SPILL_FORMAT} file")
-        except Exception as error:  # NOTE: a bad file must not stop the receiver starting
-            aside = path.with_name(path.name + ".unreadable")
-            os.replace(path, aside)
-            logger.error("cannot read saved spans %s (%s); moved to %s", path, error, aside)
+            items = spill.load(self.spill_path, SPILL_FORMAT, tuple)
+        except spill.UnreadableSpillError as error:
+            logger.error("cannot read saved spans %s", error)
             return
-        path.unlink()
+        if items is None:
+            return
         with self._lock:
             self._queue.extendleft(reversed(items))
             self._queued_spans += sum(len(spans) for spans, _ in items)
@@ -504,16 +499,11 @@ class TraceWriter:
         )
 
     def _save(self, items: list[tuple[list[SpanRecord], list[RequestRecord]]]) -> bool:
-        """Pickle ``items`` to ``spill_path`` (written aside, then renamed); False, logged,
-        when that fails too. The file is read only by the collector, trusted like the
-        database file next to it."""
+        """Save ``items`` to ``spill_path`` (``collectors.spill``); False, logged, when that
+        fails too."""
         assert self.spill_path is not None
-        aside = self.spill_path.with_name(self.spill_path.name + ".tmp")
         try:
-            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(aside, "wb") as file:
-                pickle.dump((SPILL_FORMAT, items), file)
-            os.replace(aside, self.spill_path)
+            spill.save(self.spill_path, SPILL_FORMAT, items)
         except OSError as error:
             logger.error("cannot save queued spans to %s: %s", self.spill_path, error)
             return False
