@@ -20,6 +20,7 @@ from slo_promtest_script import EvalCase, parse_script
 
 import slo
 from slo import RangeSemantics
+from tests.services import missing_service
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PEER_DIR = Path(
@@ -45,12 +46,6 @@ def _missing_reason() -> str | None:
     return None
 
 
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("TAILWATCH_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{reason} (TAILWATCH_REQUIRE_SERVICES=1 requires them)")
-    pytest.skip(reason)
-
-
 def _all_cases() -> dict[str, list[EvalCase]]:
     if _missing_reason():
         return {}
@@ -66,12 +61,12 @@ MAPPED = [case for cases in ALL_CASES.values() for case in cases if REASONS[case
 def test_peer_scripts_are_present() -> None:
     reason = _missing_reason()
     if reason:
-        _skip_or_fail(reason)
+        missing_service(reason)
 
 
 def test_coverage_matches_the_documented_counts() -> None:
     if not ALL_CASES:
-        _skip_or_fail(_missing_reason() or "no cases")
+        missing_service(_missing_reason() or "no cases")
     for name, cases in ALL_CASES.items():
         mapped = [c for c in cases if REASONS[c.case_id] is None]
         assert {"evals": len(cases), "mapped": len(mapped)} == EXPECTED_COVERAGE[name]
@@ -84,7 +79,7 @@ def test_coverage_matches_the_documented_counts() -> None:
 
 def test_not_mapped_reasons_are_the_documented_kinds() -> None:
     if not ALL_CASES:
-        _skip_or_fail(_missing_reason() or "no cases")
+        missing_service(_missing_reason() or "no cases")
     reasons = {reason for reason in REASONS.values() if reason is not None}
     allowed = ("native histograms", "native histogram value", "binary operator", "aggregation")
     for reason in reasons:
@@ -94,7 +89,7 @@ def test_not_mapped_reasons_are_the_documented_kinds() -> None:
 @pytest.mark.parametrize("case", MAPPED or [None], ids=lambda c: c.case_id if c else "absent")
 def test_prometheus_case(case: EvalCase | None) -> None:
     if case is None:
-        _skip_or_fail(_missing_reason() or "no mapped cases")
+        missing_service(_missing_reason() or "no mapped cases")
         return
     semantics, tolerance = FILES[case.file]
     evaluator = Evaluator(case.storage, case.at_seconds, semantics, tolerance)
