@@ -169,9 +169,9 @@ async def _run(
 
     from collectors.collector import Collector
     from collectors.collector_metrics import MaintenanceMetrics
-    from collectors.otlp import TraceWriter
     from collectors.scrape import Scraper, accept_header
     from collectors.targets_file import TargetsFileWatcher
+    from collectors.trace_writer import TraceWriter
 
     config = settings.collector
     stop = asyncio.Event()

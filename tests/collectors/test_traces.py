@@ -30,10 +30,11 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import DataError, OperationalError
 
 from collectors import collector_metrics as cm
-from collectors.otlp import ReceiverBusy, TraceWriter
+from collectors.otlp import ReceiverBusy
 from collectors.request_records import RequestRecord, SpanEvent, SpanRecord, request_record
 from collectors.store import Store, sqlite_url
 from collectors.store.rollups import RetentionPolicy
+from collectors.trace_writer import TraceWriter
 from tailwatch.collect_cli import daemon_app
 
 T0 = 1_700_000_000.0
@@ -280,7 +281,7 @@ def test_an_export_the_store_refuses_is_dropped_counted_and_logged(sqlite_store,
         writer.on_spans([span(0, trace=2)])
         await writer.close()
 
-    with caplog.at_level(logging.ERROR, logger="collectors.otlp"):
+    with caplog.at_level(logging.ERROR, logger="collectors.trace_writer"):
         asyncio.run(go())
     assert sqlite_store.trace(f"{1:032x}") == []
     assert len(sqlite_store.trace(f"{2:032x}")) == 1  # the next export is not held up
@@ -314,7 +315,7 @@ def test_a_full_queue_refuses_exports_with_503_until_it_drains(sqlite_store, cap
         await writer.close()
         return first, full, again, metrics, retried
 
-    with caplog.at_level(logging.INFO, logger="collectors.otlp"):
+    with caplog.at_level(logging.INFO, logger="collectors.trace_writer"):
         first, full, again, metrics, retried = asyncio.run(go())
     assert first.status_code == 200 and retried.status_code == 200
     for refused in (full, again):
@@ -356,7 +357,7 @@ def test_close_gives_up_on_a_dead_database_after_its_timeout_and_says_so(sqlite_
         with pytest.raises(ReceiverBusy, match="shutting down"):
             writer.on_spans([span(0, trace=3)])
 
-    with caplog.at_level(logging.WARNING, logger="collectors.otlp"):
+    with caplog.at_level(logging.WARNING, logger="collectors.trace_writer"):
         asyncio.run(go())
     assert metric(registry, "tailwatch_collector_spans_dropped_total", reason="shutdown") == 3
     assert "dropped 3 queued spans" in caplog.text
@@ -380,7 +381,7 @@ def test_spans_the_database_did_not_take_at_shutdown_are_written_by_the_next_sta
         writer.on_spans([span(0, trace=2)])
         await writer.close(timeout_seconds=0.2)
 
-    with caplog.at_level(logging.WARNING, logger="collectors.otlp"):
+    with caplog.at_level(logging.WARNING, logger="collectors.trace_writer"):
         asyncio.run(first_run())
     assert "saved 3 queued spans to" in caplog.text
     assert metric(registry, "tailwatch_collector_spans_dropped_total", reason="shutdown") == 0
@@ -409,7 +410,7 @@ def test_an_unreadable_span_file_is_moved_aside_not_fatal(sqlite_store, tmp_path
         writer.start()
         await writer.close()
 
-    with caplog.at_level(logging.ERROR, logger="collectors.otlp"):
+    with caplog.at_level(logging.ERROR, logger="collectors.trace_writer"):
         asyncio.run(go())
     assert "cannot read saved spans" in caplog.text
     assert (tmp_path / "spans.pickle.unreadable").exists() and not saved.exists()
