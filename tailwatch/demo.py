@@ -71,8 +71,8 @@ def _start_collector(engine_port: int, collector_port: int, db_url: str) -> subp
     command += ["--listen", f"127.0.0.1:{collector_port}"]
     # NOTE: its log goes to a file, not the demo's terminal; the error of a failed start is
     # read back from there.
-    log = open(_collector_log(), "w")  # noqa: SIM115 - closed by the child's exit
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+    with open(_collector_log(), "w") as log:  # the child keeps its own copy of the handle
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
 def _collector_log() -> str:
