@@ -1,33 +1,39 @@
-"""The collection loop: scrape every target each interval, write each scrape to the store,
-and buffer scrapes (bounded) while the database is unavailable.
+"""The collection: every target scraped on its own schedule (``collectors.scrape_schedule``),
+each finished scrape handed at once to the one writer (``collectors.scrape_writer``), and
+what each scrape shows recorded per target (up or down, overruns, bucket-layout changes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
+import dataclasses
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
-from sqlalchemy.exc import SQLAlchemyError
 
-from collectors import spill
 from collectors.collector_metrics import (
     DROPPED_BUFFER_FULL,
     DROPPED_REJECTED,
     CollectorMetrics,
     SourceMetrics,
 )
+from collectors.layout_changes import LayoutTracker
 from collectors.scrape import Scraper, Target
+from collectors.scrape_schedule import ScrapeLoop, phase_offset_seconds
+from collectors.scrape_writer import (
+    BUFFER_FILE_FORMAT,
+    DEFAULT_MAX_BUFFERED_SCRAPES,
+    DEFAULT_WRITE_BATCH_SIZE,
+    ScrapeStore,
+    ScrapeWriter,
+)
 from collectors.store.records import ScrapeRecord
-from collectors.store.repository import Store
+from collectors.target_status import TargetStatus
 
 if TYPE_CHECKING:
     from collectors.gpu import GpuTelemetry
@@ -35,36 +41,29 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("tailwatch.collector")
 
-DEFAULT_MAX_BUFFERED_SCRAPES = 10_000
-#: Scrapes written per transaction (``Store.write_scrapes``); a cycle's scrapes of a fleet
-#: of up to this many targets go in one.
-DEFAULT_WRITE_BATCH_SIZE = 250
-#: The first item of a saved-buffer file (:meth:`Collector.save_buffer`).
-BUFFER_FILE_FORMAT = "tailwatch-collector-buffer-v1"
-#: The share of the interval a cycle may spend writing before it leaves the rest buffered.
-WRITE_BUDGET_SHARE = 0.8
+__all__ = [
+    "BUFFER_FILE_FORMAT",
+    "DEFAULT_MAX_BUFFERED_SCRAPES",
+    "DEFAULT_WRITE_BATCH_SIZE",
+    "Collector",
+]
 
 
 class Collector:
     """Scrapes ``targets`` every ``interval_seconds`` and writes each scrape to ``store``.
 
-    Writes run in a worker thread (``asyncio.to_thread``), a batch of up to
-    ``write_batch_size`` scrapes per transaction (``Store.write_scrapes``), and stop for the
-    cycle once ``WRITE_BUDGET_SHARE`` of the interval has passed, so draining a backlog delays
-    the next scrape by at most the one batch in flight. When a write fails with a SQLAlchemy
-    error, that batch and the scrapes after it wait in a buffer of at most ``max_buffered_scrapes``, retried
-    oldest first next cycle; past the bound the oldest are dropped, logged and counted. A
-    retried scrape the store already holds is stored once (the store's writes are
-    idempotent). ``clock`` (monotonic seconds) schedules cycles and the write budget.
+    :meth:`run` gives each target (and the GPU telemetry) its own loop, phase-offset by its
+    name, so no target's latency delays another's scrape or write; the writer batches what
+    arrives (see ``collectors.scrape_writer`` for buffering, retries, drops and the spill
+    file). :meth:`run_once` scrapes every target together and writes everything buffered:
+    one synchronous round, for tests and benchmarks. ``clock`` (monotonic seconds) schedules
+    the slots; the waits themselves are real.
     """
-
-    #: Scrapes per write transaction; set on an instance to change it.
-    write_batch_size: int = DEFAULT_WRITE_BATCH_SIZE
 
     def __init__(
         self,
         targets: Sequence[Target],
-        store: Store,
+        store: ScrapeStore,
         scraper: Scraper,
         interval_seconds: float = 5.0,
         registry: CollectorRegistry | None = None,
@@ -75,36 +74,124 @@ class Collector:
     ) -> None:
         if not interval_seconds > 0:
             raise ValueError(f"interval_seconds={interval_seconds}: must be > 0")
-        if max_buffered_scrapes < 1:
-            raise ValueError(f"max_buffered_scrapes={max_buffered_scrapes}: must be >= 1")
         names = [target.name for target in targets]
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:
             raise ValueError(f"target names must be unique; repeated: {', '.join(duplicated)}")
         self.targets = tuple(targets)
-        self.store = store
         self.scraper = scraper
         self.interval_seconds = interval_seconds
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = CollectorMetrics(self.registry)
-        self.max_buffered_scrapes = max_buffered_scrapes
         self._clock = clock
-        self._buffer: deque[ScrapeRecord] = deque()
-        self._failed_writes: set[tuple[str, float]] = set()  # buffered scrapes tried before
+        self.writer = ScrapeWriter(
+            store, self.metrics, max_buffered_scrapes, retry_seconds=interval_seconds, clock=clock
+        )
+        self._layouts = LayoutTracker()
+        self._status: dict[str, TargetStatus] = {}
         #: The last scrape error per target ("" once it scrapes again).
         self.last_errors: dict[str, str] = {}
+        #: :meth:`run_once` rounds done.
         self.num_cycles = 0
         for target in self.targets:  # every target visible from the first /metrics on
-            self.metrics.target_up.labels(target.name).set(0)
-            self.metrics.scrape_errors.labels(target.name)
-            self.metrics.samples_ingested.labels(target.name)
+            self._init_target(target.name, target.url)
         for reason in (DROPPED_BUFFER_FULL, DROPPED_REJECTED):
             self.metrics.dropped_scrapes.labels(reason)
         self._init_sources(targets_source, gpu)
 
+    # -- the writer (collectors.scrape_writer) ------------------------------------------------
+
+    @property
+    def store(self) -> ScrapeStore:
+        return self.writer.store
+
     @property
     def num_buffered(self) -> int:
-        return len(self._buffer)
+        return self.writer.num_buffered
+
+    @property
+    def max_buffered_scrapes(self) -> int:
+        return self.writer.max_buffered_scrapes
+
+    @property
+    def write_batch_size(self) -> int:
+        """Scrapes per write transaction (``DEFAULT_WRITE_BATCH_SIZE``); settable."""
+        return self.writer.write_batch_size
+
+    @write_batch_size.setter
+    def write_batch_size(self, size: int) -> None:
+        self.writer.write_batch_size = size
+
+    async def flush(self) -> bool:
+        """Write everything buffered now; ``False`` if the database refused (still buffered)."""
+        return await self.writer.flush()
+
+    def save_buffer(self, path: str | os.PathLike[str]) -> int:
+        """The scrapes still buffered, saved to ``path`` (``ScrapeWriter.save``)."""
+        return self.writer.save(path)
+
+    def load_buffer(self, path: str | os.PathLike[str]) -> int:
+        """A previous run's saved scrapes, queued first (``ScrapeWriter.load``)."""
+        return self.writer.load(path)
+
+    # -- what each scrape shows, per target ---------------------------------------------------
+
+    def target_statuses(self) -> list[TargetStatus]:
+        """Every current target's status (and the GPU telemetry's, when read), in order."""
+        return list(self._status.values())
+
+    def _init_target(self, name: str, url: str) -> None:
+        self.metrics.init_target(name)
+        self._status[name] = TargetStatus(name, url, self.interval_seconds)
+
+    def _accept(self, record: ScrapeRecord) -> None:
+        """A finished scrape: observed, checked for layout changes, handed to the writer."""
+        self._observe(record)
+        self._check_layouts(record)
+        self.writer.add([record])
+
+    def _check_layouts(self, record: ScrapeRecord) -> None:
+        changes = self._layouts.observe(record)
+        if not changes:
+            return
+        self.metrics.layout_changes.labels(record.target).inc(len(changes))
+        for change in changes:
+            logger.warning("%s", change.describe())
+        self._update_status(
+            record.target,
+            last_layout_change=changes[-1],
+            num_layout_changes=self._status_of(record.target).num_layout_changes + len(changes),
+        )
+
+    def _on_slot(self, target: str, took_seconds: float, num_skipped: int) -> None:
+        """After each scheduled scrape: count and report the slots an overrun skipped."""
+        status = self._status_of(target)
+        if num_skipped:
+            self.metrics.skipped_scrapes.labels(target).inc(num_skipped)
+            # NOTE: logged when a target starts overrunning, not every slot while it does.
+            if not status.is_overrunning:
+                logger.warning(
+                    "scrape of %s took %.3f s, past its %g s interval: skipped %d scheduled "
+                    "scrape(s); it keeps its phase",
+                    target, took_seconds, self.interval_seconds, num_skipped,
+                )  # fmt: skip
+        elif status.is_overrunning:
+            logger.info("scrape of %s is back on schedule", target)
+        self._update_status(
+            target,
+            num_skipped_scrapes=status.num_skipped_scrapes + num_skipped,
+            is_overrunning=num_skipped > 0,
+        )
+
+    def _status_of(self, target: str) -> TargetStatus:
+        status = self._status.get(target)
+        if status is None:  # NOTE: e.g. a scrape still in flight when its target was removed
+            status = TargetStatus(target, "", self.interval_seconds)
+        return status
+
+    def _update_status(self, target: str, **changes: object) -> None:
+        if target in self._status:
+            self._status[target] = dataclasses.replace(self._status[target], **changes)  # type: ignore[arg-type]
 
     # -- the target list (static + targets file) and GPU telemetry ---------------------------
 
@@ -122,12 +209,11 @@ class Collector:
             if gpu.target in {target.name for target in self.targets}:
                 raise ValueError(f"target name {gpu.target!r} is the GPU telemetry's own")
             if gpu.available:
-                self._init_target_metrics(gpu.target)
+                self._init_target(gpu.target, "nvml")
         self._update_source_gauges()
 
     def update_targets(self, targets: Sequence[Target]) -> tuple[list[str], list[str]]:
-        """Scrape the static targets plus ``targets`` (a targets file's) from the next cycle
-        on; returns the names added and removed. A name used twice, or also by a static
+        """Scrape the static targets plus ``targets`` (a targets file's) from now on; returns the names added and removed. A name used twice, or also by a static
         target, is a ``ValueError`` and changes nothing. A removed target's gauges
         (``target_up``, scrape duration) go; its counters stay."""
         static = {target.name for target in self.static_targets}
@@ -144,20 +230,18 @@ class Collector:
         self.targets = (*self.static_targets, *targets)
         after = {target.name for target in self.targets}
         added, removed = sorted(after - before), sorted(before - after)
+        urls = {target.name: target.url for target in self.targets}
         for name in added:
-            self._init_target_metrics(name)
+            self._init_target(name, urls[name])
         for name in removed:
             for gauge in (self.metrics.target_up, self.metrics.scrape_duration_seconds):
                 with contextlib.suppress(KeyError):
                     gauge.remove(name)
             self.last_errors.pop(name, None)
+            self._status.pop(name, None)
+            self._layouts.forget(name)
         self._update_source_gauges()
         return added, removed
-
-    def _init_target_metrics(self, name: str) -> None:
-        self.metrics.target_up.labels(name).set(0)
-        self.metrics.scrape_errors.labels(name)
-        self.metrics.samples_ingested.labels(name)
 
     def _update_source_gauges(self) -> None:
         available = self.gpu is not None and self.gpu.available
@@ -211,71 +295,93 @@ class Collector:
         return [] if record is None else [record]
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run cycles until ``stop`` is set. Cycle ``k`` starts at ``start + k * interval``
-        (no drift from the time a cycle takes); a cycle that overruns skips the starts it
-        missed rather than running back to back."""
-        next_start = self._clock()
-        while not stop.is_set():
-            await self.run_once()
-            next_start += self.interval_seconds
-            now = self._clock()
-            if now > next_start:  # overran: keep the phase, skip the missed starts
-                missed = (now - next_start) // self.interval_seconds + 1
-                next_start += missed * self.interval_seconds
-                logger.warning("scrape cycle overran; skipped %d start(s)", int(missed))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=next_start - now)
+        """Scrape until ``stop`` is set: one :class:`ScrapeLoop` per target (and one for the
+        GPU telemetry), slot ``k`` of a target at ``start + offset + k × interval`` with the
+        offset fixed by its name; the targets file is read once per interval and its changes
+        start and stop loops. When ``stop`` is set the scrapes in flight finish (bounded by
+        the scraper's timeout) and everything buffered is written once more."""
+        timeout = getattr(self.scraper, "timeout_seconds", None)
+        if timeout is not None and timeout > self.interval_seconds:
+            logger.warning(
+                "scrape timeout %g s exceeds the %g s interval: a target that does not answer "
+                "overruns every slot", timeout, self.interval_seconds,
+            )  # fmt: skip
+        start = self._clock()
+        loops: dict[str, tuple[Target | None, asyncio.Task[None]]] = {}
+        writing = asyncio.create_task(self.writer.run(stop))
+        try:
+            if self.gpu is not None:
+                loops[self.gpu.target] = (None, self._start_loop(self.gpu.target, start, stop))
+            next_poll = start
+            while not stop.is_set():
+                self._poll_targets()
+                self._sync_loops(loops, start, stop)
+                next_poll += self.interval_seconds
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=next_poll - self._clock())
+        finally:
+            running = [task for _, task in loops.values()]
+            if not stop.is_set():  # cancelled, not stopped: the loops go too
+                for task in running:
+                    task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            if stop.is_set():
+                await writing  # ends with one last flush
+            else:
+                writing.cancel()
+                await asyncio.gather(writing, return_exceptions=True)
+
+    def _sync_loops(
+        self,
+        loops: dict[str, tuple[Target | None, asyncio.Task[None]]],
+        start: float,
+        stop: asyncio.Event,
+    ) -> None:
+        """Start a loop for each new (or changed) target, cancel those of removed ones."""
+        wanted = {target.name: target for target in self.targets}
+        for name, (target, task) in list(loops.items()):
+            if target is not None and wanted.get(name) != target:
+                task.cancel()  # NOTE: a removed target's scrape in flight is not written
+                del loops[name]
+        for name, target in wanted.items():
+            if name not in loops:
+                loops[name] = (target, self._start_loop(name, start, stop, target))
+
+    def _start_loop(
+        self, name: str, start: float, stop: asyncio.Event, target: Target | None = None
+    ) -> asyncio.Task[None]:
+        offset = phase_offset_seconds(name, self.interval_seconds)
+        # the first slot of the target's phase that is not in the past
+        elapsed = max(0.0, self._clock() - start - offset)
+        first_slot = start + offset + -(-elapsed // self.interval_seconds) * self.interval_seconds
+
+        async def scrape() -> ScrapeRecord | None:
+            if target is None:
+                records = await self._gpu_records()
+                return records[0] if records else None
+            return await self.scraper.scrape(target)
+
+        loop = ScrapeLoop(
+            scrape,
+            self._accept,
+            lambda took, skipped: self._on_slot(name, took, skipped),
+            self.interval_seconds,
+            first_slot,
+            self._clock,
+        )
+        return asyncio.create_task(loop.run(stop), name=f"scrape {name}")
 
     async def run_once(self) -> list[ScrapeRecord]:
-        """One cycle: scrape every target, then write the buffered scrapes and the new ones,
-        oldest first. Returns this cycle's scrapes."""
-        started = self._clock()
+        """One round: scrape every target together (``Scraper.scrape_all``) and the GPU
+        telemetry, then write everything buffered, oldest first. Returns the new scrapes."""
         self._poll_targets()
         records = await self.scraper.scrape_all(self.targets)
         records = [*records, *(await self._gpu_records())]
         for record in records:
-            self._observe(record)
-        # NOTE: the bound applies after the write attempt, so a database that has just come
-        # back takes the backlog plus this cycle's scrapes and nothing is dropped. Writing
-        # stops once WRITE_BUDGET_SHARE of the interval is spent, so draining a long backlog
-        # never delays the next scrape; the rest waits, oldest first, for the next cycle.
-        self._buffer.extend(records)
-        await self._flush(deadline=started + WRITE_BUDGET_SHARE * self.interval_seconds)
-        self._trim_buffer()
-        self.metrics.buffered_scrapes.set(len(self._buffer))
+            self._accept(record)
+        await self.writer.flush()
         self.num_cycles += 1
         return records
-
-    def save_buffer(self, path: str | os.PathLike[str]) -> int:
-        """Write the scrapes still buffered (the database was unavailable) to ``path``, so a
-        restarted collector can write them (:meth:`load_buffer`); returns how many. With an
-        empty buffer nothing is written and a stale file is removed (``collectors.spill``)."""
-        if not self._buffer:
-            Path(path).unlink(missing_ok=True)
-            return 0
-        spill.save(path, BUFFER_FILE_FORMAT, list(self._buffer))
-        logger.warning(
-            "%d buffered scrape(s) not yet in the store saved to %s; the next start writes them",
-            len(self._buffer), path,
-        )  # fmt: skip
-        return len(self._buffer)
-
-    def load_buffer(self, path: str | os.PathLike[str]) -> int:
-        """Put the scrapes a previous run saved with :meth:`save_buffer` ahead of everything
-        buffered, oldest first, and remove the file; returns how many. A file that cannot be
-        read is moved aside to ``<path>.unreadable`` (kept for inspection) and logged."""
-        try:
-            records = spill.load(path, BUFFER_FILE_FORMAT, ScrapeRecord)
-        except spill.UnreadableSpillError as error:
-            logger.error("cannot read saved scrapes %s", error)
-            return 0
-        if records is None:
-            return 0
-        self._buffer.extendleft(reversed(records))
-        self._trim_buffer()
-        self.metrics.buffered_scrapes.set(len(self._buffer))
-        logger.info("%d scrape(s) saved by the previous run queued for writing", len(records))
-        return len(records)
 
     def _observe(self, record: ScrapeRecord) -> None:
         target = record.target
@@ -286,76 +392,18 @@ class Collector:
         self.last_errors[target] = record.error
         if not record.is_up:
             self.metrics.scrape_errors.labels(target).inc()
+        status = self._status_of(target)
+        self._update_status(
+            target,
+            health="up" if record.is_up else "down",
+            last_scrape_timestamp_seconds=record.timestamp_seconds,
+            last_scrape_duration_seconds=record.duration_seconds,
+            last_error=record.error,
+            num_scrapes=status.num_scrapes + 1,
+        )
         # NOTE: logged on change only: a target down for an hour is one line, not 720.
         if record.error != previous:
             if record.is_up:
                 logger.info("scrape of %s recovered", target)
             else:
                 logger.warning("scrape of %s failed: %s", target, record.error)
-
-    def _trim_buffer(self) -> None:
-        while len(self._buffer) > self.max_buffered_scrapes:
-            dropped = self._buffer.popleft()
-            self._failed_writes.discard(_identity(dropped))
-            self.metrics.dropped_scrapes.labels(DROPPED_BUFFER_FULL).inc()
-            logger.warning(
-                "write buffer full (%d scrapes): dropped the oldest, %s at %.3f",
-                self.max_buffered_scrapes, dropped.target, dropped.timestamp_seconds,
-            )  # fmt: skip
-
-    async def _flush(self, deadline: float) -> None:
-        # NOTE: stop at the first database error: the database is most likely down, and
-        # writing later scrapes first would not lose them but would reorder the retries.
-        # Scrapes go in batches (one transaction each) of at most write_batch_size, oldest
-        # first; the budget is checked between batches. A batch the store refuses (one of its
-        # scrapes holds a series twice) is written again one scrape at a time, so that only
-        # the offending scrape is dropped.
-        write_many = getattr(self.store, "write_scrapes", None)
-        singles = 0  # scrapes still to write one at a time after a refused batch
-        while self._buffer and self._clock() < deadline:
-            size = 1 if singles or write_many is None else self.write_batch_size
-            batch = list(itertools.islice(self._buffer, max(1, size)))
-            started = time.perf_counter()
-            try:
-                if write_many is None:  # a store with the one-scrape API only
-                    written = [await asyncio.to_thread(self.store.write_scrape, batch[0])]
-                else:
-                    written = await asyncio.to_thread(write_many, batch)
-            except SQLAlchemyError as error:
-                self._failed_writes.update(_identity(record) for record in batch)
-                self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
-                self.metrics.write_errors.inc()
-                logger.warning(
-                    "database write failed, %d scrape(s) buffered: %s",
-                    len(self._buffer), _first_line(error),
-                )  # fmt: skip
-                return
-            except ValueError as error:  # refused for good, e.g. DuplicateSeriesError
-                if len(batch) > 1:
-                    singles = len(batch)
-                    continue
-                record = self._buffer.popleft()
-                singles = max(0, singles - 1)
-                self._failed_writes.discard(_identity(record))
-                self.metrics.dropped_scrapes.labels(DROPPED_REJECTED).inc()
-                logger.error("store refused the scrape of %s: %s", record.target, error)
-                continue
-            self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
-            singles = max(0, singles - len(batch))
-            for record, is_new in zip(batch, written, strict=True):
-                self._buffer.popleft()
-                # NOTE: "already stored" after a failed attempt means that attempt committed
-                # and only its reply was lost: its samples were ingested, by us, and count now.
-                retried = _identity(record) in self._failed_writes
-                self._failed_writes.discard(_identity(record))
-                if is_new or retried:
-                    num = len(record.samples) + len(record.histograms) + len(record.raw)
-                    self.metrics.samples_ingested.labels(record.target).inc(num)
-
-
-def _identity(record: ScrapeRecord) -> tuple[str, float]:
-    return record.target, record.timestamp_seconds
-
-
-def _first_line(error: BaseException) -> str:
-    return str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -14,6 +14,9 @@ WRITE_LATENCY_SECONDS = "tailwatch_collector_write_latency_seconds"
 WRITE_ERRORS = "tailwatch_collector_write_errors"  # exposed as ..._total
 BUFFERED_SCRAPES = "tailwatch_collector_buffered_scrapes"
 DROPPED_SCRAPES = "tailwatch_collector_dropped_scrapes"  # exposed as ..._total
+WRITE_DELAY_SECONDS = "tailwatch_collector_write_delay_seconds"
+SKIPPED_SCRAPES = "tailwatch_collector_skipped_scrapes"  # exposed as ..._total
+LAYOUT_CHANGES = "tailwatch_collector_layout_changes"  # exposed as ..._total
 
 TARGET_LABEL = "target"
 REASON_LABEL = "reason"
@@ -63,6 +66,30 @@ class CollectorMetrics:
             DROPPED_SCRAPES, "Scrapes never written: buffer full (oldest dropped) or rejected.",
             [REASON_LABEL], registry=registry,
         )  # fmt: skip
+        self.write_delay_seconds = Histogram(
+            WRITE_DELAY_SECONDS,
+            "Seconds from a scrape's end to the commit of the transaction that stored it.",
+            buckets=WRITE_LATENCY_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.skipped_scrapes = Counter(
+            SKIPPED_SCRAPES,
+            "Scheduled scrapes of the target not made because its previous scrape was still "
+            "running when they were due (it overran its interval).",
+            [TARGET_LABEL], registry=registry,
+        )  # fmt: skip
+        self.layout_changes = Counter(
+            LAYOUT_CHANGES,
+            "Histogram series of the target whose bucket edges (le) changed between scrapes.",
+            [TARGET_LABEL], registry=registry,
+        )  # fmt: skip
+
+    def init_target(self, name: str) -> None:
+        """Make every per-target series visible (0) before the target's first scrape."""
+        self.target_up.labels(name).set(0)
+        for counter in (
+            self.scrape_errors, self.samples_ingested, self.skipped_scrapes, self.layout_changes
+        ):  # fmt: skip
+            counter.labels(name)
 
 
 # -- traces (the OTLP receiver's queue and writer, collectors/otlp.py) -----------------------

@@ -4,7 +4,7 @@
 database_url: sqlite:///.tailwatch/tailwatch.db   # TAILWATCH_DB_URL overrides
 collector:
   scrape_interval_seconds: 5
-  scrape_timeout_seconds: 4        # default: the interval; must not exceed it
+  scrape_timeout_seconds: 4        # default: 0.8 x the interval; must not exceed it
   max_body_bytes: 16777216
   scrape_protocols: [OpenMetricsText1.0.0, PrometheusText0.0.4]  # preference order, as
                                    # Prometheus's; text first halves parsing CPU, no exemplars
@@ -36,9 +36,10 @@ Every error is a :class:`ConfigError` naming the key path and the offending valu
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -56,6 +57,11 @@ from collectors.store.connection import DB_URL_ENV
 from collectors.store.rollups import MIN_RETENTION_SECONDS, RetentionPolicy
 
 DEFAULT_INTERVAL_SECONDS = 5.0
+#: The default scrape timeout as a share of the interval.
+# NOTE: below 1 so that a target that never answers ends its scrape (timed out) before its
+# next slot and keeps its schedule; Prometheus's own defaults are 10 s of a 15 s example
+# interval, and it refuses a timeout longer than the interval, as we do.
+DEFAULT_TIMEOUT_SHARE = 0.8
 DEFAULT_LISTEN = "127.0.0.1:4318"
 GPU_MODES = ("auto", "on", "off")
 _LABEL_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -78,7 +84,7 @@ class TargetConfig:
 @dataclass(frozen=True)
 class CollectorConfig:
     scrape_interval_seconds: float = DEFAULT_INTERVAL_SECONDS
-    scrape_timeout_seconds: float = DEFAULT_INTERVAL_SECONDS
+    scrape_timeout_seconds: float = DEFAULT_TIMEOUT_SHARE * DEFAULT_INTERVAL_SECONDS
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     listen_host: str = "127.0.0.1"
     listen_port: int = 4318
@@ -246,11 +252,18 @@ def _collector(data: Any, key: str, base_dir: Path | None = None) -> CollectorCo
     }
     section = _mapping(data, key, known)
     interval = _positive(section, "scrape_interval_seconds", key, DEFAULT_INTERVAL_SECONDS)
-    timeout = _positive(section, "scrape_timeout_seconds", key, interval)
+    if not math.isfinite(interval):
+        raise ConfigError(
+            f"{key}.scrape_interval_seconds: expected a finite number, got {interval}"
+        )
+    timeout = _positive(
+        section, "scrape_timeout_seconds", key, default_scrape_timeout_seconds(interval)
+    )
     if timeout > interval:
         raise ConfigError(
             f"{key}.scrape_timeout_seconds: {timeout:g} exceeds "
-            f"scrape_interval_seconds {interval:g}; a scrape must end before the next starts"
+            f"{key}.scrape_interval_seconds {interval:g}; a scrape must end before the next "
+            f"starts (default: {DEFAULT_TIMEOUT_SHARE:g} x the interval)"
         )
     max_body = section.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES)
     if not isinstance(max_body, int) or isinstance(max_body, bool) or max_body < 1:
@@ -294,6 +307,25 @@ def _collector(data: Any, key: str, base_dir: Path | None = None) -> CollectorCo
             f"{key}.scrape_protocols",
         ),
     )
+
+
+def default_scrape_timeout_seconds(interval_seconds: float) -> float:
+    """The timeout when none is configured: ``DEFAULT_TIMEOUT_SHARE`` of the interval."""
+    return DEFAULT_TIMEOUT_SHARE * interval_seconds
+
+
+def with_interval(config: CollectorConfig, interval_seconds: float) -> CollectorConfig:
+    """``config`` scraping every ``interval_seconds`` (``--interval``). A timeout longer
+    than the new interval drops to the default share of it.
+
+    NOTE: not to the interval itself: a target that never answers would then end each
+    scrape just past its next slot and skip every other one."""
+    if not (interval_seconds > 0 and math.isfinite(interval_seconds)):
+        raise ConfigError(f"--interval: expected a number > 0, got {interval_seconds:g}")
+    timeout = config.scrape_timeout_seconds
+    if timeout > interval_seconds:
+        timeout = default_scrape_timeout_seconds(interval_seconds)
+    return replace(config, scrape_interval_seconds=interval_seconds, scrape_timeout_seconds=timeout)
 
 
 def _scrape_protocols(data: Any, key: str) -> tuple[str, ...]:

@@ -50,7 +50,8 @@ def accept_header(protocols: Sequence[str] = DEFAULT_SCRAPE_PROTOCOLS) -> str:
 ACCEPT_HEADER = accept_header()
 logger = logging.getLogger("tailwatch.scrape")
 
-DEFAULT_TIMEOUT_SECONDS = 5.0
+#: 0.8 of the collector's default 5 s interval (``collectors.config.DEFAULT_TIMEOUT_SHARE``).
+DEFAULT_TIMEOUT_SECONDS = 4.0
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 

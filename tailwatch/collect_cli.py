@@ -37,7 +37,11 @@ def collect(
         typer.Option("--target", help="A /metrics URL to scrape; repeat; adds to the config."),
     ] = None,
     interval: Annotated[
-        float | None, typer.Option(help="Seconds between scrapes (default 5).")
+        float | None,
+        typer.Option(
+            help="Seconds between scrapes of each target (default 5); a longer configured "
+            "timeout drops to 0.8 x this."
+        ),
     ] = None,
     db_url: Annotated[
         str | None, typer.Option(help="SQLAlchemy URL of the store (overrides the config).")
@@ -53,8 +57,9 @@ def collect(
     """Scrape every target each interval into the store (static targets, a file_sd targets
     file re-read on change, NVML GPU telemetry), read configured Prometheus sources, receive
     OTLP traces (POST /v1/traces), roll up and expire stored data, and serve the collector's
-    own /metrics. With no targets it receives traces only. SIGINT or SIGTERM stops it after
-    the current cycle, once the received spans are written; what the database could not take
+    own /metrics and each target's status (GET /targets). With no targets it receives traces
+    only. SIGINT or SIGTERM stops it once the scrapes in flight and the received spans are
+    written; what the database could not take
     is saved for the next start (exit 0)."""
     from collectors.config import (
         ConfigError,
@@ -62,6 +67,7 @@ def collect(
         load_config,
         parse_listen,
         target_from_url,
+        with_interval,
     )
 
     try:
@@ -76,12 +82,7 @@ def collect(
             check_unique_names(targets, "targets")
             collector = replace(collector, targets=tuple(targets))
         if interval is not None:
-            if not interval > 0:
-                raise ConfigError(f"--interval: expected a number > 0, got {interval:g}")
-            timeout = min(collector.scrape_timeout_seconds, interval)
-            collector = replace(
-                collector, scrape_interval_seconds=interval, scrape_timeout_seconds=timeout
-            )
+            collector = with_interval(collector, interval)
         if listen is not None:
             host, port = parse_listen(listen, "--listen")
             collector = replace(collector, listen_host=host, listen_port=port)
@@ -189,7 +190,7 @@ async def _run(
             gpu=gpu,
         )
         traces = TraceWriter(store, collector.registry, spill_path=TRACE_BUFFER_FILE)
-        app = daemon_app(collector.registry, traces.on_spans)
+        app = daemon_app(collector.registry, traces.on_spans, collector.target_statuses)
         server = _quiet_server(uvicorn.Config(app, log_level="warning"))
         typer.echo(_start_line(config, sock), err=True)
         with _stop_on_signals(stop, server):
@@ -284,8 +285,10 @@ async def _every(
             await asyncio.wait_for(stop.wait(), interval)
 
 
-def daemon_app(registry, on_spans):
-    """The daemon's ASGI app: ``GET /metrics`` (``registry``) and the OTLP receiver.
+def daemon_app(registry, on_spans, target_statuses=None):
+    """The daemon's ASGI app: ``GET /metrics`` (``registry``), the OTLP receiver, and, given
+    ``target_statuses`` (``Collector.target_statuses``), ``GET /targets``: each target's
+    health, last scrape and error, skipped scrapes and last bucket-layout change, as JSON.
 
     ``/metrics`` is dispatched by exact path rather than mounted, so it answers without
     the redirect to ``/metrics/`` that a mounted sub-app gets."""
@@ -296,6 +299,18 @@ def daemon_app(registry, on_spans):
 
     receiver = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     receiver.include_router(otlp_router(on_spans))
+    if target_statuses is not None:
+        import json
+
+        from fastapi import Response
+
+        @receiver.get("/targets")
+        def targets() -> Response:
+            # NOTE: ensure_ascii: a name from the configuration may hold a lone surrogate,
+            # which UTF-8 cannot encode; escaped, the answer is still valid JSON.
+            body = {"targets": [status.to_json() for status in target_statuses()]}
+            return Response(json.dumps(body, ensure_ascii=True), media_type="application/json")
+
     metrics = make_asgi_app(registry)
 
     async def app(scope, receive, send) -> None:

@@ -180,28 +180,30 @@ def test_a_full_buffer_drops_its_oldest_scrape_with_a_log_line(base_url, store, 
     assert [t for t, _, _ in store.scrapes("bad")] == [1005.0, 1010.0, 1015.0]
 
 
-def test_a_backlog_drains_within_the_write_budget_oldest_first(base_url, store):
-    now = [0.0]  # the collector's clock; each write "takes" one second of it
+def test_a_backlog_drains_in_batches_oldest_first_once_the_database_is_back(base_url, store):
+    class RecordingStore(FlakyStore):
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            self.written: list[list[tuple[float, str]]] = []
 
-    class SlowStore(FlakyStore):
         def write_scrapes(self, records: list[ScrapeRecord]) -> list[bool]:
             written = super().write_scrapes(records)
-            now[0] += 1.0 * len(records)
+            self.written.append([(r.timestamp_seconds, r.target) for r in records])
             return written
 
-    collector = make_collector(
-        base_url, SlowStore(store, num_failures=3), interval_seconds=5.0, clock=lambda: now[0]
-    )
+    recording = RecordingStore(store, 3)
+    collector = make_collector(base_url, recording)
     collector.write_batch_size = 2
-    cycles(collector, 3)  # the database is down: 6 scrapes buffered
-    cycles(collector, 1)  # back, but a 5 s interval leaves time for 2 batches of 2 (0.8 of it)
-    assert collector.num_buffered == 4
-    stored = sorted((t, name) for name in ("ok", "bad") for t, _, _ in store.scrapes(name))
-    assert stored == [(1000.0, "bad"), (1000.0, "ok"), (1005.0, "bad"), (1005.0, "ok")]
-    cycles(collector, 2)  # 4 + 2 pending, 4 written; 2 + 2 pending, all written
+    cycles(collector, 3)  # the database is down: 6 scrapes buffered, one attempt a cycle
+    assert collector.num_buffered == 6 and recording.batches == [2, 2, 2]
+    cycles(collector, 1)  # back: the 6 and the 2 new, in 4 batches of 2, oldest first
     assert collector.num_buffered == 0
-    assert [t for t, _, _ in store.scrapes("ok")] == [1000.0 + 5 * k for k in range(6)]
+    assert recording.written == [
+        [(1000.0 + 5 * k, "ok"), (1000.0 + 5 * k, "bad")] for k in range(4)
+    ]
+    assert [t for t, _, _ in store.scrapes("ok")] == [1000.0 + 5 * k for k in range(4)]
     assert value(collector, cm.DROPPED_SCRAPES + "_total", reason=cm.DROPPED_BUFFER_FULL) == 0
+    assert value(collector, cm.WRITE_DELAY_SECONDS + "_count") == 8  # one per stored scrape
 
 
 def test_a_scrape_the_store_refuses_is_dropped_and_counted(base_url, store):
@@ -256,59 +258,12 @@ def test_own_metrics_exposition_names_every_target(base_url, store):
         cm.WRITE_LATENCY_SECONDS + "_bucket",
         cm.BUFFERED_SCRAPES,
         cm.DROPPED_SCRAPES + "_total",
+        cm.WRITE_DELAY_SECONDS + "_bucket",
+        cm.SKIPPED_SCRAPES + "_total",
+        cm.LAYOUT_CHANGES + "_total",
     ):
         assert name in text, name
     assert 'tailwatch_collector_target_up{target="bad"} 0.0' in text
-
-
-class TimedScraper:
-    """Records when each cycle starts (monotonic) and takes ``work_seconds`` each time."""
-
-    def __init__(self, work_seconds: list[float]):
-        self.work_seconds = work_seconds
-        self.starts: list[float] = []
-
-    async def scrape_all(self, targets) -> list[ScrapeRecord]:
-        self.starts.append(time.monotonic())
-        work = self.work_seconds[min(len(self.starts) - 1, len(self.work_seconds) - 1)]
-        await asyncio.sleep(work)
-        return []
-
-
-def run_for(collector: Collector, scraper: TimedScraper, num_cycles: int) -> float:
-    """Run until ``num_cycles`` cycles started; return how long ``run`` took to stop."""
-
-    async def go() -> float:
-        stop = asyncio.Event()
-        task = asyncio.create_task(collector.run(stop))
-        while len(scraper.starts) < num_cycles:
-            await asyncio.sleep(0.005)
-        stop.set()
-        stopped_at = time.monotonic()
-        await asyncio.wait_for(task, timeout=5)
-        return time.monotonic() - stopped_at
-
-    return asyncio.run(go())
-
-
-def test_run_keeps_a_fixed_interval_without_drift(store):
-    scraper = TimedScraper([0.1])
-    collector = Collector([], store, scraper, interval_seconds=0.2)
-    stop_seconds = run_for(collector, scraper, 5)
-    offsets = [start - scraper.starts[0] for start in scraper.starts]
-    # with drift each start would slip by the 0.1 s of work: 0.3, 0.6, 0.9, ...
-    for k, offset in enumerate(offsets):
-        assert offset == pytest.approx(0.2 * k, abs=0.05), offsets
-    assert stop_seconds < 0.15  # setting stop ends the wait at once, not at the next start
-
-
-def test_an_overrunning_cycle_skips_missed_starts_and_keeps_the_phase(store):
-    scraper = TimedScraper([0.1, 0.5, 0.1])
-    collector = Collector([], store, scraper, interval_seconds=0.2)
-    run_for(collector, scraper, 4)
-    offsets = [start - scraper.starts[0] for start in scraper.starts]
-    # cycle 1 (at 0.2) ran to 0.7: the starts at 0.4 and 0.6 are skipped, next is 0.8
-    assert offsets == pytest.approx([0.0, 0.2, 0.8, 1.0], abs=0.05)
 
 
 def test_target_names_must_be_unique(store):
@@ -341,6 +296,14 @@ def test_the_daemon_serves_its_metrics_and_stops_cleanly_on_sigterm(base_url, tm
         else:
             raise AssertionError(f"no samples ingested:\n{text}")
         assert re.search(r'tailwatch_collector_target_up\{target="127\.0\.0\.1:\d+"\} 1\.0', text)
+        answer = httpx.get(found.group(1).removesuffix("/metrics") + "/targets", timeout=5)
+        (status,) = answer.json()["targets"]
+        assert (status["health"], status["last_error"], status["url"]) == (
+            "up",
+            "",
+            base_url + "/ok",
+        )
+        assert status["num_scrapes"] >= 2 and status["last_layout_change"] is None
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=10) == 0
         assert "collector stopped" in daemon.stderr.read()

@@ -6,9 +6,18 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from collectors.config import ConfigError, load_config, parse_config
+from collectors.config import (
+    DEFAULT_TIMEOUT_SHARE,
+    CollectorConfig,
+    ConfigError,
+    load_config,
+    parse_config,
+    with_interval,
+)
 from collectors.store import DB_URL_ENV
 from tailwatch.cli import app
 
@@ -53,12 +62,13 @@ def test_defaults_and_the_database_url_override(monkeypatch):
     config = parse_config({})
     assert config.database_url is None  # the store's default: .tailwatch/tailwatch.db
     collector = config.collector
-    assert (collector.scrape_interval_seconds, collector.scrape_timeout_seconds) == (5.0, 5.0)
+    # the timeout defaults to 0.8 of the interval, below it (Prometheus: timeout <= interval)
+    assert (collector.scrape_interval_seconds, collector.scrape_timeout_seconds) == (5.0, 4.0)
     assert (collector.listen_host, collector.listen_port) == ("127.0.0.1", 4318)
     assert collector.targets == ()
     assert (
         parse_config({"collector": {"scrape_interval_seconds": 2}}).collector.scrape_timeout_seconds
-        == 2
+        == 1.6
     )
     monkeypatch.setenv(DB_URL_ENV, "postgresql://db/tailwatch")
     assert parse_config({"database_url": "sqlite:///x.db"}).database_url == (
@@ -84,7 +94,7 @@ def test_defaults_and_the_database_url_override(monkeypatch):
         ),
         (
             {"collector": {"scrape_interval_seconds": 5, "scrape_timeout_seconds": 10}},
-            "collector.scrape_timeout_seconds: 10 exceeds scrape_interval_seconds 5",
+            "collector.scrape_timeout_seconds: 10 exceeds collector.scrape_interval_seconds 5",
         ),
         (
             {"collector": {"max_body_bytes": 1.5}},
@@ -360,3 +370,46 @@ def test_span_retention_defaults_to_14_days_and_reaches_the_policy() -> None:
     for bad in (0, -1, "a week", 0.0001):
         with pytest.raises(ConfigError, match=re.escape("store.span_retention_days")):
             parse_config({"store": {"span_retention_days": bad}})
+
+
+positive_seconds = st.floats(min_value=1e-9, max_value=1e9, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(interval=positive_seconds, timeout=st.one_of(st.none(), positive_seconds))
+def test_the_scrape_timeout_is_at_most_the_interval_and_defaults_below_it(interval, timeout):
+    section = {"scrape_interval_seconds": interval}
+    if timeout is not None:
+        section["scrape_timeout_seconds"] = timeout
+    if timeout is not None and timeout > interval:
+        with pytest.raises(ConfigError) as raised:
+            parse_config({"collector": section})
+        message = str(raised.value)
+        assert message.startswith("collector.scrape_timeout_seconds: ")
+        assert "exceeds collector.scrape_interval_seconds" in message
+        return
+    collector = parse_config({"collector": section}).collector
+    expected = interval * DEFAULT_TIMEOUT_SHARE if timeout is None else timeout
+    assert collector.scrape_timeout_seconds == expected <= interval
+    if timeout is None:
+        assert collector.scrape_timeout_seconds < interval
+
+
+@pytest.mark.parametrize("interval", [float("inf"), float("nan"), 0.0, -1.0])
+def test_an_interval_that_is_not_a_finite_positive_number_is_refused(interval):
+    with pytest.raises(ConfigError, match=r"collector\.scrape_interval_seconds: expected a"):
+        parse_config({"collector": {"scrape_interval_seconds": interval}})
+    with pytest.raises(ConfigError, match="--interval: expected a number > 0"):
+        with_interval(CollectorConfig(), interval)
+
+
+@settings(max_examples=60, deadline=None)
+@given(configured=positive_seconds, interval=positive_seconds)
+def test_interval_flag_keeps_a_timeout_that_fits_and_lowers_one_that_does_not(configured, interval):
+    config = CollectorConfig(scrape_interval_seconds=configured, scrape_timeout_seconds=configured)
+    changed = with_interval(config, interval)
+    assert changed.scrape_interval_seconds == interval
+    if configured <= interval:
+        assert changed.scrape_timeout_seconds == configured
+    else:  # NOTE: the default share of the new interval, not the interval itself
+        assert changed.scrape_timeout_seconds == DEFAULT_TIMEOUT_SHARE * interval < interval

@@ -1,0 +1,234 @@
+"""The one writer of scrapes into the store: a bounded buffer, batched transactions, retries
+while the database is unavailable, and the spill file at shutdown.
+
+Scrape loops hand each finished scrape over (:meth:`ScrapeWriter.add`) and go on; one writer
+task (:meth:`ScrapeWriter.run`) writes whatever is buffered, oldest first, in batches of up
+to ``write_batch_size`` scrapes per transaction (``Store.write_scrapes``). NOTE: no linger:
+the writer writes as soon as anything is buffered, and the scrapes that arrive while a
+transaction is in flight make up the next batch (group commit), so batches grow with the
+load and a scrape waits at most for the transaction in flight and its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Protocol
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from collectors import spill
+from collectors.collector_metrics import DROPPED_BUFFER_FULL, DROPPED_REJECTED, CollectorMetrics
+from collectors.store.records import ScrapeRecord
+
+logger = logging.getLogger("tailwatch.collector")
+
+DEFAULT_MAX_BUFFERED_SCRAPES = 10_000
+#: Scrapes written per transaction (``Store.write_scrapes``).
+DEFAULT_WRITE_BATCH_SIZE = 250
+#: The first item of a saved-buffer file (:meth:`ScrapeWriter.save`).
+BUFFER_FILE_FORMAT = "tailwatch-collector-buffer-v1"
+
+
+class ScrapeStore(Protocol):
+    """What the writer needs of the store: ``write_scrapes`` (one transaction; one flag per
+    record, ``False`` = already stored). A store with only ``write_scrape`` also works."""
+
+    def write_scrapes(self, records: list[ScrapeRecord]) -> list[bool]: ...
+
+
+class ScrapeWriter:
+    """Writes handed-over scrapes to ``store``; see the module docstring.
+
+    When a write fails with a SQLAlchemy error, that batch and the scrapes after it stay
+    buffered (at most ``max_buffered_scrapes``, applied after each write attempt; past it the
+    oldest are dropped, logged and counted) and :meth:`run` retries ``retry_seconds`` later,
+    oldest first. A retried scrape the store already holds is stored once (the store's writes
+    are idempotent) and its samples are counted once. ``clock`` (monotonic seconds) times the
+    delay from hand-over to commit (``write_delay_seconds``).
+    """
+
+    def __init__(
+        self,
+        store: ScrapeStore,
+        metrics: CollectorMetrics,
+        max_buffered_scrapes: int = DEFAULT_MAX_BUFFERED_SCRAPES,
+        retry_seconds: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_buffered_scrapes < 1:
+            raise ValueError(f"max_buffered_scrapes={max_buffered_scrapes}: must be >= 1")
+        self.store = store
+        self.metrics = metrics
+        self.max_buffered_scrapes = max_buffered_scrapes
+        self.retry_seconds = retry_seconds
+        self.write_batch_size = DEFAULT_WRITE_BATCH_SIZE
+        self._clock = clock
+        self._buffer: deque[ScrapeRecord] = deque()
+        self._failed_writes: set[tuple[str, float]] = set()  # buffered scrapes tried before
+        self._handed_at: dict[tuple[str, float], float] = {}  # clock time of each hand-over
+        self._arrived: asyncio.Event | None = None  # set by add(); made in run()'s loop
+
+    @property
+    def num_buffered(self) -> int:
+        return len(self._buffer)
+
+    def add(self, records: Iterable[ScrapeRecord]) -> None:
+        """Buffer finished scrapes for the writer (in the order given) and wake it."""
+        now = self._clock()
+        for record in records:
+            self._buffer.append(record)
+            self._handed_at.setdefault(_identity(record), now)
+        self.metrics.buffered_scrapes.set(len(self._buffer))
+        if self._arrived is not None:
+            self._arrived.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Write what is buffered as it arrives until ``stop`` is set, then once more (what
+        the database does not take then stays buffered, for :meth:`save`)."""
+        self._arrived = arrived = asyncio.Event()
+        try:
+            while not stop.is_set():
+                if not self._buffer:
+                    await _first(arrived.wait(), stop.wait())
+                    arrived.clear()
+                    continue
+                arrived.clear()
+                if not await self.flush():  # the database is unavailable: wait, then retry
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=self.retry_seconds)
+            await self.flush()
+        finally:
+            self._arrived = None
+
+    async def flush(self) -> bool:
+        """Write everything buffered, oldest first; ``False`` when a database error stopped
+        it (the rest stays buffered). The buffer's bound is applied afterwards."""
+        try:
+            return await self._write_buffered()
+        finally:
+            self._trim()
+            self.metrics.buffered_scrapes.set(len(self._buffer))
+
+    async def _write_buffered(self) -> bool:
+        # NOTE: stop at the first database error: the database is most likely down, and
+        # writing later scrapes first would not lose them but would reorder the retries.
+        # A batch the store refuses (one of its scrapes holds a series twice) is written
+        # again one scrape at a time, so that only the offending scrape is dropped.
+        write_many = getattr(self.store, "write_scrapes", None)
+        singles = 0  # scrapes still to write one at a time after a refused batch
+        while self._buffer:
+            size = 1 if singles or write_many is None else self.write_batch_size
+            batch = list(itertools.islice(self._buffer, max(1, size)))
+            started = time.perf_counter()
+            try:
+                if write_many is None:  # a store with the one-scrape API only
+                    written = [await asyncio.to_thread(self.store.write_scrape, batch[0])]  # type: ignore[attr-defined]
+                else:
+                    written = await asyncio.to_thread(write_many, batch)
+            except SQLAlchemyError as error:
+                self._failed_writes.update(_identity(record) for record in batch)
+                self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
+                self.metrics.write_errors.inc()
+                logger.warning(
+                    "database write failed, %d scrape(s) buffered: %s",
+                    len(self._buffer), _first_line(error),
+                )  # fmt: skip
+                return False
+            except ValueError as error:  # refused for good, e.g. DuplicateSeriesError
+                if len(batch) > 1:
+                    singles = len(batch)
+                    continue
+                record = self._pop()
+                singles = max(0, singles - 1)
+                self.metrics.dropped_scrapes.labels(DROPPED_REJECTED).inc()
+                logger.error("store refused the scrape of %s: %s", record.target, error)
+                continue
+            self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
+            singles = max(0, singles - len(batch))
+            committed = self._clock()
+            for record, is_new in zip(batch, written, strict=True):
+                # NOTE: "already stored" after a failed attempt means that attempt committed
+                # and only its reply was lost: its samples were ingested, by us, and count now.
+                retried = _identity(record) in self._failed_writes
+                handed_at = self._handed_at.get(_identity(record))
+                self._pop()
+                if handed_at is not None:
+                    self.metrics.write_delay_seconds.observe(max(0.0, committed - handed_at))
+                if is_new or retried:
+                    num = len(record.samples) + len(record.histograms) + len(record.raw)
+                    self.metrics.samples_ingested.labels(record.target).inc(num)
+        return True
+
+    def _pop(self) -> ScrapeRecord:
+        record = self._buffer.popleft()
+        self._failed_writes.discard(_identity(record))
+        self._handed_at.pop(_identity(record), None)
+        return record
+
+    def _trim(self) -> None:
+        while len(self._buffer) > self.max_buffered_scrapes:
+            dropped = self._pop()
+            self.metrics.dropped_scrapes.labels(DROPPED_BUFFER_FULL).inc()
+            logger.warning(
+                "write buffer full (%d scrapes): dropped the oldest, %s at %.3f",
+                self.max_buffered_scrapes, dropped.target, dropped.timestamp_seconds,
+            )  # fmt: skip
+
+    def save(self, path: str | os.PathLike[str]) -> int:
+        """Write the scrapes still buffered to ``path`` for a restarted collector
+        (:meth:`load`); returns how many. With an empty buffer nothing is written and a stale
+        file is removed (``collectors.spill``)."""
+        if not self._buffer:
+            Path(path).unlink(missing_ok=True)
+            return 0
+        spill.save(path, BUFFER_FILE_FORMAT, list(self._buffer))
+        logger.warning(
+            "%d buffered scrape(s) not yet in the store saved to %s; the next start writes them",
+            len(self._buffer), path,
+        )  # fmt: skip
+        return len(self._buffer)
+
+    def load(self, path: str | os.PathLike[str]) -> int:
+        """Put the scrapes a previous run saved with :meth:`save` ahead of everything
+        buffered, oldest first, and remove the file; returns how many. A file that cannot be
+        read is moved aside to ``<path>.unreadable`` (kept for inspection) and logged."""
+        try:
+            records = spill.load(path, BUFFER_FILE_FORMAT, ScrapeRecord)
+        except spill.UnreadableSpillError as error:
+            logger.error("cannot read saved scrapes %s", error)
+            return 0
+        if records is None:
+            return 0
+        self._buffer.extendleft(reversed(records))
+        self._trim()
+        self.metrics.buffered_scrapes.set(len(self._buffer))
+        logger.info("%d scrape(s) saved by the previous run queued for writing", len(records))
+        if self._arrived is not None:
+            self._arrived.set()
+        return len(records)
+
+
+async def _first(*waits: Awaitable[object]) -> None:
+    """Wait until the first of ``waits`` is done; cancel the others."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _identity(record: ScrapeRecord) -> tuple[str, float]:
+    return record.target, record.timestamp_seconds
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
