@@ -308,7 +308,10 @@ class Collector:
             )  # fmt: skip
         start = self._clock()
         loops: dict[str, tuple[Target | None, asyncio.Task[None]]] = {}
-        writing = asyncio.create_task(self.writer.run(stop))
+        # NOTE: the writer stops after the loops, so the scrapes they finish after stop is set
+        # are in its last flush.
+        writer_stop = asyncio.Event()
+        writing = asyncio.create_task(self.writer.run(writer_stop))
         try:
             if self.gpu is not None:
                 loops[self.gpu.target] = (None, self._start_loop(self.gpu.target, start, stop))
@@ -326,6 +329,7 @@ class Collector:
                     task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             if stop.is_set():
+                writer_stop.set()
                 await writing  # ends with one last flush
             else:
                 writing.cancel()
