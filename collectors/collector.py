@@ -24,7 +24,7 @@ from collectors.collector_metrics import (
 )
 from collectors.layout_changes import LayoutTracker
 from collectors.scrape import Scraper, Target
-from collectors.scrape_schedule import ScrapeLoop, phase_offset_seconds
+from collectors.scrape_schedule import ScrapeLoop, SlotReport, phase_offset_seconds
 from collectors.scrape_writer import (
     BUFFER_FILE_FORMAT,
     DEFAULT_MAX_BUFFERED_SCRAPES,
@@ -163,24 +163,25 @@ class Collector:
             num_layout_changes=self._status_of(record.target).num_layout_changes + len(changes),
         )
 
-    def _on_slot(self, target: str, took_seconds: float, num_skipped: int) -> None:
+    def _on_slot(self, target: str, report: SlotReport) -> None:
         """After each scheduled scrape: count and report the slots an overrun skipped."""
         status = self._status_of(target)
-        if num_skipped:
-            self.metrics.skipped_scrapes.labels(target).inc(num_skipped)
+        if report.num_skipped:
+            self.metrics.skipped_scrapes.labels(target).inc(report.num_skipped)
             # NOTE: logged when a target starts overrunning, not every slot while it does.
             if not status.is_overrunning:
                 logger.warning(
-                    "scrape of %s took %.3f s, past its %g s interval: skipped %d scheduled "
-                    "scrape(s); it keeps its phase",
-                    target, took_seconds, self.interval_seconds, num_skipped,
+                    "scrape of %s ended %.3f s after its slot began (it took %.3f s), past its "
+                    "%g s interval: skipped %d scheduled scrape(s); it keeps its phase",
+                    target, report.ended_after_slot_seconds, report.took_seconds,
+                    self.interval_seconds, report.num_skipped,
                 )  # fmt: skip
         elif status.is_overrunning:
             logger.info("scrape of %s is back on schedule", target)
         self._update_status(
             target,
-            num_skipped_scrapes=status.num_skipped_scrapes + num_skipped,
-            is_overrunning=num_skipped > 0,
+            num_skipped_scrapes=status.num_skipped_scrapes + report.num_skipped,
+            is_overrunning=report.num_skipped > 0,
         )
 
     def _status_of(self, target: str) -> TargetStatus:
@@ -368,7 +369,7 @@ class Collector:
         loop = ScrapeLoop(
             scrape,
             self._accept,
-            lambda took, skipped: self._on_slot(name, took, skipped),
+            lambda report: self._on_slot(name, report),
             self.interval_seconds,
             first_slot,
             self._clock,

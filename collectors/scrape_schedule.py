@@ -40,6 +40,16 @@ class Slot(NamedTuple):
     num_skipped: int
 
 
+class SlotReport(NamedTuple):
+    """How one scheduled scrape went, in ``clock`` seconds: how long it took, how long after
+    its slot began it ended (the start may come late on a busy event loop), and how many
+    slots it skipped by ending after they began (0: on schedule)."""
+
+    took_seconds: float
+    ended_after_slot_seconds: float
+    num_skipped: int
+
+
 def next_slot(slot_start: float, now: float, interval_seconds: float) -> Slot:
     """The next slot after the one that began at ``slot_start``, given that the scrape ended
     at ``now``: ``slot_start + interval``, or, when ``now`` is past that, the first slot of
@@ -56,8 +66,7 @@ class ScrapeLoop:
     """Scrapes one target slot after slot until ``stop`` is set or the task is cancelled.
 
     ``scrape()`` is one scrape (it bounds itself: the scraper's timeout); ``on_record`` gets
-    each finished scrape at once; ``on_slot`` gets how long the scrape took (``clock``
-    seconds) and the slots it skipped (0: on schedule), after ``on_record``. ``clock`` is
+    each finished scrape at once; ``on_slot`` gets a :class:`SlotReport` after it. ``clock`` is
     monotonic seconds; waits are real (``asyncio``), so tests compress the interval.
     """
 
@@ -65,7 +74,7 @@ class ScrapeLoop:
         self,
         scrape: Callable[[], Awaitable[ScrapeRecord | None]],
         on_record: Callable[[ScrapeRecord], None],
-        on_slot: Callable[[float, int], None],
+        on_slot: Callable[[SlotReport], None],
         interval_seconds: float,
         first_slot: float,
         clock: Callable[[], float],
@@ -93,5 +102,6 @@ class ScrapeLoop:
                 self._on_record(record)
             now = self._clock()
             slot = next_slot(self.slot_start, now, self.interval_seconds)
+            report = SlotReport(now - started, now - self.slot_start, slot.num_skipped)
             self.slot_start = slot.start
-            self._on_slot(now - started, slot.num_skipped)
+            self._on_slot(report)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from collectors import collector_metrics as cm
 from collectors.collector import Collector
 from collectors.scrape import Scraper, Target
-from collectors.scrape_schedule import ScrapeLoop, next_slot, phase_offset_seconds
+from collectors.scrape_schedule import ScrapeLoop, SlotReport, next_slot, phase_offset_seconds
 from collectors.store import ScrapeRecord, Store
 from tests.collectors.test_scrape import HEALTHY_BODY, serve_app
 
@@ -157,7 +157,7 @@ def test_healthy_targets_are_stored_on_schedule_beside_hanging_slow_and_flapping
     assert statuses["hang"].num_skipped_scrapes == skipped and statuses["hang"].is_overrunning
     overruns = [r.getMessage() for r in caplog.records if "past its 1 s interval" in r.message]
     assert len(overruns) == 1, overruns  # once when it starts overrunning, not every slot
-    assert overruns[0].startswith("scrape of hang took ")
+    assert overruns[0].startswith("scrape of hang ended ")
     assert overruns[0].endswith("skipped 1 scheduled scrape(s); it keeps its phase")
     # its slots keep their phase: every gap is a whole number of intervals (2: one skipped)
     assert all(gap >= 1.5 * interval for gap in gaps([t for t, _, _ in hang])), hang
@@ -232,7 +232,7 @@ def test_targets_added_and_removed_while_running_start_and_stop_their_loops(stor
 def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_once():
     interval = 0.2
     work = [0.0, 2.5 * interval, 0.0, 0.0]  # the second scrape runs into the fourth slot
-    reports: list[tuple[float, int]] = []
+    reports: list[SlotReport] = []
     scraped: list[int] = []
 
     async def scenario() -> float:
@@ -249,7 +249,7 @@ def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_
         loop = ScrapeLoop(
             scrape,
             lambda record: None,
-            lambda took, skipped: reports.append((took, skipped)),
+            reports.append,
             interval,
             loop_clock(),
             loop_clock,
@@ -267,7 +267,10 @@ def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_
         return far.slot_start
 
     asyncio.run(scenario())
-    assert [skipped for _, skipped in reports] == [0, 2, 0, 0]
+    assert [report.num_skipped for report in reports] == [0, 2, 0, 0]
+    # the overrun: it ended 2.5 intervals after its slot began (later on a busy machine)
+    assert reports[1].ended_after_slot_seconds >= reports[1].took_seconds - 1e-6
+    assert reports[1].took_seconds >= 2.5 * interval - 1e-3
     assert len(scraped) == len(work)  # the far loop never scraped
 
 
