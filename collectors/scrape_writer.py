@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
 import time
@@ -50,7 +49,8 @@ class ScrapeWriter:
     When a write fails with a SQLAlchemy error, that batch and the scrapes after it stay
     buffered (at most ``max_buffered_scrapes``, applied after each write attempt; past it the
     oldest are dropped, logged and counted) and :meth:`run` retries ``retry_seconds`` later,
-    oldest first. A retried scrape the store already holds is stored once (the store's writes
+    oldest first; any other error from the store is logged in full and handled the same way,
+    so the writer never dies with scrapes in its buffer. A retried scrape the store already holds is stored once (the store's writes
     are idempotent) and its samples are counted once. ``clock`` (monotonic seconds) times the
     delay from hand-over to commit (``write_delay_seconds``).
     """
@@ -74,11 +74,13 @@ class ScrapeWriter:
         self._buffer: deque[ScrapeRecord] = deque()
         self._failed_writes: set[tuple[str, float]] = set()  # buffered scrapes tried before
         self._handed_at: dict[tuple[str, float], float] = {}  # clock time of each hand-over
+        self._in_flight: list[ScrapeRecord] = []  # the batch being written, off the buffer
         self._arrived: asyncio.Event | None = None  # set by add(); made in run()'s loop
 
     @property
     def num_buffered(self) -> int:
-        return len(self._buffer)
+        """Scrapes not yet stored: buffered, and in the transaction in flight."""
+        return len(self._buffer) + len(self._in_flight)
 
     def add(self, records: Iterable[ScrapeRecord]) -> None:
         """Buffer finished scrapes for the writer (in the order given) and wake it."""
@@ -86,7 +88,12 @@ class ScrapeWriter:
         for record in records:
             self._buffer.append(record)
             self._handed_at.setdefault(_identity(record), now)
-        self.metrics.buffered_scrapes.set(len(self._buffer))
+        # NOTE: the bound is applied after each write attempt (a database that has just come
+        # back takes the backlog and the new scrapes); twice the bound is the most kept
+        # while a write hangs.
+        if len(self._buffer) > 2 * self.max_buffered_scrapes:
+            self._trim()
+        self.metrics.buffered_scrapes.set(self.num_buffered)
         if self._arrived is not None:
             self._arrived.set()
 
@@ -109,48 +116,65 @@ class ScrapeWriter:
             self._arrived = None
 
     async def flush(self) -> bool:
-        """Write everything buffered, oldest first; ``False`` when a database error stopped
-        it (the rest stays buffered). The buffer's bound is applied afterwards."""
+        """Write everything buffered, oldest first; ``False`` when an error stopped it (the
+        rest stays buffered). The buffer's bound is applied afterwards."""
         try:
             return await self._write_buffered()
         finally:
             self._trim()
-            self.metrics.buffered_scrapes.set(len(self._buffer))
+            self.metrics.buffered_scrapes.set(self.num_buffered)
 
     async def _write_buffered(self) -> bool:
         # NOTE: stop at the first database error: the database is most likely down, and
         # writing later scrapes first would not lose them but would reorder the retries.
         # A batch the store refuses (one of its scrapes holds a series twice) is written
-        # again one scrape at a time, so that only the offending scrape is dropped.
+        # again one scrape at a time, so that only the offending scrape is dropped. The batch
+        # in flight is off the buffer (back at its head if not stored), so trimming the
+        # buffer never touches it.
         write_many = getattr(self.store, "write_scrapes", None)
         singles = 0  # scrapes still to write one at a time after a refused batch
         while self._buffer:
-            size = 1 if singles or write_many is None else self.write_batch_size
-            batch = list(itertools.islice(self._buffer, max(1, size)))
+            size = 1 if singles or write_many is None else max(1, self.write_batch_size)
+            batch = self._in_flight = [
+                self._buffer.popleft() for _ in range(min(size, len(self._buffer)))
+            ]
             started = time.perf_counter()
             try:
                 if write_many is None:  # a store with the one-scrape API only
                     written = [await asyncio.to_thread(self.store.write_scrape, batch[0])]  # type: ignore[attr-defined]
                 else:
                     written = await asyncio.to_thread(write_many, batch)
-            except SQLAlchemyError as error:
-                self._failed_writes.update(_identity(record) for record in batch)
-                self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
-                self.metrics.write_errors.inc()
-                logger.warning(
-                    "database write failed, %d scrape(s) buffered: %s",
-                    len(self._buffer), _first_line(error),
-                )  # fmt: skip
-                return False
             except ValueError as error:  # refused for good, e.g. DuplicateSeriesError
+                self._in_flight = []
                 if len(batch) > 1:
+                    self._buffer.extendleft(reversed(batch))
                     singles = len(batch)
                     continue
-                record = self._pop()
+                self._forget(batch[0])
                 singles = max(0, singles - 1)
                 self.metrics.dropped_scrapes.labels(DROPPED_REJECTED).inc()
-                logger.error("store refused the scrape of %s: %s", record.target, error)
+                logger.error("store refused the scrape of %s: %s", batch[0].target, error)
                 continue
+            except BaseException as error:
+                # NOTE: SQLAlchemy errors (the database is down, locked, unreachable) are
+                # expected; anything else is a bug, logged in full, and the scrapes are kept
+                # and retried all the same rather than lost with a dead writer.
+                self._in_flight = []
+                self._buffer.extendleft(reversed(batch))
+                self._failed_writes.update(_identity(record) for record in batch)
+                if not isinstance(error, Exception):  # cancelled: the scrapes stay buffered
+                    raise
+                self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
+                self.metrics.write_errors.inc()
+                if isinstance(error, SQLAlchemyError):
+                    logger.warning(
+                        "database write failed, %d scrape(s) buffered: %s",
+                        len(self._buffer), _first_line(error),
+                    )  # fmt: skip
+                else:
+                    logger.exception("writing %d scrape(s) failed unexpectedly", len(batch))
+                return False
+            self._in_flight = []
             self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
             singles = max(0, singles - len(batch))
             committed = self._clock()
@@ -159,7 +183,7 @@ class ScrapeWriter:
                 # and only its reply was lost: its samples were ingested, by us, and count now.
                 retried = _identity(record) in self._failed_writes
                 handed_at = self._handed_at.get(_identity(record))
-                self._pop()
+                self._forget(record)
                 if handed_at is not None:
                     self.metrics.write_delay_seconds.observe(max(0.0, committed - handed_at))
                 if is_new or retried:
@@ -167,15 +191,14 @@ class ScrapeWriter:
                     self.metrics.samples_ingested.labels(record.target).inc(num)
         return True
 
-    def _pop(self) -> ScrapeRecord:
-        record = self._buffer.popleft()
+    def _forget(self, record: ScrapeRecord) -> None:
         self._failed_writes.discard(_identity(record))
         self._handed_at.pop(_identity(record), None)
-        return record
 
     def _trim(self) -> None:
         while len(self._buffer) > self.max_buffered_scrapes:
-            dropped = self._pop()
+            dropped = self._buffer.popleft()
+            self._forget(dropped)
             self.metrics.dropped_scrapes.labels(DROPPED_BUFFER_FULL).inc()
             logger.warning(
                 "write buffer full (%d scrapes): dropped the oldest, %s at %.3f",
@@ -209,7 +232,7 @@ class ScrapeWriter:
             return 0
         self._buffer.extendleft(reversed(records))
         self._trim()
-        self.metrics.buffered_scrapes.set(len(self._buffer))
+        self.metrics.buffered_scrapes.set(self.num_buffered)
         logger.info("%d scrape(s) saved by the previous run queued for writing", len(records))
         if self._arrived is not None:
             self._arrived.set()
