@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -22,9 +21,8 @@ from collectors.collector_metrics import (
     CollectorMetrics,
     SourceMetrics,
 )
-from collectors.layout_changes import LayoutTracker
 from collectors.scrape import Scraper, Target
-from collectors.scrape_schedule import ScrapeLoop, SlotReport, phase_offset_seconds
+from collectors.scrape_schedule import ScrapeLoop, phase_offset_seconds
 from collectors.scrape_writer import (
     BUFFER_FILE_FORMAT,
     DEFAULT_MAX_BUFFERED_SCRAPES,
@@ -33,7 +31,7 @@ from collectors.scrape_writer import (
     ScrapeWriter,
 )
 from collectors.store.records import ScrapeRecord
-from collectors.target_status import TargetStatus
+from collectors.target_status import TargetBook, TargetStatus
 
 if TYPE_CHECKING:
     from collectors.gpu import GpuTelemetry
@@ -87,10 +85,7 @@ class Collector:
         self.writer = ScrapeWriter(
             store, self.metrics, max_buffered_scrapes, retry_seconds=interval_seconds, clock=clock
         )
-        self._layouts = LayoutTracker()
-        self._status: dict[str, TargetStatus] = {}
-        #: The last scrape error per target ("" once it scrapes again).
-        self.last_errors: dict[str, str] = {}
+        self.book = TargetBook(self.metrics, interval_seconds)
         #: :meth:`run_once` rounds done.
         self.num_cycles = 0
         for target in self.targets:  # every target visible from the first /metrics on
@@ -134,65 +129,24 @@ class Collector:
         """A previous run's saved scrapes, queued first (``ScrapeWriter.load``)."""
         return self.writer.load(path)
 
-    # -- what each scrape shows, per target ---------------------------------------------------
+    # -- what each scrape shows, per target (collectors.target_status) ------------------------
+
+    @property
+    def last_errors(self) -> dict[str, str]:
+        """The last scrape error per target ("" once it scrapes again)."""
+        return self.book.last_errors
 
     def target_statuses(self) -> list[TargetStatus]:
         """Every current target's status (and the GPU telemetry's, when read), in order."""
-        return list(self._status.values())
+        return self.book.statuses()
 
     def _init_target(self, name: str, url: str) -> None:
-        self.metrics.init_target(name)
-        self._status[name] = TargetStatus(name, url, self.interval_seconds)
+        self.book.add(name, url)
 
     def _accept(self, record: ScrapeRecord) -> None:
-        """A finished scrape: observed, checked for layout changes, handed to the writer."""
-        self._observe(record)
-        self._check_layouts(record)
+        """A finished scrape: recorded for its target, then handed to the writer."""
+        self.book.observe(record)
         self.writer.add([record])
-
-    def _check_layouts(self, record: ScrapeRecord) -> None:
-        changes = self._layouts.observe(record)
-        if not changes:
-            return
-        self.metrics.layout_changes.labels(record.target).inc(len(changes))
-        for change in changes:
-            logger.warning("%s", change.describe())
-        self._update_status(
-            record.target,
-            last_layout_change=changes[-1],
-            num_layout_changes=self._status_of(record.target).num_layout_changes + len(changes),
-        )
-
-    def _on_slot(self, target: str, report: SlotReport) -> None:
-        """After each scheduled scrape: count and report the slots an overrun skipped."""
-        status = self._status_of(target)
-        if report.num_skipped:
-            self.metrics.skipped_scrapes.labels(target).inc(report.num_skipped)
-            # NOTE: logged when a target starts overrunning, not every slot while it does.
-            if not status.is_overrunning:
-                logger.warning(
-                    "scrape of %s ended %.3f s after its slot began (it took %.3f s), past its "
-                    "%g s interval: skipped %d scheduled scrape(s); it keeps its phase",
-                    target, report.ended_after_slot_seconds, report.took_seconds,
-                    self.interval_seconds, report.num_skipped,
-                )  # fmt: skip
-        elif status.is_overrunning:
-            logger.info("scrape of %s is back on schedule", target)
-        self._update_status(
-            target,
-            num_skipped_scrapes=status.num_skipped_scrapes + report.num_skipped,
-            is_overrunning=report.num_skipped > 0,
-        )
-
-    def _status_of(self, target: str) -> TargetStatus:
-        status = self._status.get(target)
-        if status is None:  # NOTE: e.g. a scrape still in flight when its target was removed
-            status = TargetStatus(target, "", self.interval_seconds)
-        return status
-
-    def _update_status(self, target: str, **changes: object) -> None:
-        if target in self._status:
-            self._status[target] = dataclasses.replace(self._status[target], **changes)  # type: ignore[arg-type]
 
     # -- the target list (static + targets file) and GPU telemetry ---------------------------
 
@@ -238,9 +192,7 @@ class Collector:
             for gauge in (self.metrics.target_up, self.metrics.scrape_duration_seconds):
                 with contextlib.suppress(KeyError):
                     gauge.remove(name)
-            self.last_errors.pop(name, None)
-            self._status.pop(name, None)
-            self._layouts.forget(name)
+            self.book.remove(name)
         self._update_source_gauges()
         return added, removed
 
@@ -369,7 +321,7 @@ class Collector:
         loop = ScrapeLoop(
             scrape,
             self._accept,
-            lambda report: self._on_slot(name, report),
+            lambda report: self.book.on_slot(name, report),
             self.interval_seconds,
             first_slot,
             self._clock,
@@ -387,28 +339,3 @@ class Collector:
         await self.writer.flush()
         self.num_cycles += 1
         return records
-
-    def _observe(self, record: ScrapeRecord) -> None:
-        target = record.target
-        self.metrics.target_up.labels(target).set(1 if record.is_up else 0)
-        if record.duration_seconds is not None:
-            self.metrics.scrape_duration_seconds.labels(target).set(record.duration_seconds)
-        previous = self.last_errors.get(target, "")
-        self.last_errors[target] = record.error
-        if not record.is_up:
-            self.metrics.scrape_errors.labels(target).inc()
-        status = self._status_of(target)
-        self._update_status(
-            target,
-            health="up" if record.is_up else "down",
-            last_scrape_timestamp_seconds=record.timestamp_seconds,
-            last_scrape_duration_seconds=record.duration_seconds,
-            last_error=record.error,
-            num_scrapes=status.num_scrapes + 1,
-        )
-        # NOTE: logged on change only: a target down for an hour is one line, not 720.
-        if record.error != previous:
-            if record.is_up:
-                logger.info("scrape of %s recovered", target)
-            else:
-                logger.warning("scrape of %s failed: %s", target, record.error)
