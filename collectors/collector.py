@@ -319,6 +319,7 @@ class Collector:
             return await self.scraper.scrape(target)
 
         loop = ScrapeLoop(
+            name,
             scrape,
             self._accept,
             lambda report: self.book.on_slot(name, report),

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from collectors.store.records import ScrapeRecord
+
+logger = logging.getLogger("tailwatch.collector")
 
 
 def phase_offset_seconds(name: str, interval_seconds: float) -> float:
@@ -65,13 +68,14 @@ def next_slot(slot_start: float, now: float, interval_seconds: float) -> Slot:
 class ScrapeLoop:
     """Scrapes one target slot after slot until ``stop`` is set or the task is cancelled.
 
-    ``scrape()`` is one scrape (it bounds itself: the scraper's timeout); ``on_record`` gets
+    ``name`` names the target in log lines; ``scrape()`` is one scrape (it bounds itself: the scraper's timeout); ``on_record`` gets
     each finished scrape at once; ``on_slot`` gets a :class:`SlotReport` after it. ``clock`` is
     monotonic seconds; waits are real (``asyncio``), so tests compress the interval.
     """
 
     def __init__(
         self,
+        name: str,
         scrape: Callable[[], Awaitable[ScrapeRecord | None]],
         on_record: Callable[[ScrapeRecord], None],
         on_slot: Callable[[SlotReport], None],
@@ -79,6 +83,7 @@ class ScrapeLoop:
         first_slot: float,
         clock: Callable[[], float],
     ) -> None:
+        self.name = name
         self._scrape = scrape
         self._on_record = on_record
         self._on_slot = on_slot
@@ -97,9 +102,14 @@ class ScrapeLoop:
                 if stop.is_set():
                     return
             started = self._clock()
-            record = await self._scrape()
-            if record is not None:
-                self._on_record(record)
+            try:
+                record = await self._scrape()
+                if record is not None:
+                    self._on_record(record)
+            except Exception:
+                # NOTE: a bug met in one scrape must not end this target's collection for
+                # good (a dead task says nothing): logged in full, and the next slot comes.
+                logger.exception("scrape loop of %s: unexpected error", self.name)
             now = self._clock()
             slot = next_slot(self.slot_start, now, self.interval_seconds)
             report = SlotReport(now - started, now - self.slot_start, slot.num_skipped)

@@ -229,7 +229,7 @@ def test_targets_added_and_removed_while_running_start_and_stop_their_loops(stor
     assert all(is_up for _, is_up, _ in store.scrapes("added"))
 
 
-def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_once():
+def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_once(caplog):
     interval = 0.2
     work = [0.0, 2.5 * interval, 0.0, 0.0]  # the second scrape runs into the fourth slot
     reports: list[SlotReport] = []
@@ -244,9 +244,12 @@ def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_
             await asyncio.sleep(work[min(len(scraped) - 1, len(work) - 1)])
             if len(scraped) == len(work):
                 stop.set()
+            if len(scraped) == 3:
+                raise RuntimeError("a bug met in one scrape")
             return None
 
         loop = ScrapeLoop(
+            "t",
             scrape,
             lambda record: None,
             reports.append,
@@ -258,7 +261,7 @@ def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_
         # a loop waiting for a slot an hour away ends as soon as stop is set
         stop = asyncio.Event()
         far = ScrapeLoop(
-            scrape, reports.append, reports.append, 3600.0, loop_clock() + 3600.0, loop_clock
+            "far", scrape, reports.append, reports.append, 3600.0, loop_clock() + 3600.0, loop_clock
         )
         waiting = asyncio.create_task(far.run(stop))
         await asyncio.sleep(0.05)
@@ -266,7 +269,11 @@ def test_a_loop_that_overruns_skips_the_slots_it_missed_and_stop_ends_a_wait_at_
         await asyncio.wait_for(waiting, timeout=WAIT_SECONDS)
         return far.slot_start
 
-    asyncio.run(scenario())
+    with caplog.at_level(logging.ERROR, logger="tailwatch.collector"):
+        asyncio.run(scenario())
+    # the third scrape raised: logged, and the loop went on to its next slot
+    assert [r.getMessage() for r in caplog.records] == ["scrape loop of t: unexpected error"]
+    assert "a bug met in one scrape" in caplog.text
     assert [report.num_skipped for report in reports] == [0, 2, 0, 0]
     # the overrun: it ended 2.5 intervals after its slot began (later on a busy machine)
     assert reports[1].ended_after_slot_seconds >= reports[1].took_seconds - 1e-6
