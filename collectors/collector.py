@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -70,8 +71,8 @@ class Collector:
         targets_source: TargetsFileWatcher | None = None,
         gpu: GpuTelemetry | None = None,
     ) -> None:
-        if not interval_seconds > 0:
-            raise ValueError(f"interval_seconds={interval_seconds}: must be > 0")
+        if not (interval_seconds > 0 and math.isfinite(interval_seconds)):
+            raise ValueError(f"interval_seconds={interval_seconds}: must be a finite number > 0")
         names = [target.name for target in targets]
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:

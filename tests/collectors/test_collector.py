@@ -266,6 +266,12 @@ def test_own_metrics_exposition_names_every_target(base_url, store):
     assert 'tailwatch_collector_target_up{target="bad"} 0.0' in text
 
 
+@pytest.mark.parametrize("interval", [0.0, -1.0, float("inf"), float("nan")])
+def test_the_interval_must_be_a_finite_positive_number(store, interval):
+    with pytest.raises(ValueError, match="must be a finite number > 0"):
+        Collector([], store, Scraper(), interval_seconds=interval)
+
+
 def test_target_names_must_be_unique(store):
     targets = [Target("a", "http://127.0.0.1:1/metrics"), Target("a", "http://127.0.0.1:2/")]
     with pytest.raises(ValueError, match="repeated: a"):
