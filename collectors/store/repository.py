@@ -44,7 +44,7 @@ from collectors.store.records import (
 from collectors.store.rollups import RollupsMixin
 from collectors.store.schema import upgrade_schema
 from collectors.store.traces import TracesMixin
-from collectors.store.windows import WindowSemantics, parse_semantics
+from collectors.store.windows import WindowSemantics, parse_semantics, require_finite_edges
 from slo import (
     ClassicHistogram,
     HistogramSnapshot,
@@ -407,6 +407,7 @@ class Store(TracesMixin, RollupsMixin):
         and :class:`SemanticsMismatchError` when the series' semantic flags differ.
         """
         mode = parse_semantics(semantics)
+        require_finite_edges(start, end, mode)
         if not end > start:
             return None
         with self._sessions() as session:
@@ -428,6 +429,7 @@ class Store(TracesMixin, RollupsMixin):
         corrected, with the same window rule (and roll-ups) as :meth:`histogram_window`;
         a Prometheus ``semantics`` gives ``sum(increase(<counter>[end - start]))`` at ``end``."""
         mode = parse_semantics(semantics)
+        require_finite_edges(start, end, mode)
         if not end > start:
             return None
         with self._sessions() as session:

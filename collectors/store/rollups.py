@@ -612,7 +612,6 @@ class RollupsMixin:
     ) -> list[ClassicHistogram | None]:
         if semantics is WindowSemantics.EXACT:
             return self._histogram_steps(session, ids, bounds, use_rollups)
-        _require_finite(bounds)
         snapshots = self._snapshots  # type: ignore[attr-defined]
         return prometheus_histogram_steps(
             session, ids, bounds, semantics, lambda sid, a, b: snapshots(session, sid, a, b)
@@ -628,7 +627,6 @@ class RollupsMixin:
     ) -> list[float | None]:
         if semantics is WindowSemantics.EXACT:
             return self._counter_steps(session, ids, bounds, use_rollups)
-        _require_finite(bounds)
         values = self._values  # type: ignore[attr-defined]
         return prometheus_counter_steps(
             session, ids, bounds, semantics, lambda sid, a, b: values(session, sid, a, b)
@@ -783,14 +781,6 @@ class RollupsMixin:
 
 
 # -- pure helpers -------------------------------------------------------------------------
-
-
-def _require_finite(bounds: list[float]) -> None:
-    if not (math.isfinite(bounds[0]) and math.isfinite(bounds[-1])):
-        raise ValueError(
-            f"a Prometheus-semantics window needs finite start and end, got start={bounds[0]!r} "
-            f"end={bounds[-1]!r}"
-        )
 
 
 def _hist_pair(prev: _Snap, cur: _Snap) -> tuple[list[float], float | None]:

@@ -90,6 +90,16 @@ def parse_semantics(value: object) -> WindowSemantics:
         ) from None
 
 
+def require_finite_edges(start: float, end: float, semantics: WindowSemantics) -> None:
+    """A Prometheus range is evaluated at ``end`` over ``end - start``: both must be finite
+    (the exact window takes any bounds: nothing lies outside an infinite one)."""
+    if semantics is not WindowSemantics.EXACT and not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError(
+            f"semantics={semantics.value!r} needs a finite start and end, got start={start!r} "
+            f"end={end!r}"
+        )
+
+
 class SeriesName(NamedTuple):
     """What an error says about a stored series."""
 
@@ -102,8 +112,9 @@ class LayoutChangeError(LayoutMismatchError):
 
     The change lies between ``last_old_seconds`` (the last snapshot in the old layout, or the
     start of the minute holding the change once raw snapshots are past retention) and
-    ``first_new_seconds``; ``left`` and ``right`` are the old and new layouts. A window that
-    starts at or after ``first_new_seconds`` reads the new layout only.
+    ``first_new_seconds``; ``left`` and ``right`` are the old and new layouts. An exact or
+    ``prometheus-2`` window that starts at ``first_new_seconds`` reads the new layout only (a
+    ``prometheus-3`` range leaves its start out: start it just before).
     """
 
     def __init__(
@@ -121,8 +132,9 @@ class LayoutChangeError(LayoutMismatchError):
             f"the bucket layout of {series.family} on target {series.target!r} changed between "
             f"{format_utc(last_old_seconds)} and {format_utc(first_new_seconds)}{where}, from "
             f"{describe_layout(left)} to {describe_layout(right)}: counts of two layouts cannot "
-            f"be added. Ask for a window that starts at or after "
-            f"{format_utc(first_new_seconds)} (new layout) or ends before it (old layout)",
+            f"be added. Ask for the new layout from its first snapshot "
+            f"({format_utc(first_new_seconds)}) on, or for the old one up to its last "
+            f"({format_utc(last_old_seconds)})",
             left,
             right,
         )
