@@ -9,6 +9,11 @@ this test reproduces from Prometheus's own raw samples (fetched over the API) wi
 ``slo.extrapolated_increase``: our p99 must equal the p99 of the raw samples' plain
 differences exactly, and Prometheus's answer must equal the p99 of the extrapolated
 increases to float rounding.
+
+On windows whose edges fall in traffic the two also take different samples. There the
+store's ``semantics="prometheus-2"``, on Prometheus's own samples read back through
+``PrometheusSource``, must equal Prometheus's answers exactly (20 s windows, q=0.9, every
+``le``, a counter), while the exact semantics must differ.
 """
 
 from __future__ import annotations
