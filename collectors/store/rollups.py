@@ -58,7 +58,7 @@ from collectors.store.windows import (
     prometheus_histogram_steps,
     series_name,
 )
-from slo import ClassicHistogram, LayoutMismatchError, QuantileResult
+from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, LayoutMismatchError, QuantileResult
 
 MINUTE = 60.0
 DEFAULT_RAW_RETENTION_SECONDS = 48 * 3600.0
@@ -475,22 +475,22 @@ class RollupsMixin:
         *,
         use_rollups: bool = True,
         semantics: str | WindowSemantics = "exact",
+        small_delta_tolerance: float = SMALL_DELTA_TOLERANCE,
     ) -> list[tuple[float, tuple[QuantileResult, ...] | None]]:
         """``slo.histogram_quantile`` (Prometheus-exact, with the bucket interval holding the
         true value) of each ``q`` in ``qs`` for each step of :meth:`histogram_series`;
-        ``None`` for a step without data (a step with zero observations gives NaN values)."""
-        return [
-            (t, None if h is None else tuple(h.quantile(q) for q in qs))
-            for t, h in self.histogram_series(
-                family,
-                labels,
-                start,
-                end,
-                step_seconds,
-                use_rollups=use_rollups,
-                semantics=semantics,
-            )
-        ]
+        ``None`` for a step without data (a step with zero observations gives NaN values).
+        ``small_delta_tolerance``: that of Prometheus >= 2.49 by default; 0 reproduces 2.42."""
+        steps = self.histogram_series(
+            family, labels, start, end, step_seconds, use_rollups=use_rollups, semantics=semantics
+        )
+        out: list[tuple[float, tuple[QuantileResult, ...] | None]] = []
+        for t, h in steps:
+            quantiles = None
+            if h is not None:
+                quantiles = tuple(h.quantile(q, small_delta_tolerance=small_delta_tolerance) for q in qs)  # fmt: skip
+            out.append((t, quantiles))
+        return out
 
     def counter_series(
         self,

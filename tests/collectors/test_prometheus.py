@@ -190,6 +190,11 @@ async def _parity(urls, hostports, prometheus: PrometheusServer, store: Store, t
         for t in ends:
             ours, theirs = _short_window(prometheus, via_api, t, option, small_delta)
             assert _nan_is_nan(ours) == _nan_is_nan(theirs), (t, ours, theirs)
+            ((at, step),) = via_api.quantile_series(
+                "ttft_seconds", {"model": "tiny"}, t - SHORT_WINDOW_SECONDS, t, (SHORT_Q,),
+                SHORT_WINDOW_SECONDS, semantics=option, small_delta_tolerance=small_delta,
+            )  # fmt: skip
+            assert at == t and _nan_is_nan((step[0].value,)) == _nan_is_nan(theirs[1:2])
             exact = via_api.histogram_window(
                 "ttft_seconds", {"model": "tiny"}, t - SHORT_WINDOW_SECONDS, t
             )
