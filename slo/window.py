@@ -295,7 +295,13 @@ def format_utc(unix_seconds: float) -> str:
 
 def _whole_ms(seconds: float) -> int:
     """Unix seconds on Prometheus's integer-millisecond clock."""
-    return round(seconds * 1000)
+    milliseconds = seconds * 1000
+    if not math.isfinite(milliseconds):
+        raise SLOError(
+            f"time {seconds!r} s has no place on Prometheus's millisecond clock; give finite "
+            "seconds (within ±1e305)"
+        )
+    return round(milliseconds)
 
 
 def _is_in_range(t_ms: int, start_ms: int, end_ms: int, semantics: RangeSemantics) -> bool:

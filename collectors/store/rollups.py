@@ -56,6 +56,7 @@ from collectors.store.windows import (
     parse_semantics,
     prometheus_counter_steps,
     prometheus_histogram_steps,
+    require_finite_edges,
     series_name,
 )
 from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, LayoutMismatchError, QuantileResult
@@ -612,6 +613,7 @@ class RollupsMixin:
     ) -> list[ClassicHistogram | None]:
         if semantics is WindowSemantics.EXACT:
             return self._histogram_steps(session, ids, bounds, use_rollups)
+        require_finite_edges(bounds[0], bounds[-1], semantics)
         snapshots = self._snapshots  # type: ignore[attr-defined]
         return prometheus_histogram_steps(
             session, ids, bounds, semantics, lambda sid, a, b: snapshots(session, sid, a, b)
@@ -627,6 +629,7 @@ class RollupsMixin:
     ) -> list[float | None]:
         if semantics is WindowSemantics.EXACT:
             return self._counter_steps(session, ids, bounds, use_rollups)
+        require_finite_edges(bounds[0], bounds[-1], semantics)
         values = self._values  # type: ignore[attr-defined]
         return prometheus_counter_steps(
             session, ids, bounds, semantics, lambda sid, a, b: values(session, sid, a, b)

@@ -91,12 +91,15 @@ def parse_semantics(value: object) -> WindowSemantics:
 
 
 def require_finite_edges(start: float, end: float, semantics: WindowSemantics) -> None:
-    """A Prometheus range is evaluated at ``end`` over ``end - start``: both must be finite
-    (the exact window takes any bounds: nothing lies outside an infinite one)."""
-    if semantics is not WindowSemantics.EXACT and not (math.isfinite(start) and math.isfinite(end)):
+    """A Prometheus range is evaluated at ``end`` over ``end - start``, on an integer
+    millisecond clock: all three must be finite in milliseconds (the exact window takes any
+    bounds: nothing lies outside an infinite one)."""
+    if semantics is WindowSemantics.EXACT:
+        return
+    if not all(math.isfinite(x * 1000) for x in (start, end, end - start)):
         raise ValueError(
-            f"semantics={semantics.value!r} needs a finite start and end, got start={start!r} "
-            f"end={end!r}"
+            f"semantics={semantics.value!r} needs a finite start and end (Unix seconds, "
+            f"within ±1e305), got start={start!r} end={end!r}"
         )
 
 

@@ -282,13 +282,33 @@ def test_an_unknown_semantics_is_named(store: Store, value) -> None:
         store.quantile_series("ttft_seconds", {}, 0.0, 60.0, semantics=value)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    start=st.floats(allow_nan=True, allow_infinity=True),
+    end=st.floats(allow_nan=True, allow_infinity=True),
+    semantics=st.sampled_from(["exact", "prometheus-2", "prometheus-3"]),
+)
+def test_any_window_edges_give_an_answer_or_a_named_error(store: Store, start, end, semantics):
+    if not store.series("ttft_seconds"):
+        for t in (0.0, 1.0, 2.5):
+            _write(store, "a", t, _hist((t, t, t)), _counter(t))
+    for read in (store.histogram_window, store.counter_window):
+        try:
+            read("ttft_seconds", {}, start, end, semantics=semantics)
+        except ValueError as error:
+            assert semantics != "exact" and "needs a finite start and end" in str(error)
+
+
 @pytest.mark.parametrize("edge", [-math.inf, math.inf, math.nan])
 def test_prometheus_semantics_needs_finite_edges(store: Store, edge: float) -> None:
     _write(store, "a", 1.0, _hist((1, 1, 1)))
-    for start, end in [(edge, 10.0), (0.0, edge)]:
+    for start, end in [(edge, 10.0), (0.0, edge), (-1.7e308, 1.7e308)]:
         for read in (store.histogram_window, store.counter_window):
             with pytest.raises(ValueError, match=r"'prometheus-3' needs a finite start and end"):
                 read("ttft_seconds", {}, start, end, semantics="prometheus-3")
+    for read in (store.histogram_series, store.counter_series):  # finite, but not in ms
+        with pytest.raises(ValueError, match=r"'prometheus-2' needs a finite start and end"):
+            read("ttft_seconds", {}, 1e306, 1e306 + 1e300, 1e300, semantics="prometheus-2")
 
 
 def test_series_with_different_meanings_are_not_merged(store: Store) -> None:
