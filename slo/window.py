@@ -14,7 +14,8 @@ import enum
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from datetime import UTC, datetime
+from typing import NamedTuple, TypeVar
 
 from slo.errors import LayoutMismatchError, SLOError
 from slo.histogram import ClassicHistogram
@@ -44,18 +45,25 @@ class HistogramSnapshot(NamedTuple):
     histogram: ClassicHistogram
 
 
+_Timed = TypeVar("_Timed", Sample, HistogramSnapshot)
+
+
 def samples_in_range(
-    samples: Iterable[Sample],
+    samples: Iterable[_Timed],
     end_seconds: float,
     range_seconds: float,
     semantics: RangeSemantics = RangeSemantics.PROMETHEUS_3,
-) -> list[Sample]:
-    """The samples a range selector ``[range]`` evaluated at ``end_seconds`` sees, in time order."""
-    start = end_seconds - range_seconds
-    if semantics is RangeSemantics.PROMETHEUS_2:
-        chosen = [s for s in samples if start <= s.timestamp_seconds <= end_seconds]
-    else:
-        chosen = [s for s in samples if start < s.timestamp_seconds <= end_seconds]
+) -> list[_Timed]:
+    """The samples (or histogram snapshots) a range selector ``[range]`` evaluated at
+    ``end_seconds`` sees, in time order: 2.x takes ``[t - r, t]``, 3.x ``(t - r, t]``, both on
+    Prometheus's integer-millisecond clock (times are rounded to whole milliseconds)."""
+    end_ms = _whole_ms(end_seconds)
+    start_ms = end_ms - _whole_ms(range_seconds)
+    chosen = [
+        s
+        for s in samples
+        if _is_in_range(_whole_ms(s.timestamp_seconds), start_ms, end_ms, semantics)
+    ]
     return sorted(chosen, key=lambda s: s.timestamp_seconds)
 
 
@@ -95,31 +103,88 @@ def extrapolated_increase(
     Resets are handled as in :func:`counter_increase`; the result is then extrapolated to the
     window edges when the first/last sample lies within 110 % of the average spacing of them,
     else by half a spacing, and never below the counter's zero point. Hence non-integer values.
+
+    Times are taken on whole milliseconds, as Prometheus stores them, and every duration is an
+    integer millisecond difference divided by 1000, as Prometheus's ``extrapolatedRate``
+    computes it, so the result is Prometheus's to the last bit for the same samples (float
+    seconds would carry ~2.4e-7 s of rounding each at today's Unix times). Of two samples on
+    one millisecond the first is kept, as Prometheus refuses the second.
     """
-    window = samples_in_range(samples, end_seconds, range_seconds, semantics)
+    end_ms = _whole_ms(end_seconds)
+    start_ms = end_ms - _whole_ms(range_seconds)
+    window: dict[int, float] = {}
+    for sample in samples_in_range(samples, end_seconds, range_seconds, semantics):
+        window.setdefault(_whole_ms(sample.timestamp_seconds), sample.value)
     if len(window) < 2:
         return None
-    result = counter_increase([s.value for s in window])
-    first, last = window[0], window[-1]
-    to_start = first.timestamp_seconds - (end_seconds - range_seconds)
-    to_end = end_seconds - last.timestamp_seconds
-    sampled = last.timestamp_seconds - first.timestamp_seconds
-    average = sampled / (len(window) - 1)
+    times = sorted(window)
+    result = counter_increase([window[t] for t in times])
+    first_ms, last_ms, first_value = times[0], times[-1], window[times[0]]
+    to_start = (first_ms - start_ms) / 1000
+    to_end = (end_ms - last_ms) / 1000
+    sampled = (last_ms - first_ms) / 1000
+    average = sampled / (len(times) - 1)
     threshold = average * 1.1
-    can_clamp = result > 0 and first.value >= 0
+    can_clamp = result > 0 and first_value >= 0
     if semantics is RangeSemantics.PROMETHEUS_2:
         if can_clamp:
-            to_start = min(to_start, sampled * (first.value / result))
+            to_start = min(to_start, sampled * (first_value / result))
         if to_start >= threshold:
             to_start = average / 2
     else:
         if to_start >= threshold:
             to_start = average / 2
         if can_clamp:
-            to_start = min(to_start, sampled * (first.value / result))
+            to_start = min(to_start, sampled * (first_value / result))
     if to_end >= threshold:
         to_end = average / 2
     return result * ((sampled + to_start + to_end) / sampled)
+
+
+def prometheus_histogram_increase(
+    snapshots: Sequence[HistogramSnapshot],
+    end_seconds: float,
+    range_seconds: float,
+    semantics: RangeSemantics = RangeSemantics.PROMETHEUS_3,
+) -> ClassicHistogram | None:
+    """PromQL ``increase(<family>_bucket[range])`` at ``end_seconds`` for one histogram series:
+    each bucket series through :func:`extrapolated_increase` on its own (its own resets, its
+    own zero-point clamp), as Prometheus evaluates ``_bucket`` series; ``sum_value`` likewise
+    from the ``_sum`` readings (``None`` when one is missing). ``sum by (le)`` over several
+    series is :func:`merge_histograms` of the results (exact for two series; with more,
+    Prometheus adds in an order of its own, which can move the last bit).
+
+    Unlike :func:`histogram_increase` this takes only the snapshots inside the range and
+    extrapolates. ``None`` with fewer than two snapshots in the range. The snapshots in the
+    range must share one layout (:class:`LayoutMismatchError`: Prometheus would extrapolate
+    the old and the new ``le`` series separately and add them into a union of bounds).
+    """
+    inside = samples_in_range(snapshots, end_seconds, range_seconds, semantics)
+    if len({_whole_ms(s.timestamp_seconds) for s in inside}) < 2:
+        return None
+    layout = inside[0].histogram.upper_bounds
+    for snapshot in inside[1:]:
+        _require_same_layout(
+            layout, snapshot.histogram.upper_bounds, f"at {format_utc(snapshot.timestamp_seconds)}"
+        )
+    counts = []
+    for i in range(len(layout)):
+        bucket = [Sample(s.timestamp_seconds, s.histogram.cumulative_counts[i]) for s in inside]
+        increase = extrapolated_increase(bucket, end_seconds, range_seconds, semantics)
+        assert increase is not None  # two distinct milliseconds are inside
+        counts.append(increase)
+    sums = [s.histogram.sum_value for s in inside]
+    total_sum = (
+        None
+        if None in sums
+        else extrapolated_increase(
+            [Sample(s.timestamp_seconds, v) for s, v in zip(inside, sums, strict=True)],
+            end_seconds,
+            range_seconds,
+            semantics,
+        )
+    )
+    return ClassicHistogram(layout, tuple(counts), total_sum)
 
 
 def extrapolated_rate(
@@ -172,7 +237,9 @@ def histogram_increase(snapshots: Sequence[HistogramSnapshot]) -> ClassicHistogr
     total_sum: float | None = 0.0
     for previous, current in itertools.pairwise(ordered):
         before, after = previous.histogram, current.histogram
-        _require_same_layout(layout, after.upper_bounds, f"t={current.timestamp_seconds}")
+        _require_same_layout(
+            layout, after.upper_bounds, f"at {format_utc(current.timestamp_seconds)}"
+        )
         pairs = list(zip(after.cumulative_counts, before.cumulative_counts, strict=True))
         is_reset = any(a < b for a, b in pairs)
         for i, (a, b) in enumerate(pairs):
@@ -214,3 +281,31 @@ def _require_same_layout(left: tuple[float, ...], right: tuple[float, ...], wher
 
 def _bound_at(bounds: tuple[float, ...], index: int) -> str:
     return f"le={bounds[index]}" if index < len(bounds) else "nothing"
+
+
+def format_utc(unix_seconds: float) -> str:
+    """``unix_seconds`` as ISO-8601 UTC to the millisecond, e.g. ``2026-12-01T21:10:27.123Z``:
+    what an error shows instead of ``1.79615e+09``."""
+    try:
+        moment = datetime.fromtimestamp(unix_seconds, tz=UTC)
+    except (ValueError, OverflowError, OSError):  # NaN, inf, past year 9999
+        return f"{unix_seconds!r} (unix seconds)"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _whole_ms(seconds: float) -> int:
+    """Unix seconds on Prometheus's integer-millisecond clock."""
+    milliseconds = seconds * 1000
+    if not math.isfinite(milliseconds):
+        raise SLOError(
+            f"time {seconds!r} s has no place on Prometheus's millisecond clock; give finite "
+            "seconds (within ±1e305)"
+        )
+    return round(milliseconds)
+
+
+def _is_in_range(t_ms: int, start_ms: int, end_ms: int, semantics: RangeSemantics) -> bool:
+    """2.x ranges include their start, 3.x ranges do not; both include their end."""
+    if semantics is RangeSemantics.PROMETHEUS_2:
+        return start_ms <= t_ms <= end_ms
+    return start_ms < t_ms <= end_ms

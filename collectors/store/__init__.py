@@ -8,15 +8,18 @@ from collectors.store.records import (
     SeriesInfo,
 )
 from collectors.store.repository import Store
+from collectors.store.windows import LayoutChangeError, WindowSemantics
 
 __all__ = [
     "DB_URL_ENV",
     "DEFAULT_PATH",
     "DuplicateSeriesError",
+    "LayoutChangeError",
     "ScrapeRecord",
     "SemanticsMismatchError",
     "SeriesInfo",
     "Store",
+    "WindowSemantics",
     "default_url",
     "sqlite_url",
 ]

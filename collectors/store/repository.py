@@ -44,6 +44,7 @@ from collectors.store.records import (
 from collectors.store.rollups import RollupsMixin
 from collectors.store.schema import upgrade_schema
 from collectors.store.traces import TracesMixin
+from collectors.store.windows import WindowSemantics, parse_semantics, require_finite_edges
 from slo import (
     ClassicHistogram,
     HistogramSnapshot,
@@ -378,6 +379,7 @@ class Store(TracesMixin, RollupsMixin):
         end: float,
         *,
         use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
     ) -> ClassicHistogram | None:
         """The distribution observed over [start, end] across the selected series.
 
@@ -391,15 +393,26 @@ class Store(TracesMixin, RollupsMixin):
         partial minutes at the edges from raw snapshots; both give the same figures. Where
         raw rows are past retention, only the window's whole minutes are counted.
         No extrapolation: align ``start``/``end`` with scrapes for exact figures.
+
+        ``semantics="prometheus-2"`` (or ``"prometheus-3"``) gives instead what Prometheus 2.x
+        (3.x) answers for ``sum by (le) (increase(<family>_bucket[end - start]))`` evaluated
+        at ``end`` on the same samples: only snapshots inside the range, each bucket series
+        extrapolated (:mod:`collectors.store.windows`); raw snapshots only, so a window
+        older than the raw retention is refused.
+
         ``None`` when no series has two snapshots in that span (or ``end <= start``). Raises
-        ``slo.LayoutMismatchError`` when layouts differ (within a series or across series) and
-        :class:`SemanticsMismatchError` when the series' semantic flags differ.
+        :class:`~collectors.store.windows.LayoutChangeError` (an ``slo.LayoutMismatchError``)
+        naming the target and the time when a series' layout changes inside the window,
+        ``slo.LayoutMismatchError`` naming both targets when selected series' layouts differ,
+        and :class:`SemanticsMismatchError` when the series' semantic flags differ.
         """
+        mode = parse_semantics(semantics)
+        require_finite_edges(start, end, mode)
         if not end > start:
             return None
         with self._sessions() as session:
             ids = self._chosen_ids(session, family, labels)
-            (result,) = self._histogram_steps(session, ids, [start, end], use_rollups)
+            (result,) = self._histogram_steps_as(session, ids, [start, end], use_rollups, mode)
         return result
 
     def counter_window(
@@ -410,14 +423,18 @@ class Store(TracesMixin, RollupsMixin):
         end: float,
         *,
         use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
     ) -> float | None:
         """A counter's increase over [start, end] summed across the selected series, resets
-        corrected, with the same window rule (and roll-ups) as :meth:`histogram_window`."""
+        corrected, with the same window rule (and roll-ups) as :meth:`histogram_window`;
+        a Prometheus ``semantics`` gives ``sum(increase(<counter>[end - start]))`` at ``end``."""
+        mode = parse_semantics(semantics)
+        require_finite_edges(start, end, mode)
         if not end > start:
             return None
         with self._sessions() as session:
             ids = self._chosen_ids(session, family, labels)
-            (result,) = self._counter_steps(session, ids, [start, end], use_rollups)
+            (result,) = self._counter_steps_as(session, ids, [start, end], use_rollups, mode)
         return result
 
     def scrapes(self, target: str) -> list[tuple[float, bool, str]]:

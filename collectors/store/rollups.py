@@ -49,7 +49,17 @@ from collectors.store.models import (
     SpanRow,
     ValueSample,
 )
-from slo import ClassicHistogram, LayoutMismatchError, QuantileResult
+from collectors.store.windows import (
+    LayoutChangeError,
+    WindowSemantics,
+    layouts_differ_error,
+    parse_semantics,
+    prometheus_counter_steps,
+    prometheus_histogram_steps,
+    require_finite_edges,
+    series_name,
+)
+from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, LayoutMismatchError, QuantileResult
 
 MINUTE = 60.0
 DEFAULT_RAW_RETENTION_SECONDS = 48 * 3600.0
@@ -438,17 +448,21 @@ class RollupsMixin:
         step_seconds: float = MINUTE,
         *,
         use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
     ) -> list[tuple[float, ClassicHistogram | None]]:
         """The merged distribution of each step: ``(t, histogram_window(t - step, t))`` for
         ``t = start + step, start + 2 step, ...`` up to ``end`` (``None`` where no series has a
         snapshot pair in the step). Whole minutes come from roll-ups (where maintenance has
         rolled them up; ``use_rollups=False`` reads raw snapshots only), the rest from raw
-        snapshots: the figures are the same. Raises as :meth:`histogram_window` does when a
-        step mixes layouts or the selected series' semantic flags differ."""
+        snapshots: the figures are the same. ``semantics`` as in :meth:`histogram_window`
+        (a Prometheus one is a range query with ``[step]`` ranges, from raw snapshots).
+        Raises as :meth:`histogram_window` does when a step mixes layouts or the selected
+        series' semantic flags differ."""
+        mode = parse_semantics(semantics)
         bounds = step_bounds(start, end, step_seconds)
         with self._sessions() as session:
             ids = self._chosen_ids(session, family, labels)
-            steps = self._histogram_steps(session, ids, bounds, use_rollups)
+            steps = self._histogram_steps_as(session, ids, bounds, use_rollups, mode)
         return list(zip(bounds[1:], steps, strict=True))
 
     def quantile_series(
@@ -461,16 +475,23 @@ class RollupsMixin:
         step_seconds: float = MINUTE,
         *,
         use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+        small_delta_tolerance: float = SMALL_DELTA_TOLERANCE,
     ) -> list[tuple[float, tuple[QuantileResult, ...] | None]]:
         """``slo.histogram_quantile`` (Prometheus-exact, with the bucket interval holding the
         true value) of each ``q`` in ``qs`` for each step of :meth:`histogram_series`;
-        ``None`` for a step without data (a step with zero observations gives NaN values)."""
-        return [
-            (t, None if h is None else tuple(h.quantile(q) for q in qs))
-            for t, h in self.histogram_series(
-                family, labels, start, end, step_seconds, use_rollups=use_rollups
-            )
-        ]
+        ``None`` for a step without data (a step with zero observations gives NaN values).
+        ``small_delta_tolerance``: that of Prometheus >= 2.49 by default; 0 reproduces 2.42."""
+        steps = self.histogram_series(
+            family, labels, start, end, step_seconds, use_rollups=use_rollups, semantics=semantics
+        )
+        out: list[tuple[float, tuple[QuantileResult, ...] | None]] = []
+        for t, h in steps:
+            quantiles = None
+            if h is not None:
+                quantiles = tuple(h.quantile(q, small_delta_tolerance=small_delta_tolerance) for q in qs)  # fmt: skip
+            out.append((t, quantiles))
+        return out
 
     def counter_series(
         self,
@@ -481,12 +502,14 @@ class RollupsMixin:
         step_seconds: float = MINUTE,
         *,
         use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
     ) -> list[tuple[float, float | None]]:
         """``(t, counter_window(t - step, t))`` per step, as :meth:`histogram_series`."""
+        mode = parse_semantics(semantics)
         bounds = step_bounds(start, end, step_seconds)
         with self._sessions() as session:
             ids = self._chosen_ids(session, family, labels)
-            steps = self._counter_steps(session, ids, bounds, use_rollups)
+            steps = self._counter_steps_as(session, ids, bounds, use_rollups, mode)
         return list(zip(bounds[1:], steps, strict=True))
 
     def gauge_minutes(
@@ -580,6 +603,38 @@ class RollupsMixin:
             intervals.append((cursor, high))
         return minutes, intervals
 
+    def _histogram_steps_as(
+        self,
+        session: Session,
+        ids: list[int],
+        bounds: list[float],
+        use_rollups: bool,
+        semantics: WindowSemantics,
+    ) -> list[ClassicHistogram | None]:
+        if semantics is WindowSemantics.EXACT:
+            return self._histogram_steps(session, ids, bounds, use_rollups)
+        require_finite_edges(bounds[0], bounds[-1], semantics)
+        snapshots = self._snapshots  # type: ignore[attr-defined]
+        return prometheus_histogram_steps(
+            session, ids, bounds, semantics, lambda sid, a, b: snapshots(session, sid, a, b)
+        )
+
+    def _counter_steps_as(
+        self,
+        session: Session,
+        ids: list[int],
+        bounds: list[float],
+        use_rollups: bool,
+        semantics: WindowSemantics,
+    ) -> list[float | None]:
+        if semantics is WindowSemantics.EXACT:
+            return self._counter_steps(session, ids, bounds, use_rollups)
+        require_finite_edges(bounds[0], bounds[-1], semantics)
+        values = self._values  # type: ignore[attr-defined]
+        return prometheus_counter_steps(
+            session, ids, bounds, semantics, lambda sid, a, b: values(session, sid, a, b)
+        )
+
     def _histogram_steps(
         self, session: Session, ids: list[int], bounds: list[float], use_rollups: bool
     ) -> list[ClassicHistogram | None]:
@@ -589,6 +644,7 @@ class RollupsMixin:
         minutes, intervals = self._plan(session, bounds, use_rollups)
         wanted = set(minutes)
         merged: list[list[Any] | None] = [None] * steps
+        owners: dict[int, int] = {}  # layout id -> the first series merged with it
         for sid in ids:
             acc: list[list[Any] | None] = [None] * steps
             if minutes:
@@ -599,7 +655,7 @@ class RollupsMixin:
                     if m not in wanted:
                         continue
                     if other is not None:
-                        self._layout_error(session, layout, other, f"minute ending {m + MINUTE:g}")
+                        raise self._change_in_minute(session, sid, m, layout, other)
                     k = bisect.bisect_left(bounds, m + MINUTE) - 1
                     self._add(session, acc, k, layout, json.loads(counts), sum_value)
             for a, b in intervals:
@@ -608,13 +664,23 @@ class RollupsMixin:
                     if cur[0] <= a:
                         continue
                     if prev[1] != cur[1]:
-                        self._layout_error(session, prev[1], cur[1], f"t={cur[0]}")
+                        raise self._change(session, sid, prev, cur)
                     counts, sum_value = _hist_pair(prev, cur)
                     k = bisect.bisect_left(bounds, cur[0]) - 1
                     self._add(session, acc, k, cur[1], counts, sum_value)
             for k, item in enumerate(acc):
-                if item is not None:
-                    self._add(session, merged, k, item[0], item[1], item[2])
+                if item is None:
+                    continue
+                owners.setdefault(item[0], sid)
+                held = merged[k]
+                if held is not None and held[0] != item[0]:
+                    raise layouts_differ_error(
+                        series_name(session, owners[held[0]]),
+                        self._bounds(session, held[0]),
+                        series_name(session, sid),
+                        self._bounds(session, item[0]),
+                    )
+                self._add(session, merged, k, item[0], item[1], item[2])
         out: list[ClassicHistogram | None] = []
         for item in merged:
             if item is None:
@@ -688,6 +754,24 @@ class RollupsMixin:
             text = session.scalar(select(Layout.bounds_json).where(Layout.id == layout_id))
             cache[layout_id] = decode_bounds(text)
         return cache[layout_id]
+
+    def _change(self, session: Session, sid: int, prev: _Snap, cur: _Snap) -> LayoutChangeError:
+        """The error for series ``sid`` changing layout between snapshots ``prev`` and ``cur``."""
+        left, right = self._bounds(session, prev[1]), self._bounds(session, cur[1])
+        return LayoutChangeError(series_name(session, sid), prev[0], cur[0], left, right)
+
+    def _change_in_minute(
+        self, session: Session, sid: int, m: float, layout: int, other: int
+    ) -> LayoutChangeError:
+        """The error for a rolled-up minute ``(m, m + 60]`` that holds a layout change: the
+        exact snapshots from raw where they are still kept, else the minute's bounds."""
+        snaps = self._raw_snapshots(session, sid, m, m + MINUTE)
+        for prev, cur in itertools.pairwise(snaps):
+            if cur[0] > m and prev[1] != cur[1]:
+                return self._change(session, sid, prev, cur)
+        left, right = self._bounds(session, layout), self._bounds(session, other)
+        name = series_name(session, sid)
+        return LayoutChangeError(name, m, m + MINUTE, left, right, is_exact=False)
 
     def _layout_error(self, session: Session, left: int, right: int, where: str) -> None:
         first, second = self._bounds(session, left), self._bounds(session, right)

@@ -9,6 +9,11 @@ this test reproduces from Prometheus's own raw samples (fetched over the API) wi
 ``slo.extrapolated_increase``: our p99 must equal the p99 of the raw samples' plain
 differences exactly, and Prometheus's answer must equal the p99 of the extrapolated
 increases to float rounding.
+
+On windows whose edges fall in traffic the two also take different samples. There the
+store's ``semantics="prometheus-2"``, on Prometheus's own samples read back through
+``PrometheusSource``, must equal Prometheus's answers exactly (20 s windows, q=0.9, every
+``le``, a counter), while the exact semantics must differ.
 """
 
 from __future__ import annotations
@@ -35,7 +40,12 @@ ENGINE = {"model": "tiny", "max_model_len": 256, "num_gpu_blocks": 128}
 INTERVAL_SECONDS = 1.0
 WAIT_SECONDS = 120.0  # bound on each wait for scrapes; generous for a contended machine
 BUCKET = "vllm:time_to_first_token_seconds_bucket"
+COUNTER = "vllm:prompt_tokens_total"
 Q = 0.99
+#: Short windows under load, where the store's exact windows and Prometheus's differ.
+SHORT_WINDOW_SECONDS = 20.0
+SHORT_STEP_SECONDS = 0.5
+SHORT_Q = 0.9
 # NOTE: float tolerance for Prometheus's answer against our reproduction of it. Both apply
 # the same ~10 float64 operations per series to the same integer counts and the same
 # millisecond time differences, so they differ by a few ulps (~1e-15 relative). Any real
@@ -80,6 +90,7 @@ async def _parity(urls, hostports, prometheus: PrometheusServer, store: Store, t
             before = [await _own_buckets(url) for url in urls]
 
             state = await run_schedule(urls, build_schedule([_workload()]))
+            load_end = time.time()
             succeeded = [r for r in state.results if r.succeeded]
             assert len(succeeded) == len(state.results), [r.error for r in state.results]
 
@@ -159,16 +170,93 @@ async def _parity(urls, hostports, prometheus: PrometheusServer, store: Store, t
             for record in source.read(t0 - 30, t1):
                 via_api.write_scrape(record)
         from_prometheus = via_api.histogram_window("ttft_seconds", {"model": "tiny"}, t0, t1)
+        assert from_prometheus is not None
+        assert from_prometheus.cumulative_counts == merged.cumulative_counts
+
+        # 5. Prometheus semantics: on Prometheus's own samples, the option answers what
+        #    Prometheus answers, here and on short windows under load, where the exact
+        #    window (last sample at or before each edge, no extrapolation) differs.
+        option = semantics.value
+        whole = via_api.histogram_window("ttft_seconds", {"model": "tiny"}, t0, t1, semantics=option)  # fmt: skip
+        assert whole is not None
+        assert dict(zip(whole.upper_bounds, whole.cumulative_counts, strict=True)) == answered
+        ends = [
+            _ms(state.started_at + SHORT_WINDOW_SECONDS + k * SHORT_STEP_SECONDS)
+            for k in range(round((load_end - state.started_at) / SHORT_STEP_SECONDS))
+        ]
+        ends = [t for t in ends if t <= load_end]
+        assert len(ends) >= 8, "the load was too short for the short windows"
+        differences = []
+        for t in ends:
+            ours, theirs = _short_window(prometheus, via_api, t, option, small_delta)
+            assert _nan_is_nan(ours) == _nan_is_nan(theirs), (t, ours, theirs)
+            ((at, step),) = via_api.quantile_series(
+                "ttft_seconds", {"model": "tiny"}, t - SHORT_WINDOW_SECONDS, t, (SHORT_Q,),
+                SHORT_WINDOW_SECONDS, semantics=option, small_delta_tolerance=small_delta,
+            )  # fmt: skip
+            assert at == t and _nan_is_nan((step[0].value,)) == _nan_is_nan(theirs[1:2])
+            exact = via_api.histogram_window(
+                "ttft_seconds", {"model": "tiny"}, t - SHORT_WINDOW_SECONDS, t
+            )
+            assert exact is not None
+            exact_q = exact.quantile(SHORT_Q).value
+            if math.isfinite(exact_q) and math.isfinite(theirs[1]) and theirs[1] > 0:
+                differences.append(abs(exact_q - theirs[1]) / theirs[1])
+        # NOTE: the option reproduces Prometheus bit for bit, and the exact semantics does
+        # not: were the two semantics equal here, the equalities above would prove nothing.
+        assert differences and max(differences) > 1e-6, differences
+        print(
+            f"\nshort windows: {len(ends)} x {SHORT_WINDOW_SECONDS:g} s, q={SHORT_Q}: "
+            f"semantics={option!r} equals Prometheus {build} exactly (every le, the quantile,"
+            f" the counter); exact vs Prometheus: max relative difference "
+            f"{max(differences):.4f}, median {sorted(differences)[len(differences) // 2]:.4f}"
+        )
     finally:
         via_api.close()
-    assert from_prometheus is not None
-    assert from_prometheus.cumulative_counts == merged.cumulative_counts
 
 
 def _workload():
+    # NOTE: long enough for 20 s windows ending inside the load, at both of whose edges the
+    # counters move: there the two semantics take different samples.
     return parse_workload(
-        {"rate": 4, "duration": 4, "prompt_tokens": 24, "output_tokens": 4, "seed": 7}
+        {"rate": 3, "duration": 27, "prompt_tokens": 24, "output_tokens": 4, "seed": 7}
     )
+
+
+def _nan_is_nan(answer: tuple[object, ...]) -> tuple[object, ...]:
+    """``answer`` with NaN spelled ``"NaN"``, so that equal answers compare equal."""
+    return tuple("NaN" if isinstance(x, float) and math.isnan(x) else x for x in answer)
+
+
+def _short_window(
+    prometheus: PrometheusServer, store: Store, t: float, option: str, small_delta: float
+) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """``(buckets, q-quantile, counter increase)`` of the ``SHORT_WINDOW_SECONDS`` window
+    ending at ``t``, from the store with Prometheus semantics and from Prometheus itself."""
+    rng, at = f"[{SHORT_WINDOW_SECONDS:g}s]", f"{t:.3f}"
+    buckets = prometheus.api("query", query=f"sum by (le) (increase({BUCKET}{rng}))", time=at)
+    quantile = prometheus.api(
+        "query",
+        query=f"histogram_quantile({SHORT_Q}, sum by (le) (increase({BUCKET}{rng})))",
+        time=at,
+    )["result"]
+    counter = prometheus.api("query", query=f"sum(increase({COUNTER}{rng}))", time=at)["result"]
+    theirs = (
+        {float(r["metric"]["le"]): float(r["value"][1]) for r in buckets["result"]},
+        float(quantile[0]["value"][1]) if quantile else None,
+        float(counter[0]["value"][1]) if counter else None,
+    )
+    window = store.histogram_window(
+        "ttft_seconds", {"model": "tiny"}, t - SHORT_WINDOW_SECONDS, t, semantics=option
+    )
+    ours = (
+        {} if window is None else dict(zip(window.upper_bounds, window.cumulative_counts, strict=True)),
+        None if window is None else window.quantile(SHORT_Q, small_delta_tolerance=small_delta).value,
+        store.counter_window(
+            "prompt_tokens_total", {"model": "tiny"}, t - SHORT_WINDOW_SECONDS, t, semantics=option
+        ),
+    )  # fmt: skip
+    return ours, theirs
 
 
 def _ms(seconds: float) -> float:

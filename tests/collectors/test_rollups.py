@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sqlalchemy import delete, func, select, text
 
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind
-from collectors.store import ScrapeRecord, Store
+from collectors.store import LayoutChangeError, ScrapeRecord, Store
 from collectors.store.models import (
     HistogramRollup,
     HistogramSnapshotRow,
@@ -29,7 +29,10 @@ from slo import (
     ClassicHistogram,
     HistogramSnapshot,
     LayoutMismatchError,
+    RangeSemantics,
+    Sample,
     counter_increase,
+    extrapolated_increase,
     histogram_increase,
     merge_histograms,
 )
@@ -154,6 +157,60 @@ def test_rollup_windows_equal_raw_windows(store: Store, replicas, windows, edges
             assert _same(got, _oracle(data, t0, t)[0]), (step, t)
         counters = store.counter_series("prompt_tokens_total", {"model": model}, 0, 660, step)
         assert [c for _, c in counters] == [_oracle(data, t - step, t)[1] for t, _ in counters]
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    replicas=st.lists(_series(), min_size=1, max_size=3),
+    edges=st.lists(st.tuples(st.integers(0, 6200), st.integers(1, 3000)), max_size=3),
+    semantics=st.sampled_from(["prometheus-2", "prometheus-3"]),
+)
+def test_prometheus_semantics_equal_increase_per_bucket_series_summed_by_le(
+    store: Store, replicas, edges, semantics
+) -> None:
+    """The store's Prometheus windows and steps equal ``sum by (le) (increase(...))`` computed
+    here from the generated snapshots, bucket series by bucket series, to the last bit (the
+    same additions in the same order); roll-ups play no part."""
+    model = f"m{next(_models)}"
+    data = {f"r{i}": snaps for i, snaps in enumerate(replicas)}
+    for replica, snaps in data.items():
+        for snap in snaps:
+            _write(store, model, replica, snap)
+    _settle(store)
+    rule = RangeSemantics(semantics)
+
+    def oracle(t0: float, t1: float):
+        per_le, counter = [0.0] * len(BOUNDS), None
+        found = False
+        for snaps in data.values():  # replicas in insertion order, as the store adds them
+            for i in range(len(BOUNDS)):
+                bucket = [Sample(t, counts[i]) for t, counts, _, _ in snaps]
+                increase = extrapolated_increase(bucket, t1, t1 - t0, rule)
+                if increase is not None:
+                    per_le[i] += increase
+                    found = True
+            value = extrapolated_increase([Sample(t, v) for t, *_, v in snaps], t1, t1 - t0, rule)
+            if value is not None:
+                counter = value if counter is None else counter + value
+        return (tuple(per_le) if found else None), counter
+
+    windows = [(a / 10, a / 10 + b / 10) for a, b in edges] + [(0, 660), (120, 300)]
+    for t0, t1 in windows:
+        want_h, want_c = oracle(t0, t1)
+        for use_rollups in (True, False):
+            got = store.histogram_window("ttft_seconds", {"model": model}, t0, t1, use_rollups=use_rollups, semantics=semantics)  # fmt: skip
+            assert (None if got is None else got.cumulative_counts) == want_h, (t0, t1)
+            got_c = store.counter_window("prompt_tokens_total", {"model": model}, t0, t1, semantics=semantics)  # fmt: skip
+            assert got_c == want_c, (t0, t1)
+    for step in (60.0, 90.0):
+        series = store.histogram_series("ttft_seconds", {"model": model}, 0, 660, step, semantics=semantics)  # fmt: skip
+        for t, got in series:
+            want = oracle(t - step, t)[0]
+            assert (None if got is None else got.cumulative_counts) == want, (step, t)
+        counters = store.counter_series("prompt_tokens_total", {"model": model}, 0, 660, step, semantics=semantics)  # fmt: skip
+        assert [c for _, c in counters] == [oracle(t - step, t)[1] for t, _ in counters]
 
 
 def test_aligned_windows_are_read_from_rollups_alone(store: Store) -> None:
@@ -376,21 +433,51 @@ def test_maintain_is_idempotent(store: Store) -> None:
 # -- layouts -------------------------------------------------------------------------------------
 
 
-def test_a_layout_change_still_raises_on_both_paths(store: Store) -> None:
+def _layout_change(store: Store) -> None:
+    """Replica m-a's layout changes between its snapshots at 70 s and 100 s."""
     for t, bounds in [(0.0, BOUNDS), (30.0, BOUNDS), (70.0, BOUNDS), (100.0, OTHER_BOUNDS)]:
         counts = (1.0,) * len(bounds)
         _write(store, "m", "a", (t, counts, 1.0, t), bounds=bounds)
     _write(store, "m", "a", (130.0, (2.0,) * 4, 2.0, 130.0), bounds=OTHER_BOUNDS)
+
+
+def test_a_layout_change_still_raises_on_both_paths(store: Store) -> None:
+    _layout_change(store)
     _settle(store)
+    change = r"ttft_seconds on target 'm-a' changed between 1970-01-01T00:01:10.000Z and 1970-01-01T00:01:40.000Z, from 3 bounds \(0.1, 1, \+Inf\) to 4 bounds"  # fmt: skip
     for use_rollups in (True, False):
-        with pytest.raises(LayoutMismatchError):
+        # NOTE: the roll-up of minute (60, 120] holds no counts, only both layouts: the
+        # error's times come from the minute's raw snapshots.
+        with pytest.raises(LayoutChangeError, match=change):
             store.histogram_window("ttft_seconds", {}, 0, 120, use_rollups=use_rollups)
-        with pytest.raises(LayoutMismatchError):
+        with pytest.raises(LayoutChangeError, match=change):
             store.histogram_window("ttft_seconds", {}, 60, 180, use_rollups=use_rollups)
-        with pytest.raises(LayoutMismatchError):
+        with pytest.raises(LayoutChangeError, match=change):
             store.histogram_series("ttft_seconds", {}, 0, 180, use_rollups=use_rollups)
+        with pytest.raises(LayoutChangeError, match=change):
+            store.quantile_series("ttft_seconds", {}, 0, 180, use_rollups=use_rollups)
         assert store.histogram_window("ttft_seconds", {}, 0, 60, use_rollups=use_rollups).upper_bounds == BOUNDS  # fmt: skip
         assert store.histogram_window("ttft_seconds", {}, 120, 180, use_rollups=use_rollups).upper_bounds == OTHER_BOUNDS  # fmt: skip
+
+
+def test_a_layout_change_past_the_raw_retention_is_placed_in_its_minute(store: Store) -> None:
+    _layout_change(store)
+    policy = RetentionPolicy(raw_retention_seconds=600, rollup_lag_seconds=0, settle_seconds=0)
+    for _ in range(5):  # roll up, settle, then delete the raw rows
+        store.maintain(100_000.0, policy)
+    (left,) = store.snapshots("ttft_seconds", {}, 0, 200).values()
+    assert [s.timestamp_seconds for s in left] == [130.0]  # the newest scrape is always kept
+    minute = (
+        r"changed between 1970-01-01T00:01:00.000Z and 1970-01-01T00:02:00.000Z \(within "
+        r"that minute; its raw snapshots are past retention\)"
+    )
+    with pytest.raises(LayoutChangeError, match=minute) as caught:
+        store.histogram_window("ttft_seconds", {}, 0, 120)
+    assert (caught.value.last_old_seconds, caught.value.first_new_seconds) == (60.0, 120.0)
+    assert store.histogram_window("ttft_seconds", {}, 0, 60).upper_bounds == BOUNDS
+    # Prometheus semantics need the raw samples: refused, not answered from what is left.
+    with pytest.raises(ValueError, match=r"'prometheus-2' reads raw snapshots.*deleted by retention"):  # fmt: skip
+        store.histogram_window("ttft_seconds", {}, 0, 120, semantics="prometheus-2")
 
 
 def test_series_with_different_layouts_are_not_merged(store: Store) -> None:

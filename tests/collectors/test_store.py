@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
 import string
 import sys
 
@@ -23,6 +24,7 @@ from collectors import normalise
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Exemplar, Flag, Kind
 from collectors.store import (
     DuplicateSeriesError,
+    LayoutChangeError,
     ScrapeRecord,
     SemanticsMismatchError,
     Store,
@@ -170,6 +172,143 @@ def test_layout_change_within_a_series_is_refused(store: Store) -> None:
     _write(store, "a", 2.0, _hist((1, 1, 1, 1), bounds=(0.1, 0.5, 1.0, math.inf)))
     with pytest.raises(LayoutMismatchError):
         store.histogram_window("ttft_seconds", {}, 1.0, 2.0)
+
+
+#: 2026-12-01T21:00:00Z: a layout change at today's Unix times (printed as 1.79e+09 before).
+NOW = 1_796_158_800.0
+NEW_BOUNDS = (0.1, 0.5, 1.0, math.inf)
+
+
+@pytest.mark.parametrize("semantics", ["exact", "prometheus-2", "prometheus-3"])
+def test_a_layout_change_names_the_target_the_time_and_both_layouts(
+    store: Store, semantics
+) -> None:
+    _write(store, "replica-a", NOW, _hist((0, 0, 0), target="replica-a"))
+    _write(store, "replica-a", NOW + 10, _hist((1, 2, 3), target="replica-a"))
+    _write(store, "replica-a", NOW + 20.25, _hist((1, 1, 1, 1), target="replica-a", bounds=NEW_BOUNDS))  # fmt: skip
+    _write(store, "replica-a", NOW + 30.5, _hist((2, 3, 4, 5), target="replica-a", bounds=NEW_BOUNDS))  # fmt: skip
+    with pytest.raises(LayoutChangeError) as caught:
+        store.histogram_window("ttft_seconds", {}, NOW, NOW + 40, semantics=semantics)
+    error = caught.value
+    message = str(error)
+    assert "ttft_seconds on target 'replica-a'" in message
+    assert "between 2026-12-01T21:00:10.000Z and 2026-12-01T21:00:20.250Z" in message
+    assert "from 3 bounds (0.1, 1, +Inf) to 4 bounds (0.1, 0.5, 1, +Inf)" in message
+    assert "from its first snapshot (2026-12-01T21:00:20.250Z)" in message
+    assert "e+09" not in message
+    assert isinstance(error, LayoutMismatchError)  # callers that catch the old error still do
+    assert (error.target, error.family) == ("replica-a", "ttft_seconds")
+    assert (error.last_old_seconds, error.first_new_seconds) == (NOW + 10, NOW + 20.25)
+    assert (error.left, error.right) == (BOUNDS, NEW_BOUNDS)
+    # What the error says to do works: the window from the first new snapshot.
+    before = 0.001 if semantics == "prometheus-3" else 0.0  # 3.x ranges leave their start out
+    start = error.first_new_seconds - before
+    latest = store.histogram_window("ttft_seconds", {}, start, NOW + 40, semantics=semantics)
+    assert latest is not None and latest.upper_bounds == NEW_BOUNDS
+    if semantics == "exact":
+        assert latest.cumulative_counts == (1.0, 2.0, 3.0, 4.0)
+    older = store.histogram_window("ttft_seconds", {}, NOW - before, NOW + 10, semantics=semantics)
+    assert older is not None and older.upper_bounds == BOUNDS
+
+
+def test_series_with_different_layouts_name_both_targets(store: Store) -> None:
+    for t in (NOW, NOW + 10):
+        _write(store, "a", t, _hist((t - NOW,) * 3, target="a"))
+        _write(store, "c", t, _hist((t - NOW,) * 4, target="c", bounds=NEW_BOUNDS))
+    for semantics in ("exact", "prometheus-2"):
+        with pytest.raises(LayoutMismatchError) as caught:
+            store.histogram_window("ttft_seconds", {"model": "m"}, NOW, NOW + 10, semantics=semantics)  # fmt: skip
+        message = str(caught.value)
+        assert "target 'a' has 3 bounds (0.1, 1, +Inf)" in message
+        assert "target 'c' has 4 bounds (0.1, 0.5, 1, +Inf)" in message
+        assert not isinstance(caught.value, LayoutChangeError)
+
+
+# -- Prometheus semantics -------------------------------------------------------------------
+
+
+def test_prometheus_semantics_takes_the_samples_inside_the_range_and_extrapolates(
+    store: Store,
+) -> None:
+    # Buckets (le=0.1, le=1, +Inf) grow by (0, 0.5, 1) per second; scrapes at 5, 15, 25 s.
+    for target in ("a", "b"):
+        for t in (5.0, 15.0, 25.0):
+            counts = (0.0, t / 2, t)
+            _write(store, target, NOW + t, _hist(counts, target=target), _counter(t, target=target))  # fmt: skip
+    window = {"model": "m"}
+    # [0, 30] at 30: samples 5, 15, 25 (+Inf: 20 over a 20 s span), 5 s to each edge, within
+    # 1.1 x the 10 s spacing: x 30 / 20. le=0.1 never moved. Two series added.
+    got = store.histogram_window("ttft_seconds", window, NOW, NOW + 30, semantics="prometheus-2")
+    assert got.cumulative_counts == (0.0, 2 * 15.0, 2 * 30.0)
+    assert got.sum_value == pytest.approx(2 * 4.5)  # _sum = 0.15 t: 3 over the span, x 1.5
+    assert store.counter_window("prompt_tokens_total", window, NOW, NOW + 30, semantics="prometheus-2") == 60.0  # fmt: skip
+    exact = store.histogram_window("ttft_seconds", window, NOW, NOW + 30)
+    assert exact.cumulative_counts == (0.0, 2 * 10.0, 2 * 20.0)  # from the first snapshot
+    # [6, 30]: exact starts from the snapshot at 5 (+Inf: 25 - 5); Prometheus sees 15 and 25
+    # only: 10 over 10 s, extrapolated 9 s back and 5 s on: 24.
+    got = store.histogram_window("ttft_seconds", window, NOW + 6, NOW + 30, semantics="prometheus-2")  # fmt: skip
+    assert got.cumulative_counts == (0.0, 2 * 12.0, 2 * 24.0)
+    assert store.histogram_window("ttft_seconds", window, NOW + 6, NOW + 30).cumulative_counts == (0.0, 2 * 10.0, 2 * 20.0)  # fmt: skip
+    # [5, 25]: 2.x includes the sample at 5 (20, no extrapolation); 3.x does not: 15 and 25,
+    # 10 extrapolated 10 s back (under 1.1 x 10 s) = 20 as well; at [5, 24] 3.x has one sample.
+    for semantics in ("prometheus-2", "prometheus-3"):
+        got = store.histogram_window("ttft_seconds", window, NOW + 5, NOW + 25, semantics=semantics)  # fmt: skip
+        assert got.cumulative_counts == (0.0, 2 * 10.0, 2 * 20.0)
+    assert store.histogram_window("ttft_seconds", window, NOW + 5, NOW + 24, semantics="prometheus-3") is None  # fmt: skip
+    assert store.counter_window("prompt_tokens_total", window, NOW + 5, NOW + 24, semantics="prometheus-3") is None  # fmt: skip
+
+
+def test_prometheus_semantics_handles_each_bucket_series_reset_on_its_own(store: Store) -> None:
+    # A restart between 10 s and 20 s: every bucket falls; Prometheus adds each bucket's
+    # value before the fall. +Inf: 5, 10, 3, 8 -> (10 - 5) + 3 + (8 - 3) = 13 over 30 s of
+    # samples at 0..30 in a [0, 30] range: no extrapolation.
+    for t, counts in [(0, (1, 2, 5)), (10, (2, 4, 10)), (20, (1, 1, 3)), (30, (2, 5, 8))]:
+        _write(store, "a", NOW + t, _hist(tuple(float(c) for c in counts)))
+    got = store.histogram_window("ttft_seconds", {}, NOW, NOW + 30, semantics="prometheus-2")
+    assert got.cumulative_counts == (1 + 1 + 1.0, 2 + 1 + 4.0, 5 + 3 + 5.0)
+    exact = store.histogram_window("ttft_seconds", {}, NOW, NOW + 30)
+    assert exact.cumulative_counts == got.cumulative_counts  # aligned edges: the same
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(value=st.one_of(st.text(max_size=20), st.integers(), st.none(), st.floats()))
+def test_an_unknown_semantics_is_named(store: Store, value) -> None:
+    assume(value not in ("exact", "prometheus-2", "prometheus-3"))
+    expected = r"semantics: expected 'exact' .* got " + re.escape(repr(value))
+    for read in (store.histogram_window, store.counter_window):
+        with pytest.raises(ValueError, match=expected):
+            read("ttft_seconds", {}, 0.0, 10.0, semantics=value)
+    with pytest.raises(ValueError, match=expected):
+        store.quantile_series("ttft_seconds", {}, 0.0, 60.0, semantics=value)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    start=st.floats(allow_nan=True, allow_infinity=True),
+    end=st.floats(allow_nan=True, allow_infinity=True),
+    semantics=st.sampled_from(["exact", "prometheus-2", "prometheus-3"]),
+)
+def test_any_window_edges_give_an_answer_or_a_named_error(store: Store, start, end, semantics):
+    if not store.series("ttft_seconds"):
+        for t in (0.0, 1.0, 2.5):
+            _write(store, "a", t, _hist((t, t, t)), _counter(t))
+    for read in (store.histogram_window, store.counter_window):
+        try:
+            read("ttft_seconds", {}, start, end, semantics=semantics)
+        except ValueError as error:
+            assert semantics != "exact" and "needs a finite start and end" in str(error)
+
+
+@pytest.mark.parametrize("edge", [-math.inf, math.inf, math.nan])
+def test_prometheus_semantics_needs_finite_edges(store: Store, edge: float) -> None:
+    _write(store, "a", 1.0, _hist((1, 1, 1)))
+    for start, end in [(edge, 10.0), (0.0, edge), (-1.7e308, 1.7e308)]:
+        for read in (store.histogram_window, store.counter_window):
+            with pytest.raises(ValueError, match=r"'prometheus-3' needs a finite start and end"):
+                read("ttft_seconds", {}, start, end, semantics="prometheus-3")
+    for read in (store.histogram_series, store.counter_series):  # finite, but not in ms
+        with pytest.raises(ValueError, match=r"'prometheus-2' needs a finite start and end"):
+            read("ttft_seconds", {}, 1e306, 1e306 + 1e300, 1e300, semantics="prometheus-2")
 
 
 def test_series_with_different_meanings_are_not_merged(store: Store) -> None:
