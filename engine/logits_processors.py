@@ -20,6 +20,9 @@ import torch
 
 from engine.sampling_params import SamplingParams
 
+_FLOAT32_TINY = torch.finfo(torch.float32).tiny
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+
 
 class TokenHistory(Protocol):
     """What a processor reads of a request (``engine.request.Request`` is one)."""
@@ -81,7 +84,8 @@ def apply_logits_processors(
     if repetition:
         index = repetition.index(logits.device)
         seen = logits[index]
-        factor = repetition.values(logits.device)
+        # NOTE: clamped into float32's normal range so 1e-300 or 1e300 cannot make 0 × inf
+        factor = repetition.values(logits.device).clamp(_FLOAT32_TINY, _FLOAT32_MAX)
         # HF/vLLM semantics: a positive logit is divided by the penalty, others multiplied
         logits[index] = torch.where(seen > 0, seen / factor, seen * factor)
     if penalty:

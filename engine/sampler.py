@@ -7,8 +7,8 @@ min-p, top-k and top-p, softmax, and one draw per row.
 NOTE: everything runs in float32 (bf16/fp16 logits are upcast first), and every step
 that could leave a row with no probability mass keeps the row's most likely token
 instead: the top token always survives min-p, top-k and top-p, NaN logits count as
--inf, overflow clamps to the largest float, and a row that processing turned all -inf
-falls back to its unprocessed logits. So ``torch.multinomial`` never sees NaN, inf or
+-inf (a row of only -inf is uniform), overflow clamps to the largest float, and a row
+that processing turned all -inf falls back to its unprocessed logits. So ``torch.multinomial`` never sees NaN, inf or
 an all-zero row, whatever the parameters (``top_p=5e-324`` is the top token, greedy).
 """
 
@@ -55,6 +55,9 @@ def sample(
     """
     params = [row.params for row in rows]
     raw = _finite_or_neg_inf(logits.float())
+    dead = raw.amax(dim=-1) == _NEG_INF
+    if bool(dead.any()):  # no model does this, but a row of -inf must not stop the engine
+        raw[dead] = 0.0
     logprob_rows = [i for i, p in enumerate(params) if p.logprobs is not None]
     raw_logprobs = (
         torch.log_softmax(raw.index_select(0, _index(logprob_rows, raw.device)), dim=-1)
@@ -63,7 +66,9 @@ def sample(
     )
     processed = raw
     if any(_needs_processing(p) for p in params):
-        processed = apply_logits_processors(raw.clone(), params, [row.history for row in rows])
+        processed = _finite_or_neg_inf(
+            apply_logits_processors(raw.clone(), params, [row.history for row in rows])
+        )
         # NOTE: a row that processing emptied (every token suppressed) samples from its
         # raw logits rather than from nothing.
         emptied = processed.amax(dim=-1) == _NEG_INF
@@ -99,7 +104,10 @@ def probabilities(logits: torch.Tensor, params: Sequence[SamplingParams]) -> tor
         dtype=torch.float32,
         device=logits.device,
     )
-    scaled = _finite_or_neg_inf(logits / temps.unsqueeze(1))
+    # NOTE: shifted so each row's top logit is 0 before dividing: a tiny temperature then
+    # cannot overflow the top token to -inf or +inf (softmax is shift-invariant).
+    shifted = logits - logits.amax(dim=-1, keepdim=True)
+    scaled = _finite_or_neg_inf(shifted / temps.unsqueeze(1))
     min_p_rows = [j for j, p in enumerate(params) if p.min_p > 0.0]
     if min_p_rows:
         index = _index(min_p_rows, logits.device)
