@@ -165,6 +165,8 @@ def reference_probabilities(logits: np.ndarray, p: SamplingParams, margin: float
         mass_before[order] = before
         must_keep &= mass_before < p.top_p - margin
         may_keep &= mass_before < p.top_p + margin
+    # a token this unlikely underflows to probability 0 in float32 whether kept or not
+    must_keep &= softmax(scaled, np.ones(len(scaled), dtype=bool)) > 1e-30
     top = int(np.argmax(scaled))
     must_keep[top] = may_keep[top] = True
     return scaled, must_keep, may_keep
