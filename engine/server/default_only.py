@@ -78,12 +78,16 @@ CHAT = {
     "audio": _NULL,
     "modalities": DefaultOnly(lambda value: value == ["text"], '["text"]'),
     "web_search_options": _NULL,
+    "verbosity": _equals("medium"),
     "echo": _equals(False),
     "add_generation_prompt": _equals(True),
     "continue_final_message": _equals(False),
     "chat_template": _NULL,
     "chat_template_kwargs": DefaultOnly(lambda value: value == {}, "{}"),
     "documents": _NULL,
+}
+STREAM_OPTIONS = {
+    "continuous_usage_stats": _equals(False),
 }
 COMPLETION = {
     "echo": _equals(False),

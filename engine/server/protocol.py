@@ -27,6 +27,12 @@ class _Body(BaseModel):
 
 class StreamOptions(_Body):
     include_usage: bool = False
+    continuous_usage_stats: Any = None  # vLLM's usage on every chunk: not implemented
+
+    @field_validator(*default_only.STREAM_OPTIONS, mode="before")
+    @classmethod
+    def _default_only(cls, value: Any, info: ValidationInfo) -> Any:
+        return default_only.require_default(default_only.STREAM_OPTIONS, info.field_name, value)
 
 
 class GenerationRequest(_Body):
@@ -172,6 +178,7 @@ class ChatCompletionRequest(GenerationRequest):
     audio: Any = None
     modalities: Any = None
     web_search_options: Any = None
+    verbosity: Any = None
     echo: Any = None
     add_generation_prompt: Any = None
     continue_final_message: Any = None

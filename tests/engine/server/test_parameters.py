@@ -50,6 +50,7 @@ REJECTED = [
     (CHAT, "audio", {"voice": "alloy", "format": "wav"}),
     (CHAT, "modalities", ["text", "audio"]),
     (CHAT, "web_search_options", {}),
+    (CHAT, "verbosity", "low"),
     (CHAT, "echo", True),
     (CHAT, "add_generation_prompt", False),
     (CHAT, "continue_final_message", True),
@@ -97,6 +98,8 @@ ACCEPTED_DEFAULTS = [
     (CHAT, "response_format", {"type": "text"}),
     (COMPLETIONS, "response_format", {"type": "text"}),
     (CHAT, "modalities", ["text"]),
+    (CHAT, "verbosity", "medium"),
+    (CHAT, "reasoning_effort", "low"),  # no reasoning model is served: ignored
     (CHAT, "echo", False),
     (CHAT, "add_generation_prompt", True),
     (CHAT, "continue_final_message", False),
@@ -121,6 +124,15 @@ ACCEPTED_DEFAULTS = [
 def test_the_value_that_means_off_is_accepted(server, route, field, value):
     response = _post(server, route, **{field: value})
     assert response.status_code == 200, response.text
+
+
+def test_continuous_usage_stats_is_refused_naming_it(server):
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    response = _post(server, CHAT, stream=True, stream_options=options)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "stream_options.continuous_usage_stats"
+    options["continuous_usage_stats"] = False
+    assert _post(server, CHAT, stream=True, stream_options=options).status_code == 200
 
 
 def test_sdk_defaults_through_the_openai_client(client):
