@@ -117,10 +117,8 @@ def probabilities(logits: torch.Tensor, params: Sequence[SamplingParams]) -> tor
     if filter_rows:
         index = _index(filter_rows, logits.device)
         top_ks = torch.tensor([max(params[j].top_k, 0) for j in filter_rows], device=index.device)
-        # NOTE: float64, so a top_p of 1e-300 is not rounded to 0 (it is the top token anyway)
-        top_ps = torch.tensor(
-            [params[j].top_p for j in filter_rows], dtype=torch.float64, device=index.device
-        )
+        # NOTE: float32 rounds a top_p of 1e-300 to 0; harmless, as the top token is kept
+        top_ps = torch.tensor([params[j].top_p for j in filter_rows], device=index.device)
         scaled[index] = _apply_top_k_top_p(scaled.index_select(0, index), top_ks, top_ps)
     return scaled.softmax(dim=-1)
 
@@ -148,7 +146,7 @@ def _apply_top_k_top_p(
     top_ks = top_ks.clamp(max=vocab)
     k = torch.where(top_ks > 0, top_ks, torch.full_like(top_ks, vocab)).unsqueeze(1)
     sorted_logits = sorted_logits.masked_fill(ranks >= k, _NEG_INF)
-    probs = sorted_logits.softmax(dim=-1).double()
+    probs = sorted_logits.softmax(dim=-1)
     mass_before = probs.cumsum(dim=-1) - probs
     drop = (mass_before >= top_ps.unsqueeze(1)) & (top_ps < 1.0).unsqueeze(1)
     drop[:, 0] = False

@@ -97,7 +97,7 @@ def extreme_batches(draw):
     return logits, rows
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(extreme_batches())
 def test_every_parameter_at_its_extremes_samples_a_valid_token(batch):
     logits, rows = batch
@@ -179,7 +179,7 @@ def distinct_logits(draw):
     return np.array(ids, dtype=np.float64) / 4
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     distinct_logits(),
     st.floats(0.05, 20.0),
