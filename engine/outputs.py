@@ -117,3 +117,5 @@ class CompletionOutput:
     num_cached_tokens: int
     num_preemptions: int
     timings: RequestTimings
+    # one per token id when ``SamplingParams.logprobs`` is set, else empty
+    logprobs: tuple[TokenLogprobs, ...] = ()

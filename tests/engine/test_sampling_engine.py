@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from engine.config import EngineConfig
 from engine.errors import RequestError
+from engine.llm import LLM
 from engine.llm_engine import LLMEngine
 from engine.model.tokenizer import ByteTokenizer
 from engine.sampling_params import SamplingParams
@@ -127,3 +128,16 @@ def test_output_token_counts_stay_exact_through_preemption():
             assert request.output_token_counts == Counter(request.output_token_ids)
             seen[request.request_id] = request
     assert sum(r.num_preemptions for r in seen.values()) >= 1
+
+
+def test_llm_generate_returns_one_logprob_entry_per_token():
+    llm = LLM("tiny", max_model_len=64, num_gpu_blocks=16)
+    (with_lp, without) = llm.generate(
+        ["a", "b"],
+        [
+            SamplingParams(max_tokens=4, logprobs=2, seed=5, ignore_eos=True),
+            SamplingParams(max_tokens=4, ignore_eos=True),
+        ],
+    )
+    assert [lp.token_id for lp in with_lp.logprobs] == list(with_lp.token_ids)
+    assert all(len(lp.top) == 2 for lp in with_lp.logprobs) and without.logprobs == ()
