@@ -8,8 +8,9 @@ NOTE: everything runs in float32 (bf16/fp16 logits are upcast first), and every 
 that could leave a row with no probability mass keeps the row's most likely token
 instead: the top token always survives min-p, top-k and top-p, NaN logits count as
 -inf (a row of only -inf is uniform), overflow clamps to the largest float, and a row
-that processing turned all -inf falls back to its unprocessed logits. So ``torch.multinomial`` never sees NaN, inf or
-an all-zero row, whatever the parameters (``top_p=5e-324`` is the top token, greedy).
+that processing turned all -inf falls back to its unprocessed logits. So
+``torch.multinomial`` never sees NaN, inf or an all-zero row, whatever the parameters
+(``top_p=5e-324`` is the top token, greedy).
 """
 
 from __future__ import annotations
