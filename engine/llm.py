@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from engine.outputs import CompletionOutput
+from engine.outputs import CompletionOutput, TokenLogprobs
 from engine.sampling_params import SamplingParams
 
 
@@ -51,11 +51,13 @@ class LLM:
         prompt_ids = dict(zip(ids, token_lists, strict=True))
         tokens: dict[str, list[int]] = {i: [] for i in ids}
         texts: dict[str, list[str]] = {i: [] for i in ids}
+        logprobs: dict[str, list[TokenLogprobs]] = {i: [] for i in ids}
         results: dict[str, CompletionOutput] = {}
         while engine.has_unfinished_requests():
             for out in engine.step():
                 tokens[out.request_id].extend(out.new_token_ids)
                 texts[out.request_id].append(out.new_text)
+                logprobs[out.request_id].extend(out.new_logprobs)
                 if out.finished and out.timings is not None and out.finish_reason is not None:
                     results[out.request_id] = CompletionOutput(
                         request_id=out.request_id,
@@ -66,5 +68,6 @@ class LLM:
                         num_cached_tokens=out.num_cached_tokens,
                         num_preemptions=out.num_preemptions,
                         timings=out.timings,
+                        logprobs=tuple(logprobs[out.request_id]),
                     )
         return [results[i] for i in ids]

@@ -23,7 +23,7 @@ from engine.kv_cache import KVCacheManager
 from engine.model.kv_cache_tensors import num_blocks_for_memory
 from engine.model.loader import load_model
 from engine.model_runner import ModelRunner, StepTiming
-from engine.outputs import RequestOutput, RequestTimings
+from engine.outputs import RequestOutput, RequestTimings, TokenLogprobs
 from engine.request import Request, RequestStatus
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler, SchedulerStats
@@ -190,6 +190,12 @@ class LLMEngine:
                 f"{len(token_ids) + params.max_tokens}, more than max_model_len={limit}; "
                 "shorten the prompt or lower max_tokens"
             )
+        vocab = self.model_config.vocab_size
+        bad = next((t for t, _ in params.logit_bias if t >= vocab), None)
+        if bad is not None:
+            raise RequestError(
+                f"logit_bias={bad}: token id {bad} is outside the vocabulary [0, {vocab})"
+            )
         return token_ids
 
     def _tokenize(self, prompt: str | Sequence[int]) -> list[int]:
@@ -232,8 +238,8 @@ class LLMEngine:
             if i.num_new_tokens == 1
             and i.num_computed_tokens >= requests[i.request_id].num_prompt_tokens
         )
-        sampled = self.runner.execute(output)
-        updated = self.scheduler.update_from_output(output, sampled)
+        result = self.runner.execute(output, requests)
+        updated = self.scheduler.update_from_output(output, result.sampled_token_ids)
         finished: dict[RequestStatus, list[str]] = {}
         outputs = []
         for request in updated:
@@ -245,8 +251,14 @@ class LLMEngine:
         for status, ids in finished.items():
             self.scheduler.finish_requests(ids, status)
         for request in updated:
+            logprobs = result.logprobs.get(request.request_id)
             outputs.append(
-                self._output(request, request.output_token_ids[-1:], request.is_finished)
+                self._output(
+                    request,
+                    request.output_token_ids[-1:],
+                    request.is_finished,
+                    (logprobs,) if logprobs is not None else (),
+                )
             )
         self.last_step = StepStats(
             step_index=self.last_step.step_index + 1,
@@ -258,7 +270,13 @@ class LLMEngine:
         )
         return outputs
 
-    def _output(self, request: Request, new_ids: Sequence[int], finished: bool) -> RequestOutput:
+    def _output(
+        self,
+        request: Request,
+        new_ids: Sequence[int],
+        finished: bool,
+        new_logprobs: tuple[TokenLogprobs, ...] = (),
+    ) -> RequestOutput:
         detokenizer = self._detokenizers[request.request_id]
         new_text = detokenizer.take_new_text(finished)
         if finished:
@@ -277,6 +295,7 @@ class LLMEngine:
             token_time=request.token_times[-1] if new_ids else None,
             stop_reason=request.stop_reason,
             timings=RequestTimings.of(request) if finished else None,
+            new_logprobs=new_logprobs,
         )
 
 

@@ -8,14 +8,17 @@ resumed request), so building a step's inputs is O(tokens scheduled + blocks rea
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 
+from engine.logits_processors import TokenHistory
 from engine.model.attention_metadata import AttentionMetadata
 from engine.model.kv_cache_tensors import allocate_kv_caches
 from engine.model.llama import LlamaForCausalLM
-from engine.sampler import sample
+from engine.outputs import TokenLogprobs
+from engine.sampler import SamplingRow, sample
 from engine.scheduler import SchedulerOutput
 
 
@@ -26,6 +29,15 @@ class StepTiming:
     prepare_seconds: float
     forward_seconds: float
     sample_seconds: float
+
+
+@dataclass(frozen=True)
+class RunnerOutput:
+    """The sampled token per scheduled request (None: mid-prefill), and the logprobs of
+    those whose requests asked for them, by request id."""
+
+    sampled_token_ids: list[int | None]
+    logprobs: dict[str, TokenLogprobs] = field(default_factory=dict)
 
 
 class ModelRunner:
@@ -54,12 +66,15 @@ class ModelRunner:
             self._block_tables.pop(request_id, None)
 
     @torch.inference_mode()
-    def execute(self, output: SchedulerOutput) -> list[int | None]:
-        """Run one step; returns the sampled token per scheduled request (None: mid-prefill)."""
+    def execute(
+        self, output: SchedulerOutput, histories: Mapping[str, TokenHistory] | None = None
+    ) -> RunnerOutput:
+        """Run one step. ``histories`` gives each request's tokens so far (for penalties
+        and min_tokens); without it those parameters see an empty history."""
         started = time.perf_counter()
         self._forget(output)
         if output.is_empty:
-            return []
+            return RunnerOutput([])
         bs = self.block_size
         input_ids: list[int] = []
         positions: list[int] = []
@@ -104,6 +119,7 @@ class ModelRunner:
 
         hidden = self.model(ids, pos, self.kv_caches, metadata)
         sampled: list[int | None] = [None] * len(output.scheduled)
+        logprobs: dict[str, TokenLogprobs] = {}
         if logit_rows:
             rows = torch.tensor(logit_rows, dtype=torch.long, device=device)
             logits = self.model.compute_logits(hidden.index_select(0, rows))
@@ -111,14 +127,23 @@ class ModelRunner:
                 torch.cuda.synchronize()
             forwarded = time.perf_counter()
             sampling_items = [i for i in output.scheduled if i.samples_token]
-            tokens = sample(
-                logits,
-                [i.sampling_params for i in sampling_items],
-                [self._generators.get(i.request_id) for i in sampling_items],
-                self._default_generator,
-            )
-            it = iter(tokens)
+            histories = histories or {}
+            rows = [
+                SamplingRow(
+                    i.sampling_params,
+                    self._generators.get(i.request_id),
+                    histories.get(i.request_id),
+                )
+                for i in sampling_items
+            ]
+            result = sample(logits, rows, self._default_generator)
+            it = iter(result.token_ids)
             sampled = [next(it) if i.samples_token else None for i in output.scheduled]
+            logprobs = {
+                i.request_id: lp
+                for i, lp in zip(sampling_items, result.logprobs, strict=True)
+                if lp is not None
+            }
         else:
             if hidden.is_cuda:
                 torch.cuda.synchronize()
@@ -126,4 +151,4 @@ class ModelRunner:
         self.last_timing = StepTiming(
             prepared - started, forwarded - prepared, time.perf_counter() - forwarded
         )
-        return sampled
+        return RunnerOutput(sampled, logprobs)

@@ -4,8 +4,28 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.request import FinishReason, Request
+
+
+class Logprob(NamedTuple):
+    token_id: int
+    logprob: float
+
+
+class TokenLogprobs(NamedTuple):
+    """One sampled token's log-probability, its rank (1 is the most likely; ties count as
+    ahead) and the requested number of most likely tokens, best first.
+
+    Taken from the model's raw distribution, before penalties, temperature and filters
+    (vLLM's default ``logprobs_mode``); a logprob may be ``-inf``.
+    """
+
+    token_id: int
+    logprob: float
+    rank: int
+    top: tuple[Logprob, ...]
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,8 @@ class RequestOutput:
     token_time: float | None = None
     stop_reason: int | str | None = None
     timings: RequestTimings | None = None
+    # one per new token id when the request asked for logprobs, else empty
+    new_logprobs: tuple[TokenLogprobs, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,3 +117,5 @@ class CompletionOutput:
     num_cached_tokens: int
     num_preemptions: int
     timings: RequestTimings
+    # one per token id when ``SamplingParams.logprobs`` is set, else empty
+    logprobs: tuple[TokenLogprobs, ...] = ()

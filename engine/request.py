@@ -7,6 +7,7 @@ anchors them to the epoch for traces.
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -55,6 +56,8 @@ class Request:
 
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)
+    # NOTE: kept as tokens arrive so penalties cost O(distinct tokens), not a recount
+    output_token_counts: Counter[int] = field(default_factory=Counter)
     all_token_ids: list[int] = field(init=False)
     num_computed_tokens: int = 0
     # Prompt tokens served from the prefix cache at first scheduling; -1 until then.
@@ -73,8 +76,16 @@ class Request:
     prefill_chunks: list[tuple[float, int, int]] = field(default_factory=list)
     finished_time: float | None = None
 
+    _distinct_prompt_token_ids: frozenset[int] | None = field(default=None, init=False)
+
     def __post_init__(self) -> None:
         self.all_token_ids = list(self.prompt_token_ids)
+
+    def distinct_prompt_token_ids(self) -> frozenset[int]:
+        """The prompt's token ids as a set (computed once, for repetition_penalty)."""
+        if self._distinct_prompt_token_ids is None:
+            self._distinct_prompt_token_ids = frozenset(self.prompt_token_ids)
+        return self._distinct_prompt_token_ids
 
     @property
     def num_tokens(self) -> int:
@@ -98,6 +109,7 @@ class Request:
 
     def append_output_token(self, token_id: int, now: float) -> None:
         self.output_token_ids.append(token_id)
+        self.output_token_counts[token_id] += 1
         self.all_token_ids.append(token_id)
         if self.first_token_time is None:
             self.first_token_time = now

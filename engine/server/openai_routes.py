@@ -12,7 +12,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.async_engine import RequestHandle, RequestStream
-from engine.outputs import RequestOutput
+from engine.outputs import RequestOutput, TokenLogprobs
 from engine.sampling_params import SamplingParams
 from engine.server import responses
 from engine.server.chat_template import render_chat_prompt
@@ -44,7 +44,7 @@ class Admission:
 
 
 ChunkStream = Callable[[ResponseMeta, AsyncIterator[RequestOutput]], AsyncIterator[dict]]
-FinalBody = Callable[[ResponseMeta, str, RequestOutput], dict[str, Any]]
+FinalBody = Callable[[ResponseMeta, str, RequestOutput, list[TokenLogprobs]], dict[str, Any]]
 
 
 @router.get("/v1/models")
@@ -141,6 +141,7 @@ async def _serve(
         created=int(time.time()),
         model=context.served_model_name,
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
+        decode_token=_token_decoder(context) if params.logprobs is not None else None,
     )
     attributes = _trace_attributes(request, body)
 
@@ -165,7 +166,8 @@ async def _serve(
     if last.finish_reason == "abort":
         raise APIError(503, "the server is shutting down and aborted the request", code="aborted")
     text = "".join(output.new_text for output in outputs)
-    return JSONResponse(final_body(meta, text, last))
+    logprobs = [lp for output in outputs for lp in output.new_logprobs]
+    return JSONResponse(final_body(meta, text, last, logprobs))
 
 
 async def _traced_outputs(
@@ -184,13 +186,18 @@ async def _chat_chunks(
     meta: ResponseMeta, outputs: AsyncIterator[RequestOutput]
 ) -> AsyncIterator[dict]:
     last = None
+    # NOTE: logprobs of tokens whose text is still held back ride on the next chunk
+    pending: list[TokenLogprobs] = []
     async for output in outputs:
         if last is None:  # vLLM and OpenAI open with the role, empty content
             yield responses.chat_chunk(meta, {"role": "assistant", "content": ""})
         last = output
+        pending.extend(output.new_logprobs)
         if output.new_text or output.finished:
             delta = {"content": output.new_text} if output.new_text else {}
-            yield responses.chat_chunk(meta, delta, output.finish_reason)
+            logprobs = responses.chat_logprobs(meta, pending)
+            pending = []
+            yield responses.chat_chunk(meta, delta, output.finish_reason, logprobs)
     if meta.include_usage and last is not None:
         yield responses.usage_chunk(meta, "chat.completion.chunk", last)
 
@@ -199,10 +206,15 @@ async def _text_chunks(
     meta: ResponseMeta, outputs: AsyncIterator[RequestOutput]
 ) -> AsyncIterator[dict]:
     last = None
+    pending: list[TokenLogprobs] = []
+    text_offset = 0
     async for output in outputs:
         last = output
+        pending.extend(output.new_logprobs)
         if output.new_text or output.finished:
-            yield responses.text_chunk(meta, output.new_text, output.finish_reason)
+            logprobs, text_offset = responses.completion_logprobs(meta, pending, text_offset)
+            pending = []
+            yield responses.text_chunk(meta, output.new_text, output.finish_reason, logprobs)
     if meta.include_usage and last is not None:
         yield responses.usage_chunk(meta, "text_completion", last)
 
@@ -220,7 +232,19 @@ def _sampling_params(body: GenerationRequest, max_tokens: int) -> SamplingParams
         stop=(stop,) if isinstance(stop, str) else tuple(stop),
         stop_token_ids=tuple(body.stop_token_ids or ()),
         ignore_eos=body.ignore_eos,
+        presence_penalty=body.presence_penalty or 0.0,
+        frequency_penalty=body.frequency_penalty or 0.0,
+        repetition_penalty=1.0 if body.repetition_penalty is None else body.repetition_penalty,
+        logit_bias=body.logit_bias or {},
+        min_tokens=body.min_tokens or 0,
+        min_p=body.min_p or 0.0,
+        logprobs=body.num_logprobs,
     )
+
+
+def _token_decoder(context: ServerContext) -> Callable[[int], str]:
+    tokenizer = context.async_engine.engine.tokenizer
+    return lambda token_id: tokenizer.decode([token_id])
 
 
 def _priority(header: int | None, body: GenerationRequest) -> int:

@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core.core_schema import ValidationInfo
+
+from engine.sampling_params import MAX_LOGPROBS
+from engine.server import default_only
 
 # vLLM accepts any int64 seed; torch's generators take no more.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -24,6 +28,12 @@ class _Body(BaseModel):
 
 class StreamOptions(_Body):
     include_usage: bool = False
+    continuous_usage_stats: Any = None  # vLLM's usage on every chunk: not implemented
+
+    @field_validator(*default_only.STREAM_OPTIONS, mode="before")
+    @classmethod
+    def _default_only(cls, value: Any, info: ValidationInfo) -> Any:
+        return default_only.require_default(default_only.STREAM_OPTIONS, info.field_name, value)
 
 
 class GenerationRequest(_Body):
@@ -48,6 +58,61 @@ class GenerationRequest(_Body):
     priority: int | None = Field(
         None, ge=INT64_MIN, le=INT64_MAX, description="Lower is served first (priority policy)."
     )
+    # sampling as vLLM implements it (OpenAI's ranges)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    logit_bias: dict[int, float] | None = Field(
+        None, description="Token id (a string, as JSON keys are) to a bias in [-100, 100]."
+    )
+    repetition_penalty: float | None = Field(None, gt=0.0, description="vLLM's; 1 is off.")
+    min_tokens: int | None = Field(None, ge=0, le=INT64_MAX, description="vLLM's.")
+    min_p: float | None = Field(None, ge=0.0, le=1.0, description="vLLM's; 0 is off.")
+    # accepted only at the value that means off (engine/server/default_only.py)
+    response_format: Any = None
+    best_of: Any = None
+    use_beam_search: Any = None
+    prompt_logprobs: Any = None
+    guided_json: Any = None
+    guided_regex: Any = None
+    guided_choice: Any = None
+    guided_grammar: Any = None
+    structured_outputs: Any = None
+    allowed_token_ids: Any = None
+    bad_words: Any = None
+    logits_processors: Any = None
+    truncate_prompt_tokens: Any = None
+    include_stop_str_in_output: Any = None
+    skip_special_tokens: Any = None
+    return_tokens_as_token_ids: Any = None
+
+    @property
+    def num_logprobs(self) -> int | None:
+        """How many top logprobs per token the engine returns (None: no logprobs)."""
+        return None
+
+    @field_validator(*default_only.GENERATION, mode="before")
+    @classmethod
+    def _generation_default_only(cls, value: Any, info: ValidationInfo) -> Any:
+        return default_only.require_default(default_only.GENERATION, info.field_name, value)
+
+    @field_validator("logit_bias", mode="before")
+    @classmethod
+    def _token_id_biases(cls, bias: Any) -> Any:
+        if bias is None:
+            return None
+        if not isinstance(bias, dict):
+            raise ValueError("must be an object mapping token ids to biases")
+        parsed: dict[int, float] = {}
+        for key, value in bias.items():
+            text = str(key)
+            if not text.isascii() or not text.isdigit():
+                raise ValueError(f"key {_shown(key)} is not a token id (a non-negative integer)")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"the bias of token {text} must be a number")
+            if not -100.0 <= value <= 100.0:
+                raise ValueError(f"the bias of token {text} is {value}; must be in [-100, 100]")
+            parsed[int(text)] = float(value)
+        return parsed
 
     @field_validator("n", mode="before")
     @classmethod
@@ -102,6 +167,42 @@ class ChatCompletionRequest(GenerationRequest):
     max_completion_tokens: int | None = Field(
         None, ge=1, le=INT64_MAX, description="Preferred over max_tokens when both are set."
     )
+    logprobs: bool | None = Field(None, description="Return each output token's logprob.")
+    top_logprobs: int | None = Field(
+        None, ge=0, le=MAX_LOGPROBS, description="Most likely tokens per position; needs logprobs."
+    )
+    # accepted only at the value that means off (engine/server/default_only.py)
+    tools: Any = None
+    tool_choice: Any = None
+    functions: Any = None
+    function_call: Any = None
+    audio: Any = None
+    modalities: Any = None
+    web_search_options: Any = None
+    verbosity: Any = None
+    echo: Any = None
+    add_generation_prompt: Any = None
+    continue_final_message: Any = None
+    chat_template: Any = None
+    chat_template_kwargs: Any = None
+    documents: Any = None
+
+    @field_validator(*default_only.CHAT, mode="before")
+    @classmethod
+    def _chat_default_only(cls, value: Any, info: ValidationInfo) -> Any:
+        return default_only.require_default(default_only.CHAT, info.field_name, value)
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _needs_logprobs(cls, top_logprobs: int | None, info: ValidationInfo) -> int | None:
+        # NOTE: OpenAI's and vLLM's rule; logprobs is declared first, so it is in info.data
+        if top_logprobs and not info.data.get("logprobs"):
+            raise ValueError(f"needs logprobs set to true (got {top_logprobs})")
+        return top_logprobs
+
+    @property
+    def num_logprobs(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     @property
     def requested_max_tokens(self) -> int | None:
@@ -115,6 +216,21 @@ class CompletionRequest(GenerationRequest):
         | Annotated[list[str], Field(min_length=1, max_length=1)]
         | Annotated[list[list[TokenId]], Field(min_length=1, max_length=1)]
     ) = Field(description="A string or a list of token ids (a batch of one is accepted too).")
+    logprobs: int | None = Field(
+        None, ge=0, le=MAX_LOGPROBS, description="Top logprobs per token (vLLM allows 20)."
+    )
+    # accepted only at the value that means off (engine/server/default_only.py)
+    echo: Any = None
+    suffix: Any = None
+
+    @field_validator(*default_only.COMPLETION, mode="before")
+    @classmethod
+    def _completion_default_only(cls, value: Any, info: ValidationInfo) -> Any:
+        return default_only.require_default(default_only.COMPLETION, info.field_name, value)
+
+    @property
+    def num_logprobs(self) -> int | None:
+        return self.logprobs
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -137,3 +253,8 @@ class CompletionRequest(GenerationRequest):
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

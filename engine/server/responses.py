@@ -8,10 +8,14 @@ as vLLM reports it).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.outputs import RequestOutput
+from engine.outputs import RequestOutput, TokenLogprobs
+
+# vLLM's floor for a logprob in a response: -inf is not JSON.
+MIN_LOGPROB = -9999.0
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,8 @@ class ResponseMeta:
     created: int
     model: str
     include_usage: bool = False
+    # a token id's text, set when the request asked for logprobs
+    decode_token: Callable[[int], str] | None = None
 
 
 def usage(output: RequestOutput) -> dict[str, Any]:
@@ -43,22 +49,78 @@ def _envelope(meta: ResponseMeta, kind: str, choices: list[dict[str, Any]]) -> d
     }
 
 
-def chat_completion(meta: ResponseMeta, text: str, last: RequestOutput) -> dict[str, Any]:
+def chat_logprobs(meta: ResponseMeta, logprobs: Sequence[TokenLogprobs]) -> dict[str, Any] | None:
+    """OpenAI's chat ``logprobs``: ``{"content": [{token, logprob, bytes, top_logprobs}]}``."""
+    if meta.decode_token is None:
+        return None
+    decode = meta.decode_token
+
+    def entry(token_id: int, logprob: float) -> dict[str, Any]:
+        token = decode(token_id)
+        return {
+            "token": token,
+            "logprob": max(logprob, MIN_LOGPROB),
+            "bytes": list(token.encode("utf-8", errors="replace")),
+        }
+
+    content = [
+        {**entry(lp.token_id, lp.logprob), "top_logprobs": [entry(*t) for t in lp.top]}
+        for lp in logprobs
+    ]
+    return {"content": content, "refusal": None}
+
+
+def completion_logprobs(
+    meta: ResponseMeta, logprobs: Sequence[TokenLogprobs], text_offset: int = 0
+) -> tuple[dict[str, Any] | None, int]:
+    """OpenAI's completions ``logprobs`` (``tokens``, ``token_logprobs``, ``top_logprobs``,
+    ``text_offset``) and the offset after the last token, for the next chunk.
+
+    As in vLLM, each ``top_logprobs`` dict holds the sampled token and the top N, keyed by
+    token text, and offsets count the characters of the token texts from ``text_offset``.
+    """
+    if meta.decode_token is None:
+        return None, text_offset
+    decode = meta.decode_token
+    tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
+    for lp in logprobs:
+        token = decode(lp.token_id)
+        tokens.append(token)
+        token_logprobs.append(max(lp.logprob, MIN_LOGPROB))
+        top = {token: max(lp.logprob, MIN_LOGPROB)}
+        top.update((decode(t.token_id), max(t.logprob, MIN_LOGPROB)) for t in lp.top)
+        top_logprobs.append(top)
+        offsets.append(text_offset)
+        text_offset += len(token)
+    body = {
+        "tokens": tokens,
+        "token_logprobs": token_logprobs,
+        "top_logprobs": top_logprobs,
+        "text_offset": offsets,
+    }
+    return body, text_offset
+
+
+def chat_completion(
+    meta: ResponseMeta, text: str, last: RequestOutput, logprobs: Sequence[TokenLogprobs] = ()
+) -> dict[str, Any]:
     choice = {
         "index": 0,
         "message": {"role": "assistant", "content": text},
-        "logprobs": None,
+        "logprobs": chat_logprobs(meta, logprobs),
         "finish_reason": last.finish_reason,
         "stop_reason": last.stop_reason,
     }
     return {**_envelope(meta, "chat.completion", [choice]), "usage": usage(last)}
 
 
-def text_completion(meta: ResponseMeta, text: str, last: RequestOutput) -> dict[str, Any]:
+def text_completion(
+    meta: ResponseMeta, text: str, last: RequestOutput, logprobs: Sequence[TokenLogprobs] = ()
+) -> dict[str, Any]:
     choice = {
         "index": 0,
         "text": text,
-        "logprobs": None,
+        "logprobs": completion_logprobs(meta, logprobs)[0],
         "finish_reason": last.finish_reason,
         "stop_reason": last.stop_reason,
     }
@@ -66,17 +128,25 @@ def text_completion(meta: ResponseMeta, text: str, last: RequestOutput) -> dict[
 
 
 def chat_chunk(
-    meta: ResponseMeta, delta: dict[str, Any], finish_reason: str | None = None
+    meta: ResponseMeta,
+    delta: dict[str, Any],
+    finish_reason: str | None = None,
+    logprobs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
     chunk = _envelope(meta, "chat.completion.chunk", [choice])
     if meta.include_usage:
         chunk["usage"] = None  # NOTE: OpenAI sends null usage on every chunk but the last
     return chunk
 
 
-def text_chunk(meta: ResponseMeta, text: str, finish_reason: str | None = None) -> dict[str, Any]:
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+def text_chunk(
+    meta: ResponseMeta,
+    text: str,
+    finish_reason: str | None = None,
+    logprobs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
     chunk = _envelope(meta, "text_completion", [choice])
     if meta.include_usage:
         chunk["usage"] = None
