@@ -231,6 +231,9 @@ class RequestTracer:
         if out.finish_reason == "abort":
             span.set_attribute("error.type", "abort")
             span.set_status(Status(StatusCode.ERROR, "request aborted before it finished"))
+        elif out.finish_reason is None:  # a failed step took the request down
+            span.set_attribute("error.type", "engine_error")
+            span.set_status(Status(StatusCode.ERROR, "the engine failed while running it"))
         finished = t.finished_time if t.finished_time is not None else t.arrival_time
         span.end(end_time=wall_ns(finished))
 

@@ -65,13 +65,15 @@ def test_a_dead_engine_loop_fails_requests_health_and_readiness(async_engine):
     async_engine.loop_error = RuntimeError("CUDA error: device-side assert (secret)")
     try:
         response = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 1})
-        assert response.status_code == 500
-        assert response.json()["error"]["code"] == "engine_error"
+        # a dead engine is not the caller's fault: 503, so a balancer tries another replica
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "engine_dead"
         assert "secret" not in response.text
         assert client.get("/health").status_code == 503
         ready = client.get("/ready")
         assert ready.status_code == 503 and ready.json() == {"status": "failed"}
-        assert client.get("/live").status_code == 200
+        live = client.get("/live")  # a liveness probe restarts a dead replica
+        assert live.status_code == 503 and live.json() == {"status": "dead"}
     finally:
         async_engine.loop_error = None
-    assert metrics.statuses == [503, 500, 503, 503, 200]
+    assert metrics.statuses == [503, 503, 503, 503, 503]
