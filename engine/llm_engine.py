@@ -204,7 +204,13 @@ class LLMEngine:
         if isinstance(prompt, str):
             if not prompt:
                 raise RequestError("prompt is empty; send at least one character")
-            return self.tokenizer.encode(prompt)
+            try:
+                return self.tokenizer.encode(prompt)
+            except UnicodeEncodeError as error:  # a lone surrogate: no tokenizer takes it
+                raise RequestError(
+                    f"prompt: invalid Unicode ({error.reason}) at character {error.start}; "
+                    "send valid UTF-8 text"
+                ) from None
         token_ids = list(prompt)
         if not token_ids:
             raise RequestError("prompt is empty; send at least one token id")

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.server.context import server_context
-from engine.server.errors import error_body
+from engine.server.errors import error_body, logger
 
 router = APIRouter()
 
@@ -54,5 +54,11 @@ async def health(request: Request) -> Response:
 
 @router.api_route("/metrics", methods=["GET", "HEAD"], include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    body, content_type = server_context(request).metrics.render(request.headers.get("accept"))
+    # NOTE: HEAD gets GET's headers (Content-Length too); the server sends no body.
+    try:
+        body, content_type = server_context(request).metrics.render(request.headers.get("accept"))
+    except Exception:  # the render already retried with safe labels: not a caller's fault
+        logger.exception("GET /metrics failed")
+        message = "the metrics could not be rendered (see the server log)"
+        return JSONResponse(error_body(503, message, code="metrics_unavailable"), status_code=503)
     return Response(body, media_type=content_type)
