@@ -45,9 +45,10 @@ FAULTS: tuple[str, ...] = ("step_delay_seconds", "fail_next_steps")
 MAX_STEP_DELAY_SECONDS = 10.0
 MAX_FAIL_NEXT_STEPS = 1000
 # NOTE: a step that raises fails its batch and the engine goes on; this many failed
-# steps in a row (the failure is not in the requests, or not contained by failing
-# them) mark the engine dead instead.
-MAX_CONSECUTIVE_FAILED_STEPS = 3
+# steps in a row, with no step served between them (so failing the requests did not
+# help: a device fault, a broken scheduler), mark the engine dead instead. Not 1 or 2:
+# on an idle replica a few bad requests in a row must not be enough to kill it.
+MAX_CONSECUTIVE_FAILED_STEPS = 5
 
 
 class StepFailedError(EngineError):
@@ -439,7 +440,8 @@ class AsyncEngine:
     def _contain(self, error: Exception) -> None:
         """A step raised: fail the requests of its batch, or the engine if that can't help."""
         self._num_consecutive_failed_steps += 1
-        batch = [r for r in self.engine.scheduled_request_ids if r in self._handles]
+        scheduled = self.engine.scheduled_request_ids
+        batch = [r for r in scheduled if r in self._handles]
         logger.error(
             "engine step failed (%d in a row); failing its %d requests",
             self._num_consecutive_failed_steps,
@@ -450,7 +452,7 @@ class AsyncEngine:
             self._die(error)
             return
         try:
-            outputs = self.engine.fail(batch)
+            outputs = self.engine.fail(scheduled)
             for observer in self.observers:
                 observer.on_step(self.engine, outputs, self._handles)
         except Exception as abort_error:
