@@ -44,7 +44,13 @@ def _client(async_engine: AsyncEngine, metrics: ExplodingMetrics) -> TestClient:
 
 def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_is_counted(async_engine):
     metrics = ExplodingMetrics()
-    response = _client(async_engine, metrics).get("/metrics")
+    client = _client(async_engine, metrics)
+
+    def boom() -> None:
+        raise RuntimeError("secret internals: /etc/passwd")
+
+    client.app.add_api_route("/boom", boom)  # type: ignore[attr-defined]
+    response = client.get("/boom")
     assert response.status_code == 500
     assert response.json() == {
         "error": {
@@ -56,6 +62,15 @@ def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_is_counted(asyn
     }
     assert "secret" not in response.text
     assert metrics.statuses == [500]
+
+
+def test_a_scrape_that_cannot_render_is_a_503_never_a_500(async_engine):
+    metrics = ExplodingMetrics()
+    response = _client(async_engine, metrics).get("/metrics")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "metrics_unavailable"
+    assert "secret" not in response.text
+    assert metrics.statuses == [503]
 
 
 def test_a_dead_engine_loop_fails_requests_health_and_readiness(async_engine):
