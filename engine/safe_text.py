@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_LABEL_VALUE_CHARS", "safe_text"]
+__all__ = ["MAX_LABEL_VALUE_CHARS", "SURROGATES", "safe_text"]
 
 # NOTE: label values come from clients (tenants); a cap keeps a 1 MB "user" from
 # becoming a 1 MB line on every scrape.
 MAX_LABEL_VALUE_CHARS = 128
-_SURROGATES = re.compile("[\ud800-\udfff]")
+# Lone surrogates: the one kind of ``str`` character that UTF-8 cannot encode.
+SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def safe_text(value: str, max_chars: int | None = None) -> str:
@@ -22,4 +23,4 @@ def safe_text(value: str, max_chars: int | None = None) -> str:
     ``str`` character UTF-8 cannot encode) replaced by U+FFFD."""
     if max_chars is not None:
         value = value[:max_chars]
-    return _SURROGATES.sub("\ufffd", value)
+    return SURROGATES.sub("\ufffd", value)

@@ -7,11 +7,12 @@ working. Values are checked here, at the edge, so that each error names its fiel
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
+
+from engine.safe_text import SURROGATES
 
 # vLLM accepts any int64 seed; torch's generators take no more.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -38,9 +39,6 @@ class _Body(BaseModel):
         return value
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _holds_body(field: FieldInfo) -> bool:
     """Whether the field's type has a request model in it (``list[ChatMessage]``)."""
     pending = [field.annotation]
@@ -55,7 +53,7 @@ def _holds_body(field: FieldInfo) -> bool:
 def _invalid_unicode(value: Any, where: str) -> str | None:
     """Where ``value`` holds a lone surrogate, as a message; None if it holds none."""
     if isinstance(value, str):
-        found = _SURROGATE.search(value)
+        found = SURROGATES.search(value)
         if found is None:
             return None
         at = f" in {where}" if where else ""
