@@ -247,9 +247,6 @@ class LLMEngine:
         self.scheduled_request_ids = ()
         output = self.scheduler.schedule()
         self.scheduled_request_ids = tuple(i.request_id for i in output.scheduled)
-        if self.num_steps_to_fail and output.scheduled:
-            self.num_steps_to_fail -= 1
-            raise InjectedStepFault("fail_next_steps: an injected step failure")
         requests = self.scheduler.requests
         num_decode = sum(
             1
@@ -258,6 +255,12 @@ class LLMEngine:
             and i.num_computed_tokens >= requests[i.request_id].num_prompt_tokens
         )
         sampled = self.runner.execute(output)
+        # NOTE: after execute, as a sampler error would be: the runner has already
+        # forgotten this step's finished and preempted requests, so only the batch is
+        # left half done.
+        if self.num_steps_to_fail and output.scheduled:
+            self.num_steps_to_fail -= 1
+            raise InjectedStepFault("fail_next_steps: an injected step failure")
         updated = self.scheduler.update_from_output(output, sampled)
         finished: dict[RequestStatus, list[str]] = {}
         outputs = []
