@@ -25,6 +25,13 @@ from engine.llm_engine import KnobChange, LLMEngine
 from engine.outputs import RequestOutput
 from engine.request_stream import RequestHandle, RequestStream
 from engine.sampling_params import SamplingParams
+from engine.step_failures import (
+    EngineDeadError,
+    FailureStreak,
+    StepFailedError,
+    fail_batch,
+    fail_in_flight,
+)
 
 __all__ = [
     "AsyncEngine",
@@ -44,19 +51,6 @@ logger = logging.getLogger("tailwatch.engine")
 FAULTS: tuple[str, ...] = ("step_delay_seconds", "fail_next_steps")
 MAX_STEP_DELAY_SECONDS = 10.0
 MAX_FAIL_NEXT_STEPS = 1000
-# NOTE: a step that raises fails its batch and the engine goes on; this many failed
-# steps in a row, with no step served between them (so failing the requests did not
-# help: a device fault, a broken scheduler), mark the engine dead instead. Not 1 or 2:
-# on an idle replica a few bad requests in a row must not be enough to kill it.
-MAX_CONSECUTIVE_FAILED_STEPS = 5
-
-
-class StepFailedError(EngineError):
-    """A step raised while running this request; the engine aborted it and goes on."""
-
-
-class EngineDeadError(EngineError):
-    """The engine failed in a way it could not contain and serves nothing more."""
 
 
 class EngineDrainingError(EngineError):
@@ -123,7 +117,7 @@ class AsyncEngine:
         # Set once the engine is dead (a failure it could not contain); never cleared.
         self.loop_error: BaseException | None = None
         self.warm_up_error: BaseException | None = None
-        self._num_consecutive_failed_steps = 0
+        self.failures = FailureStreak()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -240,7 +234,7 @@ class AsyncEngine:
         if self.is_draining:
             raise EngineDrainingError("the server is draining and admits no new requests")
         if self.loop_error is not None:
-            raise EngineDeadError(_DEAD_MESSAGE)
+            raise EngineDeadError()
         token_ids = self.engine.validate_request(prompt, params)
         queued = self._num_waiting + self._num_pending_adds
         if self.max_waiting_requests is not None and queued >= self.max_waiting_requests:
@@ -377,9 +371,7 @@ class AsyncEngine:
             return
         if self.loop_error is not None:  # admitted just before the engine died
             self.engine.abort([handle.request_id])
-            handle.loop.call_soon_threadsafe(
-                handle.outputs.put_nowait, EngineDeadError(_DEAD_MESSAGE)
-            )
+            handle.loop.call_soon_threadsafe(handle.outputs.put_nowait, EngineDeadError())
             return
         self._handles[handle.request_id] = handle
         self._num_waiting = self.engine.scheduler.stats().num_waiting
@@ -430,7 +422,7 @@ class AsyncEngine:
                 except Exception as error:
                     self._contain(error)
                     continue
-                self._num_consecutive_failed_steps = 0
+                self.failures.record_success()
                 if self.step_delay_seconds:
                     time.sleep(self.step_delay_seconds)
         except BaseException as error:  # the loop must never die silently
@@ -439,46 +431,26 @@ class AsyncEngine:
 
     def _contain(self, error: Exception) -> None:
         """A step raised: fail the requests of its batch, or the engine if that can't help."""
-        self._num_consecutive_failed_steps += 1
+        is_containable = self.failures.record_failure()
         scheduled = self.engine.scheduled_request_ids
-        batch = [r for r in scheduled if r in self._handles]
         logger.error(
             "engine step failed (%d in a row); failing its %d requests",
-            self._num_consecutive_failed_steps,
-            len(batch),
+            self.failures.num_failed,
+            len(scheduled),
             exc_info=error,
         )
-        if self._num_consecutive_failed_steps >= MAX_CONSECUTIVE_FAILED_STEPS:
+        if not is_containable:
             self._die(error)
             return
         try:
-            outputs = self.engine.fail(scheduled)
-            for observer in self.observers:
-                observer.on_step(self.engine, outputs, self._handles)
+            fail_batch(self.engine, scheduled, self._handles, self.observers)
         except Exception as abort_error:
             logger.error("failing the step's requests raised too", exc_info=abort_error)
             self._die(abort_error)
-            return
-        failure = StepFailedError(
-            "the engine failed while running this request and aborted it; the server log "
-            "has the cause; other requests are served, so a retry may succeed"
-        )
-        for request_id in batch:
-            handle = self._handles.pop(request_id, None)
-            if handle is not None:
-                handle.loop.call_soon_threadsafe(handle.outputs.put_nowait, failure)
 
     def _die(self, error: BaseException) -> None:
         """Mark the engine dead: not live, not ready, admits nothing; fail what is in flight."""
         self.loop_error = error
         self.is_ready = False
         logger.critical("the engine is dead and serves nothing more: %r", error)
-        failure = EngineDeadError(_DEAD_MESSAGE)
-        for handle in self._handles.values():
-            handle.loop.call_soon_threadsafe(handle.outputs.put_nowait, failure)
-        self._handles.clear()
-
-
-_DEAD_MESSAGE = (
-    "the engine failed and stopped serving (see the server log); this replica must be restarted"
-)
+        fail_in_flight(self._handles)

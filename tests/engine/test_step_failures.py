@@ -8,15 +8,11 @@ import asyncio
 
 import pytest
 
-from engine.async_engine import (
-    MAX_CONSECUTIVE_FAILED_STEPS,
-    AsyncEngine,
-    EngineDeadError,
-    StepFailedError,
-)
+from engine.async_engine import AsyncEngine
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+from engine.step_failures import MAX_CONSECUTIVE_FAILED_STEPS, EngineDeadError, StepFailedError
 
 PARAMS = SamplingParams(max_tokens=6, ignore_eos=True)
 
@@ -88,7 +84,7 @@ def test_a_schedule_that_always_raises_kills_the_engine_which_still_drains(front
     assert outcome is EngineDeadError and refused is EngineDeadError
     assert num_aborted == 0
     assert isinstance(front.loop_error, RuntimeError)
-    assert front._num_consecutive_failed_steps == MAX_CONSECUTIVE_FAILED_STEPS
+    assert front.failures.num_failed == MAX_CONSECUTIVE_FAILED_STEPS
 
 
 def test_a_failing_abort_kills_the_engine_at_once(front, monkeypatch):

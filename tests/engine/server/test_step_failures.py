@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from engine import metric_names as mn
-from engine.async_engine import MAX_CONSECUTIVE_FAILED_STEPS
 from engine.server.launch import ServeOptions
+from engine.step_failures import MAX_CONSECUTIVE_FAILED_STEPS
 from engine.tracing import RequestTracer, TracingConfig, build_tracer_provider
 from tailwatch.serve_cli import EXIT_ENGINE_DEAD
 from tests.engine.server.conftest import live_server, tiny_config, wait_until
