@@ -47,7 +47,7 @@ __all__ = [
 logger = logging.getLogger("tailwatch.engine")
 
 # Faults for incident drills; set with the knobs but kept out of EngineConfig.
-# ``fail_next_steps``: that many of the next steps (with a batch) raise after scheduling.
+# ``fail_next_steps``: that many of the next steps (with a batch) raise after the model ran.
 FAULTS: tuple[str, ...] = ("step_delay_seconds", "fail_next_steps")
 MAX_STEP_DELAY_SECONDS = 10.0
 MAX_FAIL_NEXT_STEPS = 1000
@@ -149,7 +149,7 @@ class AsyncEngine:
         while (self._handles or self._num_pending_adds) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         if self._thread is None or not self._thread.is_alive():
-            return len(self._handles)  # no engine thread to run the abort (never started)
+            return len(self._handles)  # no engine thread to run the abort (not started, or died)
         # NOTE: the abort runs in the engine thread after any add still queued there, so
         # a request admitted just before the drain began is aborted too.
         done: concurrent.futures.Future[int] = concurrent.futures.Future()
