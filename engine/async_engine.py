@@ -12,6 +12,7 @@ import asyncio
 import collections
 import concurrent.futures
 import itertools
+import logging
 import math
 import queue
 import threading
@@ -24,19 +25,32 @@ from engine.llm_engine import KnobChange, LLMEngine
 from engine.outputs import RequestOutput
 from engine.request_stream import RequestHandle, RequestStream
 from engine.sampling_params import SamplingParams
+from engine.step_failures import (
+    EngineDeadError,
+    FailureStreak,
+    StepFailedError,
+    fail_batch,
+    fail_in_flight,
+)
 
 __all__ = [
     "AsyncEngine",
+    "EngineDeadError",
     "EngineDrainingError",
     "EngineObserver",
     "QueueFullError",
     "RequestHandle",
     "RequestStream",
+    "StepFailedError",
 ]
 
+logger = logging.getLogger("tailwatch.engine")
+
 # Faults for incident drills; set with the knobs but kept out of EngineConfig.
-FAULTS: tuple[str, ...] = ("step_delay_seconds",)
+# ``fail_next_steps``: that many of the next steps (with a batch) raise after the model ran.
+FAULTS: tuple[str, ...] = ("step_delay_seconds", "fail_next_steps")
 MAX_STEP_DELAY_SECONDS = 10.0
+MAX_FAIL_NEXT_STEPS = 1000
 
 
 class EngineDrainingError(EngineError):
@@ -100,8 +114,10 @@ class AsyncEngine:
         self._ids = itertools.count()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        # Set once the engine is dead (a failure it could not contain); never cleared.
         self.loop_error: BaseException | None = None
         self.warm_up_error: BaseException | None = None
+        self.failures = FailureStreak()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -132,6 +148,8 @@ class AsyncEngine:
         deadline = time.monotonic() + timeout_seconds
         while (self._handles or self._num_pending_adds) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
+        if self._thread is None or not self._thread.is_alive():
+            return len(self._handles)  # no engine thread to run the abort (not started, or died)
         # NOTE: the abort runs in the engine thread after any add still queued there, so
         # a request admitted just before the drain began is aborted too.
         done: concurrent.futures.Future[int] = concurrent.futures.Future()
@@ -216,7 +234,7 @@ class AsyncEngine:
         if self.is_draining:
             raise EngineDrainingError("the server is draining and admits no new requests")
         if self.loop_error is not None:
-            raise EngineError(f"the engine loop stopped: {self.loop_error!r}")
+            raise EngineDeadError()
         token_ids = self.engine.validate_request(prompt, params)
         queued = self._num_waiting + self._num_pending_adds
         if self.max_waiting_requests is not None and queued >= self.max_waiting_requests:
@@ -266,7 +284,11 @@ class AsyncEngine:
     # -- knobs -----------------------------------------------------------------------------
 
     def knobs(self) -> dict[str, Any]:
-        return {**self.engine.knobs(), "step_delay_seconds": self.step_delay_seconds}
+        return {
+            **self.engine.knobs(),
+            "step_delay_seconds": self.step_delay_seconds,
+            "fail_next_steps": self.engine.num_steps_to_fail,
+        }
 
     async def update_knobs(self, changes: Mapping[str, Any]) -> list[KnobChange]:
         """Validate and apply knob and fault changes between two steps; all or nothing."""
@@ -290,8 +312,26 @@ class AsyncEngine:
             raise ConfigError(
                 f"step_delay_seconds={delay}: must be between 0 and {MAX_STEP_DELAY_SECONDS}"
             )
+        fail_steps = faults.get("fail_next_steps", self.engine.num_steps_to_fail)
+        if isinstance(fail_steps, bool) or not isinstance(fail_steps, int):
+            raise ConfigError(f"fail_next_steps={fail_steps!r}: must be a whole number of steps")
+        if not 0 <= fail_steps <= MAX_FAIL_NEXT_STEPS:
+            raise ConfigError(
+                f"fail_next_steps={fail_steps}: must be between 0 and {MAX_FAIL_NEXT_STEPS}"
+            )
         knob_changes = {k: v for k, v in changes.items() if k not in FAULTS}
         applied = self.engine.update_knobs(knob_changes) if knob_changes else []
+        if fail_steps != self.engine.num_steps_to_fail:
+            applied.append(
+                KnobChange(
+                    "fail_next_steps",
+                    self.engine.num_steps_to_fail,
+                    fail_steps,
+                    self.engine.clock(),
+                    self.engine.wall_clock(),
+                )
+            )
+            self.engine.num_steps_to_fail = fail_steps
         if float(delay) != self.step_delay_seconds:
             applied.append(
                 KnobChange(
@@ -329,6 +369,10 @@ class AsyncEngine:
         except EngineError as error:
             handle.loop.call_soon_threadsafe(handle.outputs.put_nowait, error)
             return
+        if self.loop_error is not None:  # admitted just before the engine died
+            self.engine.abort([handle.request_id])
+            handle.loop.call_soon_threadsafe(handle.outputs.put_nowait, EngineDeadError())
+            return
         self._handles[handle.request_id] = handle
         self._num_waiting = self.engine.scheduler.stats().num_waiting
 
@@ -365,19 +409,48 @@ class AsyncEngine:
         engine = self.engine
         try:
             while not self._stopped.is_set():
-                self._run_commands(block=not engine.has_unfinished_requests())
-                if not engine.has_unfinished_requests():
+                # NOTE: a dead engine still runs commands (drain's abort, late adds), so
+                # a drain finishes and every caller gets an answer; it only stops stepping.
+                is_idle = self.loop_error is not None or not engine.has_unfinished_requests()
+                self._run_commands(block=is_idle)
+                if self.loop_error is not None or not engine.has_unfinished_requests():
                     continue
-                outputs = engine.step()
-                self._num_waiting = engine.scheduler.stats().num_waiting
-                self._deliver(outputs)
+                try:
+                    outputs = engine.step()
+                    self._num_waiting = engine.scheduler.stats().num_waiting
+                    self._deliver(outputs)
+                except Exception as error:
+                    self._contain(error)
+                    continue
+                self.failures.record_success()
                 if self.step_delay_seconds:
                     time.sleep(self.step_delay_seconds)
         except BaseException as error:  # the loop must never die silently
-            self.loop_error = error
-            self.is_ready = False
-            for handle in list(self._handles.values()):
-                handle.loop.call_soon_threadsafe(
-                    handle.outputs.put_nowait, EngineError(f"the engine loop stopped: {error!r}")
-                )
+            self._die(error)
             raise
+
+    def _contain(self, error: Exception) -> None:
+        """A step raised: fail the requests of its batch, or the engine if that can't help."""
+        is_containable = self.failures.record_failure()
+        scheduled = self.engine.scheduled_request_ids
+        logger.error(
+            "engine step failed (%d in a row); failing its %d requests",
+            self.failures.num_failed,
+            len(scheduled),
+            exc_info=error,
+        )
+        if not is_containable:
+            self._die(error)
+            return
+        try:
+            fail_batch(self.engine, scheduled, self._handles, self.observers)
+        except Exception as abort_error:
+            logger.error("failing the step's requests raised too", exc_info=abort_error)
+            self._die(abort_error)
+
+    def _die(self, error: BaseException) -> None:
+        """Mark the engine dead: not live, not ready, admits nothing; fail what is in flight."""
+        self.loop_error = error
+        self.is_ready = False
+        logger.critical("the engine is dead and serves nothing more: %r", error)
+        fail_in_flight(self._handles)

@@ -18,7 +18,7 @@ from engine.config import (
     check_kv_pool_fits,
 )
 from engine.detokenizer import IncrementalDetokenizer
-from engine.errors import ConfigError, RequestError
+from engine.errors import ConfigError, EngineError, RequestError
 from engine.kv_cache import KVCacheManager
 from engine.model.kv_cache_tensors import num_blocks_for_memory
 from engine.model.loader import load_model
@@ -54,6 +54,10 @@ class StepStats:
     timing: StepTiming
 
 
+class InjectedStepFault(EngineError):
+    """The ``fail_next_steps`` drill: a step raising as a sampler or kernel bug would."""
+
+
 class LLMEngine:
     def __init__(
         self,
@@ -86,6 +90,10 @@ class LLMEngine:
         self._detokenizers: dict[str, IncrementalDetokenizer] = {}
         self._next_id = itertools.count()
         self.last_step = StepStats(0, 0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
+        # NOTE: the batch of the step running now: if the step raises, these are the
+        # requests it may have left half updated, which the caller fails (see ``fail``).
+        self.scheduled_request_ids: tuple[str, ...] = ()
+        self.num_steps_to_fail = 0  # fault injection: that many steps raise after scheduling
 
     # -- live knobs ------------------------------------------------------------------------
 
@@ -202,7 +210,13 @@ class LLMEngine:
         if isinstance(prompt, str):
             if not prompt:
                 raise RequestError("prompt is empty; send at least one character")
-            return self.tokenizer.encode(prompt)
+            try:
+                return self.tokenizer.encode(prompt)
+            except UnicodeEncodeError as error:  # a lone surrogate: no tokenizer takes it
+                raise RequestError(
+                    f"prompt: invalid Unicode ({error.reason}) at character {error.start}; "
+                    "send valid UTF-8 text"
+                ) from None
         token_ids = list(prompt)
         if not token_ids:
             raise RequestError("prompt is empty; send at least one token id")
@@ -220,6 +234,12 @@ class LLMEngine:
         )
         return [self._output(r, (), finished=True) for r in requests]
 
+    def fail(self, request_ids: Sequence[str]) -> list[RequestOutput]:
+        """Abort requests a failed step left in an unknown state (freeing their KV blocks
+        and scheduler state as ``abort`` does); their outputs carry no finish reason,
+        which observers count as an engine error."""
+        return [dataclasses.replace(out, finish_reason=None) for out in self.abort(request_ids)]
+
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
 
@@ -230,7 +250,9 @@ class LLMEngine:
 
     def step(self) -> list[RequestOutput]:
         started = time.perf_counter()
+        self.scheduled_request_ids = ()
         output = self.scheduler.schedule()
+        self.scheduled_request_ids = tuple(i.request_id for i in output.scheduled)
         requests = self.scheduler.requests
         num_decode = sum(
             1
@@ -239,6 +261,12 @@ class LLMEngine:
             and i.num_computed_tokens >= requests[i.request_id].num_prompt_tokens
         )
         result = self.runner.execute(output, requests)
+        # NOTE: after execute, as a sampler error would be: the runner has already
+        # forgotten this step's finished and preempted requests, so only the batch is
+        # left half done.
+        if self.num_steps_to_fail and output.scheduled:
+            self.num_steps_to_fail -= 1
+            raise InjectedStepFault("fail_next_steps: an injected step failure")
         updated = self.scheduler.update_from_output(output, result.sampled_token_ids)
         finished: dict[RequestStatus, list[str]] = {}
         outputs = []

@@ -10,6 +10,7 @@ flight (the time of its last token, for inter-token latency).
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from prometheus_client.utils import INF
 
 from engine import metric_names as mn
 from engine.errors import ConfigError
+from engine.safe_text import MAX_LABEL_VALUE_CHARS, safe_text
 
 if TYPE_CHECKING:
     from engine.async_engine import RequestHandle
@@ -39,6 +41,7 @@ _OM_KWARGS = (
     else {}
 )
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+logger = logging.getLogger("tailwatch.engine")
 
 
 class _TenantSeries:
@@ -80,7 +83,7 @@ class EngineMetrics:
                 "use [a-zA-Z_][a-zA-Z0-9_]* and not 'engine'"
             )
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.model_name = model_name
+        self.model_name = model_name = safe_text(model_name, MAX_LABEL_VALUE_CHARS)
         self.engine_index = str(engine_index)
         self.labels = (model_name, self.engine_index)
         self._families: dict[str, Counter | Gauge | Histogram] = {
@@ -202,10 +205,13 @@ class EngineMetrics:
         """The exposition and its content type: OpenMetrics 1.0 (with exemplars) when
         ``Accept`` lists ``application/openmetrics-text``, else Prometheus text 0.0.4."""
         with self._lock:
-            if wants_openmetrics(accept_header):
-                body = openmetrics.generate_latest(self.registry, **_OM_KWARGS)
-                return body, OPENMETRICS_CONTENT_TYPE
-            return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4
+            try:
+                return _render(self.registry, accept_header)
+            except (UnicodeError, ValueError):
+                # NOTE: label values are made safe where they are set; should one get
+                # through anyway, the scrape still answers, with it made safe here.
+                logger.exception("rendering /metrics failed; rendering safe label values")
+                return _render(_SafeLabels(self.registry), accept_header)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -213,7 +219,7 @@ class EngineMetrics:
         return (*(str(v) for v in self._knobs.values()), self.engine_index)
 
     def _tenant(self, tenant: str | None) -> _TenantSeries:
-        label = mn.NO_TENANT if tenant is None else tenant
+        label = mn.NO_TENANT if tenant is None else safe_text(tenant, MAX_LABEL_VALUE_CHARS)
         series = self._tenants.get(label)
         if series is not None:
             return series
@@ -308,6 +314,35 @@ class EngineMetrics:
         self._num_preemptions = _advance(
             self._preemptions, self._num_preemptions, stats.num_preemptions_total
         )
+
+
+def _render(registry: Any, accept_header: str | None) -> tuple[bytes, str]:
+    if wants_openmetrics(accept_header):
+        return openmetrics.generate_latest(registry, **_OM_KWARGS), OPENMETRICS_CONTENT_TYPE
+    return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
+
+
+class _SafeLabels:
+    """A registry's families with every label value (and exemplar label) made safe."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Any:
+        for family in self._registry.collect():
+            family.samples = [
+                sample._replace(
+                    labels=_safe_labels(sample.labels),
+                    exemplar=sample.exemplar
+                    and sample.exemplar._replace(labels=_safe_labels(sample.exemplar.labels)),
+                )
+                for sample in family.samples
+            ]
+            yield family
+
+
+def _safe_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    return {name: safe_text(value, MAX_LABEL_VALUE_CHARS) for name, value in labels.items()}
 
 
 def _advance(counter: Counter, seen: int, now: int) -> int:

@@ -23,6 +23,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from engine.errors import ConfigError
+from engine.safe_text import safe_text
 
 if TYPE_CHECKING:
     from engine.async_engine import RequestHandle
@@ -141,7 +142,7 @@ class RequestTracer:
             f"{operation} {self.model_name}",
             context=parent,
             kind=SpanKind.SERVER,
-            attributes={k: v for k, v in attributes.items() if v is not None},
+            attributes={k: _safe_attribute(v) for k, v in attributes.items() if v is not None},
             start_time=time.time_ns(),
         )
         if not span.is_recording():
@@ -231,8 +232,20 @@ class RequestTracer:
         if out.finish_reason == "abort":
             span.set_attribute("error.type", "abort")
             span.set_status(Status(StatusCode.ERROR, "request aborted before it finished"))
+        elif out.finish_reason is None:  # a failed step took the request down
+            span.set_attribute("error.type", "engine_error")
+            span.set_status(Status(StatusCode.ERROR, "the engine failed while running it"))
         finished = t.finished_time if t.finished_time is not None else t.arrival_time
         span.end(end_time=wall_ns(finished))
+
+
+def _safe_attribute(value: Any) -> Any:
+    """Strings made encodable: one bad string would fail the export of its whole batch."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        return [safe_text(v) if isinstance(v, str) else v for v in value]
+    return value
 
 
 def _latency_attributes(t: RequestTimings) -> dict[str, float]:

@@ -13,6 +13,7 @@ from tailwatch.engine_cli import _fail, _user_errors, engine_config_from
 ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
 # After the drain, how long uvicorn waits for responses still being written.
 GRACEFUL_SHUTDOWN_SECONDS = 5
+EXIT_ENGINE_DEAD = 3  # 1 is a failed start, 2 a usage error
 
 
 def serve(
@@ -57,7 +58,8 @@ def serve(
 ) -> None:
     """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
 
-    The admin API is on only when TAILWATCH_ADMIN_TOKEN is set. SIGTERM drains, exit 0.
+    The admin API is on only when TAILWATCH_ADMIN_TOKEN is set. SIGTERM drains, exit 0
+    (exit 3 if the engine had died of a failure it could not contain).
     """
     try:
         import uvicorn
@@ -109,6 +111,10 @@ def serve(
     http_server.run(sockets=[sock])
     if not http_server.started:
         raise typer.Exit(code=1)
+    if server.async_engine.loop_error is not None:
+        # NOTE: a dead engine exits non-zero so a supervisor sees a failure, not a stop.
+        typer.echo(f"error: the engine died: {server.async_engine.loop_error!r}", err=True)
+        raise typer.Exit(code=EXIT_ENGINE_DEAD)
 
 
 def _url_host(host: str) -> str:

@@ -27,6 +27,14 @@ class Tokenizer(Protocol):
     def decode(self, token_ids: Sequence[int]) -> str: ...
 
 
+@runtime_checkable
+class ByteLevelTokenizer(Tokenizer, Protocol):
+    """A tokenizer whose ids each stand for bytes, and whose decode is those bytes read
+    as UTF-8 with invalid sequences replaced; the detokenizer decodes it exactly."""
+
+    def token_bytes(self, token_id: int) -> bytes: ...
+
+
 class ByteTokenizer:
     """Ids 0-255 are the UTF-8 bytes of the text; 256 is BOS and 257 is EOS."""
 
@@ -49,6 +57,10 @@ class ByteTokenizer:
     def encode(self, text: str, add_bos: bool = True) -> list[int]:
         token_ids = list(text.encode("utf-8"))
         return [self.BOS_TOKEN_ID, *token_ids] if add_bos else token_ids
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The byte an id stands for; special and out-of-range ids stand for none."""
+        return bytes((token_id,)) if 0 <= token_id < self.NUM_BYTES else b""
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Special and out-of-range ids are skipped; invalid UTF-8 becomes U+FFFD."""

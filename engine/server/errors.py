@@ -20,7 +20,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from engine.async_engine import EngineDrainingError, QueueFullError
+from engine.async_engine import (
+    EngineDeadError,
+    EngineDrainingError,
+    QueueFullError,
+    StepFailedError,
+)
 from engine.errors import ConfigError, EngineError, RequestError
 
 logger = logging.getLogger("tailwatch.server")
@@ -88,6 +93,12 @@ def from_engine_error(error: EngineError) -> APIError:
         )
     if isinstance(error, EngineDrainingError):
         return APIError(503, str(error), code="draining")
+    # NOTE: an engine failure is not the caller's fault: 500 for a request a failed step
+    # took down (the engine goes on), 503 once the engine is dead (try another replica).
+    if isinstance(error, StepFailedError):
+        return APIError(500, str(error), code="engine_step_failed")
+    if isinstance(error, EngineDeadError):
+        return APIError(503, str(error), code="engine_dead")
     if isinstance(error, RequestError | ConfigError):
         match = _LEADING_FIELD.match(str(error))
         return APIError(400, str(error), param=match.group(1) if match else None)

@@ -94,9 +94,9 @@ def build_engine_server(
         max_waiting_requests=options.max_waiting_requests,
         max_concurrency_per_tenant=options.max_concurrency_per_tenant,
     )
-    metrics = EngineMetrics(
-        name, async_engine.knobs(), registry=registry, max_model_len=config.max_model_len
-    )
+    # NOTE: a fault counts down by itself, so it is no label of vllm:cache_config_info.
+    knobs = {k: v for k, v in async_engine.knobs().items() if k != "fail_next_steps"}
+    metrics = EngineMetrics(name, knobs, registry=registry, max_model_len=config.max_model_len)
     async_engine.observers.extend([metrics, tracer, *extra_observers])
     app = build_app(
         async_engine,

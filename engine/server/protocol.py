@@ -7,11 +7,12 @@ working. Values are checked here, at the edge, so that each error names its fiel
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core.core_schema import ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.fields import FieldInfo
 
+from engine.safe_text import SURROGATES
 from engine.sampling_params import MAX_LOGPROBS
 from engine.server import default_only
 
@@ -24,6 +25,57 @@ TokenId = Annotated[int, Field(ge=0)]
 class _Body(BaseModel):
     # NOTE: NaN and infinity parse from JSON in Python but mean nothing as knobs.
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _valid_unicode(cls, value: Any, info: ValidationInfo) -> Any:
+        # NOTE: JSON's "\udfff" escape parses into a lone surrogate, which no UTF-8
+        # encoder takes (tokenizer, metric labels, spans, our own error bodies): refuse
+        # it here, in every string of every field, however deeply nested. A field of
+        # request models (messages) is left to theirs, so the error names the inner field.
+        if info.field_name is not None and _holds_body(cls.model_fields[info.field_name]):
+            return value
+        problem = _invalid_unicode(value, "")
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+def _holds_body(field: FieldInfo) -> bool:
+    """Whether the field's type has a request model in it (``list[ChatMessage]``)."""
+    pending = [field.annotation]
+    while pending:
+        kind = pending.pop()
+        if isinstance(kind, type) and issubclass(kind, _Body):
+            return True
+        pending.extend(get_args(kind))
+    return False
+
+
+def _invalid_unicode(value: Any, where: str) -> str | None:
+    """Where ``value`` holds a lone surrogate, as a message; None if it holds none."""
+    if isinstance(value, str):
+        found = SURROGATES.search(value)
+        if found is None:
+            return None
+        at = f" in {where}" if where else ""
+        return (
+            f"invalid Unicode: a lone surrogate U+{ord(found.group()):04X} at character "
+            f"{found.start()}{at}; send valid UTF-8 text"
+        )
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if isinstance(key, str) and (problem := _invalid_unicode(key, f"{where} (a key)")):
+            return problem
+        inner = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip(".")
+        if (problem := _invalid_unicode(item, inner)) is not None:
+            return problem
+    return None
 
 
 class StreamOptions(_Body):

@@ -36,7 +36,8 @@ async def sse_body(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes
             yield encode_event(chunk)
     except EngineError as error:
         failure = from_engine_error(error)
-        yield encode_event(error_body(failure.status_code, failure.message, failure.param))
+        body = error_body(failure.status_code, failure.message, failure.param, failure.code)
+        yield encode_event(body)
     except Exception:
         logger.exception("unexpected error while streaming a response")
         yield encode_event(error_body(500, "internal server error", code="internal_error"))

@@ -44,7 +44,13 @@ def _client(async_engine: AsyncEngine, metrics: ExplodingMetrics) -> TestClient:
 
 def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_is_counted(async_engine):
     metrics = ExplodingMetrics()
-    response = _client(async_engine, metrics).get("/metrics")
+    client = _client(async_engine, metrics)
+
+    def boom() -> None:
+        raise RuntimeError("secret internals: /etc/passwd")
+
+    client.app.add_api_route("/boom", boom)  # type: ignore[attr-defined]
+    response = client.get("/boom")
     assert response.status_code == 500
     assert response.json() == {
         "error": {
@@ -58,6 +64,15 @@ def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_is_counted(asyn
     assert metrics.statuses == [500]
 
 
+def test_a_scrape_that_cannot_render_is_a_503_never_a_500(async_engine):
+    metrics = ExplodingMetrics()
+    response = _client(async_engine, metrics).get("/metrics")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "metrics_unavailable"
+    assert "secret" not in response.text
+    assert metrics.statuses == [503]
+
+
 def test_a_dead_engine_loop_fails_requests_health_and_readiness(async_engine):
     metrics = ExplodingMetrics()
     client = _client(async_engine, metrics)
@@ -65,13 +80,15 @@ def test_a_dead_engine_loop_fails_requests_health_and_readiness(async_engine):
     async_engine.loop_error = RuntimeError("CUDA error: device-side assert (secret)")
     try:
         response = client.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 1})
-        assert response.status_code == 500
-        assert response.json()["error"]["code"] == "engine_error"
+        # a dead engine is not the caller's fault: 503, so a balancer tries another replica
+        assert response.status_code == 503
+        assert response.json()["error"]["code"] == "engine_dead"
         assert "secret" not in response.text
         assert client.get("/health").status_code == 503
         ready = client.get("/ready")
         assert ready.status_code == 503 and ready.json() == {"status": "failed"}
-        assert client.get("/live").status_code == 200
+        live = client.get("/live")  # a liveness probe restarts a dead replica
+        assert live.status_code == 503 and live.json() == {"status": "dead"}
     finally:
         async_engine.loop_error = None
-    assert metrics.statuses == [503, 500, 503, 503, 200]
+    assert metrics.statuses == [503, 503, 503, 503, 503]
