@@ -12,6 +12,7 @@ ids (truncated before a stop string), built a few tokens at a time:
   tokens), and at ``finish`` the whole decode replaces the text when the text so far
   is a prefix of it, so the window's approximations never survive to the end.
 
+Stop strings are looked for once more than ``min_tokens`` tokens are out (vLLM's rule).
 While stop strings are set, the last ``max(len(stop)) - 1`` characters are held back so
 a stop string that is still forming is never streamed out; stop strings are not
 included in the returned text.
@@ -70,8 +71,13 @@ class _WindowDecoder:
 
 
 class IncrementalDetokenizer:
-    def __init__(self, tokenizer: Tokenizer, stop: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, stop: tuple[str, ...] = (), min_tokens: int = 0
+    ) -> None:
         self.stop = stop
+        # NOTE: vLLM's rule: stop strings are looked for only once more than min_tokens
+        # tokens are out, and then only in the text those tokens added (plus the holdback).
+        self.min_tokens = min_tokens
         self._holdback = max((len(s) for s in stop), default=1) - 1
         self._decoder: _ByteDecoder | _WindowDecoder = (
             _ByteDecoder(tokenizer)
@@ -111,6 +117,8 @@ class IncrementalDetokenizer:
             return None
         self._decoded += delta
         self.text += delta
+        if len(self.token_ids) <= self.min_tokens:
+            return None
         # NOTE: the match that ends first wins (then the one that starts first), as if
         # text came one character at a time, so how tokens split the text never matters.
         begin = max(0, len(self.text) - len(delta) - self._holdback)

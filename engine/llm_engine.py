@@ -181,7 +181,9 @@ class LLMEngine:
             cache_salt=cache_salt,
         )
         self.scheduler.add_request(request)
-        self._detokenizers[request_id] = IncrementalDetokenizer(self.tokenizer, params.stop)
+        self._detokenizers[request_id] = IncrementalDetokenizer(
+            self.tokenizer, params.stop, params.min_tokens
+        )
         return request_id
 
     def validate_request(self, prompt: str | Sequence[int], params: SamplingParams) -> list[int]:

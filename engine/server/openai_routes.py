@@ -88,7 +88,7 @@ async def create_chat_completion(
     prompt_ids = context.async_engine.engine.tokenizer.encode(render_chat_prompt(body.messages))
     # NOTE: as in vLLM and OpenAI, an unset limit means "up to the context length".
     max_tokens = body.requested_max_tokens or max(1, context.max_model_len - len(prompt_ids))
-    admission = Admission(x_tenant or body.user or None, _priority(x_priority, body))
+    admission = Admission(_tenant(x_tenant, body), _priority(x_priority, body))
     return await _serve(
         context, request, body, prompt_ids, max_tokens, admission, "chat", "chatcmpl",
         _chat_chunks, responses.chat_completion,
@@ -104,7 +104,7 @@ async def create_completion(
 ) -> Response:
     context = server_context(request)
     max_tokens = body.max_tokens or 16  # OpenAI's default for completions
-    admission = Admission(x_tenant or body.user or None, _priority(x_priority, body))
+    admission = Admission(_tenant(x_tenant, body), _priority(x_priority, body))
     return await _serve(
         context, request, body, body.prompt, max_tokens, admission, "text_completion", "cmpl",
         _text_chunks, responses.text_completion,
@@ -245,6 +245,17 @@ def _sampling_params(body: GenerationRequest, max_tokens: int) -> SamplingParams
 def _token_decoder(context: ServerContext) -> Callable[[int], str]:
     tokenizer = context.async_engine.engine.tokenizer
     return lambda token_id: tokenizer.decode([token_id])
+
+
+def _tenant(header: str | None, body: GenerationRequest) -> str | None:
+    if header:
+        # NOTE: Starlette decodes header bytes as latin-1; a client that sends its tenant
+        # name as UTF-8 (every HTTP library does) means the UTF-8 text.
+        try:
+            return header.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return header
+    return body.user or None
 
 
 def _priority(header: int | None, body: GenerationRequest) -> int:

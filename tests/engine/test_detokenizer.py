@@ -37,3 +37,21 @@ def test_invalid_bytes_do_not_stall_the_stream():
     for _ in range(20):
         detok.add_token(0x80)  # a continuation byte with no lead: never valid
     assert detok.text.count("\ufffd") >= 14
+
+
+def test_stop_strings_wait_for_min_tokens_as_in_vllm():
+    tok = ByteTokenizer()
+    ids = tok.encode("ab STOP cd STOP ef", add_bos=False)
+
+    def stopped_at(min_tokens: int) -> str:
+        detok = IncrementalDetokenizer(tok, ("STOP",), min_tokens)
+        for token_id in ids:
+            if detok.add_token(token_id):
+                break
+        return detok.text
+
+    assert stopped_at(0) == "ab "
+    # the first STOP completes at token 7: with min_tokens=7 it is not looked for
+    assert stopped_at(6) == "ab "
+    assert stopped_at(7) == "ab STOP cd "
+    assert stopped_at(len(ids)) == "ab STOP cd STOP ef"

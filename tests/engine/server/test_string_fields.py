@@ -105,6 +105,14 @@ def test_any_tenant_header_bytes_keep_metrics_answering(server, tenant):
         assert http.get("/metrics").status_code == 200
 
 
+def test_a_utf8_tenant_header_is_read_as_utf8(server):
+    with server.http() as http:
+        headers = [(b"X-Tenant", "caf\u00e9-\u6771\u4eac".encode())]
+        assert http.post(COMPLETIONS, json=_completion(), headers=headers).status_code == 200
+        metrics = http.get("/metrics").text
+    assert 'tenant="caf\u00e9-\u6771\u4eac"' in metrics
+
+
 def test_head_metrics_answers_like_get_without_a_body(server):
     with server.http() as http:
         get, head = http.get("/metrics"), http.head("/metrics")
