@@ -6,9 +6,12 @@ times) and the collector daemon (``tailwatch collect``), which scrapes the engin
 store and receives its OpenTelemetry traces. Every few seconds the demo reads the server's
 ``/metrics`` and prints what an on-call engineer looks at first: TTFT and ITL percentiles
 (Prometheus-exact, from the histograms), throughput, queue, KV usage, prefix-cache hits
-and preemptions. It stops by itself after ``duration`` seconds (or on Ctrl-C), drains the
-server, stops the collector, and prints what the store holds of the run. Alerting and the
-console join as they land.
+and preemptions. After ``duration`` seconds (or a Ctrl-C, or SIGTERM) it stops in order:
+traffic; requests in flight finish; the engine's counters are read once it is idle; the
+collector stores one more scrape; the server drains and flushes its spans; the collector
+writes what it holds. Then it prints what the store holds of the run beside the engine's
+own counters, which must agree (``tailwatch.demo_summary``). Alerting and the console
+join as they land.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from tailwatch import demo_processes as processes
 from tailwatch.demo_summary import (
     RunCounts,
     engine_counts,
-    mismatches,
-    store_report,
+    format_ms,
+    print_summary,
     wait_for_scrape,
 )
 
@@ -112,10 +115,6 @@ def _quantile(families: dict, name: str, q: float) -> float:
     return histogram_quantile(q, buckets.items()).value
 
 
-def _ms(seconds: float) -> str:
-    return "-" if seconds != seconds else f"{seconds * 1000:.0f}"
-
-
 def _scrape(base_url: str) -> dict:
     text = httpx.get(f"{base_url}/metrics", timeout=5).text
     return {f.name: f for f in text_string_to_metric_families(text)}
@@ -189,9 +188,9 @@ async def _send(
                     f"{now - started:.0f}",
                     f"{_value(families, 'vllm:request_success'):.0f}",
                     f"{(tokens - last_tokens) / (now - last_time):.0f}",
-                    _ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.5)),
-                    _ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.95)),
-                    _ms(_quantile(families, "vllm:inter_token_latency_seconds", 0.95)),
+                    format_ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.5)),
+                    format_ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.95)),
+                    format_ms(_quantile(families, "vllm:inter_token_latency_seconds", 0.95)),
                     f"{_value(families, 'vllm:num_requests_running'):.0f}",
                     f"{_value(families, 'vllm:num_requests_waiting'):.0f}",
                     f"{_value(families, 'vllm:kv_cache_usage_perc') * 100:.1f}%",
@@ -206,13 +205,12 @@ async def _send(
             task.add_done_callback(tasks.discard)
         # NOTE: let what was sent finish, so the engine's counters and the store's records
         # cover the same requests; the requests are short (at most 96 tokens).
-        if tasks and failure is None and not hurry.is_set():
-            console.print(
-                f"Traffic stopped; {len(tasks)} request{'s' if len(tasks) != 1 else ''} "
-                f"in flight get up to "
-                f"{IN_FLIGHT_TIMEOUT_SECONDS:.0f} s to finish (Ctrl-C again aborts them).",
-                highlight=False,
+        if failure is None and not hurry.is_set():
+            waiting = (
+                f"{len(tasks)} request{'s' if len(tasks) != 1 else ''} in flight get up to "
+                f"{IN_FLIGHT_TIMEOUT_SECONDS:.0f} s to finish (Ctrl-C again aborts them)"
             )
+            console.print(f"Traffic stopped; {waiting if tasks else 'none in flight'}.")
         deadline = time.monotonic() + IN_FLIGHT_TIMEOUT_SECONDS
         while tasks and failure is None and not hurry.is_set() and time.monotonic() < deadline:
             await asyncio.wait(set(tasks), timeout=0.2)
@@ -318,7 +316,7 @@ def run_demo(
             console.print(f"Demo stopped; {processes.stop(server, 'engine server')}.")
         console.print(f"{processes.stop(collector, 'collector').capitalize()}.")
     if server is not None:
-        matches = _summary(db_url, target, started, time.time(), final)
+        matches = print_summary(console, db_url, target, started, time.time(), final)
         if not matches and code == 0:
             code = 1
     return code
@@ -326,50 +324,6 @@ def run_demo(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _summary(
-    db_url: str, target: str, start: float, end: float, final: tuple[RunCounts, float] | None
-) -> bool:
-    """Print what the collector stored of this run (scrapes, request records, the run's
-    TTFT percentiles from the stored histograms) and the engine's own counters; returns
-    whether they agree (False too when either side could not be read)."""
-    try:
-        report = store_report(db_url, target, start, end)
-    except Exception as error:  # NOTE: a summary must never turn a finished demo into a crash
-        console.print(f"(no store summary: {error})")
-        return False
-    stored = report.counts
-    line = (
-        f"The store holds {report.num_scrapes} scrapes of {target} ({report.num_up} up) and "
-        f"{stored.num_finished} request records from the traces"
-    )
-    if stored.num_ttft_observations:
-        line += (
-            f"; over the run, TTFT p50 {_ms(report.ttft_p50_seconds)} ms and p99 "
-            f"{_ms(report.ttft_p99_seconds)} ms from {stored.num_ttft_observations} stored "
-            "observations"
-        )
-    console.print(line + ".", highlight=False, soft_wrap=True)
-    if final is None:
-        console.print("(the engine's own counters could not be read at the end of the run)")
-        return False
-    engine = final[0]
-    console.print(
-        f"The engine's own counters: {engine.describe()} finished requests "
-        f"(vllm:request_success_total) and {engine.num_ttft_observations} TTFT observations; "
-        f"request records by finish reason: {stored.describe()}.",
-        highlight=False,
-        soft_wrap=True,
-    )
-    problems = mismatches(engine, stored)
-    if problems:
-        console.print(
-            "[bold red]mismatch:[/] the store does not match the engine: " + "; ".join(problems)
-        )
-        return False
-    console.print("Every finished request has exactly one request record: the store matches.")
-    return True
 
 
 if __name__ == "__main__":

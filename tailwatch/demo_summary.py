@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rich.console import Console
+
 from slo import histogram_quantile
 
 REQUEST_SUCCESS = "vllm:request_success"  # a counter family: samples end in _total
@@ -123,3 +125,57 @@ def mismatches(engine: RunCounts, stored: RunCounts) -> list[str]:
             f"stored {stored.num_ttft_observations}"
         )
     return problems
+
+
+def print_summary(
+    console: Console,
+    db_url: str,
+    target: str,
+    start: float,
+    end: float,
+    final: tuple[RunCounts, float] | None,
+) -> bool:
+    """Print what the collector stored of this run (scrapes, request records, the run's
+    TTFT percentiles from the stored histograms) and the engine's own counters; returns
+    whether they agree (False too when either side could not be read)."""
+    try:
+        report = store_report(db_url, target, start, end)
+    except Exception as error:  # NOTE: a summary must never turn a finished demo into a crash
+        console.print(f"(no store summary: {error})")
+        return False
+    stored = report.counts
+    line = (
+        f"The store holds {report.num_scrapes} scrapes of {target} ({report.num_up} up) and "
+        f"{stored.num_finished} request records from the traces"
+    )
+    if stored.num_ttft_observations:
+        line += (
+            f"; over the run, TTFT p50 {format_ms(report.ttft_p50_seconds)} ms and p99 "
+            f"{format_ms(report.ttft_p99_seconds)} ms from {stored.num_ttft_observations} stored "
+            "observations"
+        )
+    console.print(line + ".", highlight=False, soft_wrap=True)
+    if final is None:
+        console.print("(the engine's own counters could not be read at the end of the run)")
+        return False
+    engine = final[0]
+    console.print(
+        f"The engine's own counters: {engine.describe()} finished requests "
+        f"(vllm:request_success_total) and {engine.num_ttft_observations} TTFT observations; "
+        f"request records by finish reason: {stored.describe()}.",
+        highlight=False,
+        soft_wrap=True,
+    )
+    problems = mismatches(engine, stored)
+    if problems:
+        console.print(
+            "[bold red]mismatch:[/] the store does not match the engine: " + "; ".join(problems)
+        )
+        return False
+    console.print("Every finished request has exactly one request record: the store matches.")
+    return True
+
+
+def format_ms(seconds: float) -> str:
+    """Seconds as whole milliseconds; ``-`` for NaN (no observation)."""
+    return "-" if seconds != seconds else f"{seconds * 1000:.0f}"

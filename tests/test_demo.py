@@ -13,6 +13,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tailwatch.demo_summary import RunCounts, engine_counts, mismatches
 
 
 def _free_port() -> int:
@@ -157,3 +160,40 @@ def test_demo_reports_a_busy_port_in_one_line():
 def test_demo_refuses_a_non_positive_duration():
     result = _demo("--duration", "0")
     assert result.returncode == 2 and "must be > 0" in result.stdout + result.stderr
+
+
+ENGINE_EXPOSITION = """\
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="tiny"} 3.0
+vllm:request_success_total{engine="0",finished_reason="length",model_name="tiny"} 5.0
+vllm:request_success_total{engine="0",finished_reason="abort",model_name="tiny"} 1.0
+vllm:request_success_total{engine="0",finished_reason="error",model_name="tiny"} 0.0
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="tiny"} 7.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="tiny"} 8.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="tiny"} 8.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="tiny"} 0.4
+"""
+
+
+@pytest.mark.parametrize(
+    ("stored", "problems"),
+    [
+        (RunCounts({"stop": 3, "length": 5, "abort": 1}, 8), []),
+        (
+            RunCounts({"stop": 3, "length": 4, "abort": 1}, 8),
+            ["length: engine 5, records 4"],
+        ),
+        (
+            RunCounts({"stop": 3, "length": 5, "abort": 1, "": 1}, 7),
+            ["no reason: engine 0, records 1", "TTFT observations: engine 8, stored 7"],
+        ),
+    ],
+)
+def test_the_summary_compares_records_by_finish_reason_with_the_engines_counters(stored, problems):
+    families = {f.name: f for f in text_string_to_metric_families(ENGINE_EXPOSITION)}
+    engine = engine_counts(families)
+    assert engine == RunCounts({"stop": 3, "length": 5, "abort": 1, "error": 0}, 8)
+    assert engine.num_finished == 9
+    assert engine.describe() == "9 (abort 1, length 5, stop 3)"
+    assert mismatches(engine, stored) == problems
