@@ -6,6 +6,7 @@ and usage attributes, vLLM's ``gen_ai.latency.*`` phase breakdown (so spans from
 engine and from vLLM read the same way), and events at the real times of scheduling,
 each prefill chunk, the first token and each preemption. A W3C ``traceparent`` from
 the client joins its trace. Tracing off means no provider: every hook returns at once.
+Delivery is counted and the shutdown's flush is bounded (``engine.span_export``).
 """
 
 from __future__ import annotations
