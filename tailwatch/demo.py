@@ -206,9 +206,10 @@ async def _send(
         # NOTE: let what was sent finish, so the engine's counters and the store's records
         # cover the same requests; the requests are short (at most 96 tokens).
         if failure is None and not hurry.is_set():
+            which = "request in flight gets" if len(tasks) == 1 else "requests in flight get"
             waiting = (
-                f"{len(tasks)} request{'s' if len(tasks) != 1 else ''} in flight get up to "
-                f"{IN_FLIGHT_TIMEOUT_SECONDS:.0f} s to finish (Ctrl-C again aborts them)"
+                f"{len(tasks)} {which} up to {IN_FLIGHT_TIMEOUT_SECONDS:.0f} s to finish "
+                "(Ctrl-C again aborts them)"
             )
             console.print(f"Traffic stopped; {waiting if tasks else 'none in flight'}.")
         deadline = time.monotonic() + IN_FLIGHT_TIMEOUT_SECONDS
@@ -311,10 +312,12 @@ def run_demo(
     except KeyboardInterrupt:
         code = 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # NOTE: still ours while the children stop: a second signal kills the one it
+        # interrupts (processes.stop) rather than leaving both running.
         if server is not None:
             console.print(f"Demo stopped; {processes.stop(server, 'engine server')}.")
         console.print(f"{processes.stop(collector, 'collector').capitalize()}.")
+        signal.signal(signal.SIGTERM, previous)
     if server is not None:
         matches = print_summary(console, db_url, target, started, time.time(), final)
         if not matches and code == 0:
