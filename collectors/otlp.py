@@ -20,6 +20,7 @@ import base64
 import binascii
 import json
 import logging
+import math
 import zlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -164,6 +165,14 @@ def _error(status: int, message: str, content_type: str) -> Response:
     return Response(_encode(body, content_type), status, media_type=content_type)
 
 
+def _unavailable(message: str, retry_after_seconds: float, content_type: str) -> Response:
+    """503 with ``Retry-After`` in whole seconds (RFC 9110's delay-seconds; some exporters
+    read no fractions), which the OTLP/HTTP exporters wait before they retry."""
+    response = _error(503, message, content_type)
+    response.headers["Retry-After"] = str(max(0, math.ceil(retry_after_seconds)))
+    return response
+
+
 def otlp_router(
     on_spans: Callable[[list[SpanRecord]], None],
     *,
@@ -204,12 +213,10 @@ def otlp_router(
                 if on_requests is not None and records:
                     on_requests(records)
         except ReceiverBusy as busy:
-            response = _error(503, str(busy), reply_type)
-            response.headers["Retry-After"] = f"{busy.retry_after_seconds:g}"
-            return response
+            return _unavailable(str(busy), busy.retry_after_seconds, reply_type)
         except Exception:
             logger.exception("OTLP sink failed on %d spans", len(spans))
-            return _error(503, "the receiver could not store the spans; retry", reply_type)
+            return _unavailable("the receiver could not store the spans; retry", 1, reply_type)
         return Response(_encode(ExportTraceServiceResponse(), reply_type), media_type=reply_type)
 
     return router

@@ -128,10 +128,15 @@ class AsyncEngine:
 
     async def warm_up(self) -> None:
         """Serve one request end to end, then report ready; a failure is kept in
-        ``warm_up_error`` and re-raised."""
+        ``warm_up_error`` and re-raised. The request is marked ``is_warm_up``, so it counts
+        in no client-facing metric and opens no span (as vLLM's warm-up)."""
+
+        def mark(handle: RequestHandle) -> None:
+            handle.is_warm_up = True
+
         try:
             params = SamplingParams(max_tokens=2, temperature=0.0)
-            async for _ in self.generate("warm up", params):
+            async for _ in self.generate("warm up", params, on_admitted=mark):
                 pass
         except Exception as error:
             self.warm_up_error = error

@@ -156,25 +156,35 @@ class EngineMetrics:
         outputs: Sequence[RequestOutput],
         handles: Mapping[str, RequestHandle],
     ) -> None:
-        """Record one step's outputs (or an abort's), then the scheduler's state."""
-        step = engine.last_step
-        # NOTE: an abort delivers outputs without a step; the step index tells them apart.
-        if step.step_index != self._last_step_index:
-            self._last_step_index = step.step_index
-            if step.num_requests:
-                self._iteration_tokens.observe(step.num_prompt_tokens + step.num_generation_tokens)
+        """Record one step's outputs (or an abort's), then the scheduler's state.
+
+        The warm-up request (``handle.is_warm_up``) counts nowhere: a step that served only
+        it moves no counter or histogram, only the gauges."""
         generated: dict[str | None, int] = {}  # tokens per tenant, counted once per step
+        num_client_outputs = 0
         for out in outputs:
             handle = handles.get(out.request_id)
+            if handle is not None and handle.is_warm_up:
+                continue
+            num_client_outputs += 1
             tenant = handle.tenant if handle is not None else None
             if out.new_token_ids:
                 generated[tenant] = generated.get(tenant, 0) + len(out.new_token_ids)
             self._observe_output(out, handle, tenant)
+        # NOTE: a step shared by the warm-up and client requests counts in full (its tokens
+        # are not split per request); only the start-up steps are left out.
+        is_warm_up_only = bool(outputs) and not num_client_outputs
+        step = engine.last_step
+        # NOTE: an abort delivers outputs without a step; the step index tells them apart.
+        if step.step_index != self._last_step_index:
+            self._last_step_index = step.step_index
+            if step.num_requests and not is_warm_up_only:
+                self._iteration_tokens.observe(step.num_prompt_tokens + step.num_generation_tokens)
         if generated:
             self._generation_tokens.inc(sum(generated.values()))
             for tenant, num_tokens in generated.items():
                 self._tenant(tenant).generation_tokens.inc(num_tokens)
-        self._observe_scheduler(engine.stats())
+        self._observe_scheduler(engine.stats(), count=not is_warm_up_only)
 
     def on_knob_changes(self, changes: Sequence[KnobChange]) -> None:
         """Count each change and re-label ``vllm:cache_config_info`` (old set removed)."""
@@ -300,19 +310,20 @@ class EngineMetrics:
         h[mn.REQUEST_PREFILL_KV_COMPUTED_TOKENS.name].observe(computed)
         h[mn.REQUEST_NUM_PREEMPTIONS.name].observe(out.num_preemptions)
 
-    def _observe_scheduler(self, stats: SchedulerStats) -> None:
+    def _observe_scheduler(self, stats: SchedulerStats, count: bool = True) -> None:
+        """Set the gauges; move the counters by what the scheduler's cumulative figures
+        gained, or (``count`` False: the warm-up's step) only take them as the new base."""
         self._running.set(stats.num_running)
         self._waiting.set(stats.num_waiting)
         self._kv_usage.set(stats.kv_cache_usage)
-        # The scheduler's figures are cumulative; counters move by the difference.
         self._num_prefix_queries = _advance(
-            self._prefix_queries, self._num_prefix_queries, stats.prefix_cache_queries_tokens
+            self._prefix_queries, self._num_prefix_queries, stats.prefix_cache_queries_tokens, count
         )
         self._num_prefix_hits = _advance(
-            self._prefix_hits, self._num_prefix_hits, stats.prefix_cache_hits_tokens
+            self._prefix_hits, self._num_prefix_hits, stats.prefix_cache_hits_tokens, count
         )
         self._num_preemptions = _advance(
-            self._preemptions, self._num_preemptions, stats.num_preemptions_total
+            self._preemptions, self._num_preemptions, stats.num_preemptions_total, count
         )
 
 
@@ -345,9 +356,11 @@ def _safe_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return {name: safe_text(value, MAX_LABEL_VALUE_CHARS) for name, value in labels.items()}
 
 
-def _advance(counter: Counter, seen: int, now: int) -> int:
-    """Increase ``counter`` by what a cumulative figure gained; a drop is a restart."""
-    counter.inc(now - seen if now >= seen else now)
+def _advance(counter: Counter, seen: int, now: int, count: bool = True) -> int:
+    """Increase ``counter`` by what a cumulative figure gained (a drop is a restart);
+    with ``count`` False, return the new figure without counting the gain."""
+    if count:
+        counter.inc(now - seen if now >= seen else now)
     return now
 
 

@@ -32,6 +32,9 @@ class RequestHandle:
     span: Any = None
     trace_id: str | None = None
     is_finished: bool = False
+    # The server's start-up warm-up (AsyncEngine.warm_up): no client sent it, so the
+    # client-facing metrics leave it out.
+    is_warm_up: bool = False
 
 
 class RequestStream:

@@ -6,29 +6,32 @@ and usage attributes, vLLM's ``gen_ai.latency.*`` phase breakdown (so spans from
 engine and from vLLM read the same way), and events at the real times of scheduling,
 each prefill chunk, the first token and each preemption. A W3C ``traceparent`` from
 the client joins its trace. Tracing off means no provider: every hook returns at once.
+Delivery is counted and the shutdown's flush is bounded (``engine.span_export``).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from engine.errors import ConfigError
 from engine.safe_text import safe_text
+from engine.span_export import DEFAULT_FLUSH_TIMEOUT_SECONDS, CountingTracerProvider, SpanDelivery
 
 if TYPE_CHECKING:
     from engine.async_engine import RequestHandle
     from engine.llm_engine import KnobChange, LLMEngine
     from engine.outputs import RequestOutput, RequestTimings
+
+logger = logging.getLogger(__name__)
 
 PROVIDER_NAME = "tailwatch"
 TRACER_NAME = "tailwatch.engine"
@@ -72,22 +75,27 @@ class TracingConfig:
 
 def build_tracer_provider(config: TracingConfig, exporter: SpanExporter) -> TracerProvider:
     """A provider sampling ``ParentBased(TraceIdRatioBased(ratio))`` that batches spans to
-    ``exporter``. Not installed globally: the engine passes it where it is needed."""
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": config.service_name}),
-        sampler=ParentBased(TraceIdRatioBased(config.sampling_ratio)),
-    )
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider
+    ``exporter`` and counts their delivery (``engine.span_export``). Not installed
+    globally: the engine passes it where it is needed."""
+    return CountingTracerProvider(config.service_name, config.sampling_ratio, exporter)
 
 
 class RequestTracer:
-    """Request spans for one served model; an ``EngineObserver``."""
+    """Request spans for one served model; an ``EngineObserver``.
 
-    def __init__(self, tracer_provider: TracerProvider | None, model_name: str) -> None:
+    ``destination`` (e.g. the OTLP endpoint) only names where spans go in the shutdown's
+    log line."""
+
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None,
+        model_name: str,
+        destination: str = "the exporter",
+    ) -> None:
         self._provider = tracer_provider
         self._tracer = tracer_provider.get_tracer(TRACER_NAME) if tracer_provider else None
         self.model_name = model_name
+        self.destination = destination
 
     @classmethod
     def from_config(cls, config: TracingConfig, model_name: str) -> RequestTracer:
@@ -97,7 +105,7 @@ class RequestTracer:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter(endpoint=config.otlp_endpoint)
-        return cls(build_tracer_provider(config, exporter), model_name)
+        return cls(build_tracer_provider(config, exporter), model_name, config.otlp_endpoint)
 
     @property
     def enabled(self) -> bool:
@@ -187,10 +195,37 @@ class RequestTracer:
     def on_rejected(self, reason: str, tenant: str | None) -> None:
         return
 
-    def shutdown(self) -> None:
-        """Flush and stop the exporter (spans still open are not exported)."""
-        if self._provider is not None:
+    def delivery(self) -> SpanDelivery | None:
+        """How many spans ended and were delivered so far; None when tracing is off or
+        the provider does not count (not made by ``build_tracer_provider``)."""
+        if isinstance(self._provider, CountingTracerProvider):
+            return self._provider.delivery()
+        return None
+
+    def shutdown(self, timeout_seconds: float = DEFAULT_FLUSH_TIMEOUT_SECONDS) -> None:
+        """Flush the queued spans (within ``timeout_seconds``) and stop the exporter, then
+        log what was delivered: an error naming the count when any span was not (spans
+        still open are not exported)."""
+        if self._provider is None:
+            return
+        if not isinstance(self._provider, CountingTracerProvider):
             self._provider.shutdown()
+            return
+        self._provider.shutdown(timeout_seconds)
+        delivery = self._provider.delivery()
+        if delivery.num_undelivered:
+            logger.error(
+                "traces: %d of %d request spans were not delivered to %s (%d in failed "
+                "exports, the rest dropped or still queued after the %g s flush)",
+                delivery.num_undelivered, delivery.num_ended, self.destination,
+                delivery.num_failed, timeout_seconds,
+            )  # fmt: skip
+        else:
+            logger.info(
+                "traces: all %d request spans delivered to %s",
+                delivery.num_ended,
+                self.destination,
+            )
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -6,9 +6,12 @@ times) and the collector daemon (``tailwatch collect``), which scrapes the engin
 store and receives its OpenTelemetry traces. Every few seconds the demo reads the server's
 ``/metrics`` and prints what an on-call engineer looks at first: TTFT and ITL percentiles
 (Prometheus-exact, from the histograms), throughput, queue, KV usage, prefix-cache hits
-and preemptions. It stops by itself after ``duration`` seconds (or on Ctrl-C), drains the
-server, stops the collector, and prints what the store holds of the run. Alerting and the
-console join as they land.
+and preemptions. After ``duration`` seconds (or a Ctrl-C, or SIGTERM) it stops in order:
+traffic; requests in flight finish; the engine's counters are read once it is idle; the
+collector stores one more scrape; the server drains and flushes its spans; the collector
+writes what it holds. Then it prints what the store holds of the run beside the engine's
+own counters, which must agree (``tailwatch.demo_summary``). Alerting and the console
+join as they land.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterable
 
@@ -28,6 +30,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from slo import histogram_quantile
+from tailwatch import demo_processes as processes
+from tailwatch.demo_summary import (
+    RunCounts,
+    engine_counts,
+    format_ms,
+    print_summary,
+    wait_for_scrape,
+)
 
 console = Console()
 
@@ -48,80 +58,24 @@ TENANTS = ("acme", "globex", "initech")
 
 #: Seconds between the demo collector's scrapes.
 COLLECT_INTERVAL_SECONDS = 2.0
+#: Seconds requests still in flight get to finish once the traffic stops.
+IN_FLIGHT_TIMEOUT_SECONDS = 60.0
+#: Seconds the engine gets to finish what it holds before its counters are read.
+IDLE_TIMEOUT_SECONDS = 30.0
+#: Seconds to wait for the collector to store a scrape taken at a given time.
+SCRAPE_WAIT_SECONDS = 3 * COLLECT_INTERVAL_SECONDS + 10.0
 
 
-def _start_server(port: int, otlp_endpoint: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "tailwatch.cli", "engine", "serve", "--model", "tiny"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024"]
-    command += ["--max-waiting-requests", "256", "--no-access-log"]
-    command += ["--otlp-endpoint", otlp_endpoint]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-def _start_collector(engine_port: int, collector_port: int, db_url: str) -> subprocess.Popen:
-    os.makedirs(".tailwatch", exist_ok=True)
-    # NOTE: a config of its own, so that a tailwatch.yaml in the working folder (with the
-    # user's real targets) is not picked up by the demo.
-    config = os.path.join(".tailwatch", "demo-collector.yaml")
-    with open(config, "w") as file:
-        file.write("# written by `tailwatch demo`\ncollector: {}\n")
-    command = [sys.executable, "-m", "tailwatch.cli", "collect", "--config", config]
-    command += ["--target", f"http://127.0.0.1:{engine_port}/metrics"]
-    command += ["--interval", f"{COLLECT_INTERVAL_SECONDS:g}", "--db-url", db_url]
-    command += ["--listen", f"127.0.0.1:{collector_port}"]
-    # NOTE: its log goes to a file, not the demo's terminal; the error of a failed start is
-    # read back from there.
-    with open(_collector_log(), "w") as log:  # the child keeps its own copy of the handle
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
-
-
-def _collector_log() -> str:
-    return os.path.join(".tailwatch", "demo-collector.log")
-
-
-def _wait_ready(
-    process: subprocess.Popen, url: str, what: str, timeout_seconds: float = 180
-) -> None:
-    deadline = time.monotonic() + timeout_seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            if process.stderr is not None:
-                message = process.stderr.read()
-            else:
-                with open(_collector_log()) as log:
-                    message = log.read()
-            errors = [line for line in message.splitlines() if line.startswith("error:")]
-            message = errors[-1] if errors else message
-            raise RuntimeError(message.strip().removeprefix("error:").strip() or "it exited")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        time.sleep(0.3)
-    raise RuntimeError(f"{what} did not become ready within {timeout_seconds:.0f} s")
-
-
-def _started(process: subprocess.Popen, url: str, what: str, port_option: str) -> bool:
+def _started(process: subprocess.Popen, url: str, what: str, port_option: str, log: str) -> bool:
     """Wait until ``url`` answers; else print one error line (naming ``port_option`` when
     the port is taken) and return False."""
     try:
-        _wait_ready(process, url, f"the {what}")
+        processes.wait_ready(process, url, f"the {what}", log)
     except RuntimeError as error:
         hint = f"; pick another with {port_option}" if "in use" in str(error) else ""
         console.print(f"[bold red]error:[/] the {what} did not start: {error}{hint}")
         return False
     return True
-
-
-def _stop(process: subprocess.Popen, what: str, timeout_seconds: float = 60) -> str:
-    if process.poll() is not None:
-        return f"the {what} had exited"
-    process.send_signal(signal.SIGTERM)  # drains / flushes, then exits
-    try:
-        process.wait(timeout=timeout_seconds)
-        return f"the {what} has drained and exited"
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return f"the {what} did not stop in {timeout_seconds:.0f} s: killed"
 
 
 async def _one_request(client: httpx.AsyncClient, rng: random.Random) -> None:
@@ -161,10 +115,6 @@ def _quantile(families: dict, name: str, q: float) -> float:
     return histogram_quantile(q, buckets.items()).value
 
 
-def _ms(seconds: float) -> str:
-    return "-" if seconds != seconds else f"{seconds * 1000:.0f}"
-
-
 def _scrape(base_url: str) -> dict:
     text = httpx.get(f"{base_url}/metrics", timeout=5).text
     return {f.name: f for f in text_string_to_metric_families(text)}
@@ -181,20 +131,55 @@ def _line(cells: Iterable[str]) -> str:
     return "".join(cell.rjust(width) for cell, (_, width) in zip(cells, COLUMNS, strict=True))
 
 
-async def _traffic(base_url: str, rate: float, duration: float, interval: float) -> None:
+async def _traffic(base_url: str, rate: float, duration: float, interval: float) -> str | None:
+    """Send requests and print the table until ``duration`` or a Ctrl-C (or SIGTERM); then
+    let the requests in flight finish (a second Ctrl-C aborts them). Returns why the
+    traffic stopped early when the engine stopped answering, else None."""
+    loop = asyncio.get_running_loop()
+    stop, hurry = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            hurry.set()
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        return await _send(base_url, rate, duration, interval, stop, hurry)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _send(
+    base_url: str,
+    rate: float,
+    duration: float,
+    interval: float,
+    stop: asyncio.Event,
+    hurry: asyncio.Event,
+) -> str | None:
     rng = random.Random(0)
     started = time.monotonic()
     tasks: set[asyncio.Task] = set()
     console.print(_line(name for name, _ in COLUMNS), style="bold", highlight=False, soft_wrap=True)
     last_tokens, last_time = 0.0, started
     next_report = started + interval
+    failure = None
     async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
-        while time.monotonic() - started < duration:
-            await asyncio.sleep(
-                min(rng.expovariate(rate), max(0.0, next_report - time.monotonic()))
-            )
+        while not stop.is_set() and time.monotonic() - started < duration:
+            pause = min(rng.expovariate(rate), max(0.0, next_report - time.monotonic()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
+            if stop.is_set():
+                break
             if time.monotonic() >= next_report:
-                families = await asyncio.to_thread(_scrape, base_url)
+                try:
+                    families = await asyncio.to_thread(_scrape, base_url)
+                except httpx.HTTPError as error:
+                    failure = f"the engine server stopped answering /metrics ({error})"
+                    break
                 tokens = _value(families, "vllm:generation_tokens")
                 now = time.monotonic()
                 queries = _value(families, "vllm:prefix_cache_queries")
@@ -203,9 +188,9 @@ async def _traffic(base_url: str, rate: float, duration: float, interval: float)
                     f"{now - started:.0f}",
                     f"{_value(families, 'vllm:request_success'):.0f}",
                     f"{(tokens - last_tokens) / (now - last_time):.0f}",
-                    _ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.5)),
-                    _ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.95)),
-                    _ms(_quantile(families, "vllm:inter_token_latency_seconds", 0.95)),
+                    format_ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.5)),
+                    format_ms(_quantile(families, "vllm:time_to_first_token_seconds", 0.95)),
+                    format_ms(_quantile(families, "vllm:inter_token_latency_seconds", 0.95)),
                     f"{_value(families, 'vllm:num_requests_running'):.0f}",
                     f"{_value(families, 'vllm:num_requests_waiting'):.0f}",
                     f"{_value(families, 'vllm:kv_cache_usage_perc') * 100:.1f}%",
@@ -218,9 +203,43 @@ async def _traffic(base_url: str, rate: float, duration: float, interval: float)
             task = asyncio.create_task(_one_request(client, rng))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+        # NOTE: let what was sent finish, so the engine's counters and the store's records
+        # cover the same requests; the requests are short (at most 96 tokens).
+        if failure is None and not hurry.is_set():
+            which = "request in flight gets" if len(tasks) == 1 else "requests in flight get"
+            waiting = (
+                f"{len(tasks)} {which} up to {IN_FLIGHT_TIMEOUT_SECONDS:.0f} s to finish "
+                "(Ctrl-C again aborts them)"
+            )
+            console.print(f"Traffic stopped; {waiting if tasks else 'none in flight'}.")
+        deadline = time.monotonic() + IN_FLIGHT_TIMEOUT_SECONDS
+        while tasks and failure is None and not hurry.is_set() and time.monotonic() < deadline:
+            await asyncio.wait(set(tasks), timeout=0.2)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    return failure
+
+
+def _idle_counts(base_url: str) -> tuple[RunCounts, float] | None:
+    """The engine's counters once it holds no request (twice in a row, so an abort still
+    on its way is counted), and the wall time they were read; None if it does not answer
+    or stays busy past ``IDLE_TIMEOUT_SECONDS``."""
+    deadline = time.monotonic() + IDLE_TIMEOUT_SECONDS
+    num_idle = 0
+    while time.monotonic() < deadline:
+        try:
+            families = _scrape(base_url)
+        except httpx.HTTPError:
+            return None
+        busy = _value(families, "vllm:num_requests_running") + _value(
+            families, "vllm:num_requests_waiting"
+        )
+        num_idle = num_idle + 1 if busy == 0 else 0
+        if num_idle == 2:
+            return engine_counts(families), time.time()
+        time.sleep(0.25)
+    return None
 
 
 def run_demo(
@@ -231,33 +250,45 @@ def run_demo(
     collector_port: int = 4318,
     db_url: str | None = None,
 ) -> int:
-    """Start the collector and the server, send demo traffic, report; returns the process
-    exit code."""
+    """Start the collector and the server, send demo traffic, report, stop both in order
+    and check the store against the engine's counters; returns the process exit code (1
+    when the store does not match)."""
     from collectors.store import default_url
 
     db_url = db_url or default_url()
     base_url = f"http://127.0.0.1:{port}"
     collector_url = f"http://127.0.0.1:{collector_port}"
+    target = f"127.0.0.1:{port}"
     console.print(
         f"[bold]Tailwatch demo[/]: starting the collector at {collector_url} (store "
         f"{db_url}) and the bundled engine ([bold]tiny[/] preset: seeded random weights, "
         f"byte-level tokenizer) at {base_url} ..."
     )
-    collector = _start_collector(port, collector_port, db_url)
+    # NOTE: SIGTERM (e.g. `timeout`, a service manager) ends the demo as Ctrl-C does, so
+    # the children are still stopped in order.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    collector = processes.start_collector(port, collector_port, db_url, COLLECT_INTERVAL_SECONDS)
     server: subprocess.Popen | None = None
     started = time.time()
+    final: tuple[RunCounts, float] | None = None
+    code = 0
     try:
-        if not _started(collector, f"{collector_url}/metrics", "collector", "--collector-port"):
+        if not _started(
+            collector, f"{collector_url}/metrics", "collector", "--collector-port",
+            processes.COLLECTOR_LOG,
+        ):  # fmt: skip
             return 2
-        server = _start_server(port, f"{collector_url}/v1/traces")
-        if not _started(server, f"{base_url}/ready", "engine server", "--port"):
+        server = processes.start_server(port, f"{collector_url}/v1/traces")
+        if not _started(
+            server, f"{base_url}/ready", "engine server", "--port", processes.ENGINE_LOG
+        ):
             return 2
         console.print(
             f"Ready. OpenAI API: {base_url}/v1   metrics: {base_url}/metrics   "
             f"probes: {base_url}/ready\n"
             f"Collector: scrapes {base_url}/metrics every {COLLECT_INTERVAL_SECONDS:g} s and "
             f"receives the engine's traces at {collector_url}/v1/traces; its own metrics at "
-            f"{collector_url}/metrics; log in {_collector_log()}.\n"
+            f"{collector_url}/metrics. Logs: {processes.COLLECTOR_LOG}, {processes.ENGINE_LOG}.\n"
             f"Sending streaming chat requests from tenants {', '.join(TENANTS)} at about "
             f"{rate:g} req/s for {duration_seconds:.0f} s (Ctrl-C stops earlier). Every "
             f"{interval_seconds:.0f} s the table below is re-read from /metrics: request "
@@ -267,47 +298,35 @@ def run_demo(
             "served from the prefix cache (the shared system prompt) and preemptions. Latencies\n"
             "are in ms and cumulative since the server started.\n"
         )
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_traffic(base_url, rate, duration_seconds, interval_seconds))
-        return 0
+        # The stored window's baseline: a scrape before the first request.
+        if not wait_for_scrape(db_url, target, started, SCRAPE_WAIT_SECONDS):
+            console.print("(the collector has not stored a scrape of the engine yet)")
+        failure = asyncio.run(_traffic(base_url, rate, duration_seconds, interval_seconds))
+        if failure is not None:
+            console.print(f"[bold red]error:[/] {failure}")
+            code = 1
+        final = _idle_counts(base_url)
+        # ... and its end: a scrape after the last request.
+        if final is not None and not wait_for_scrape(db_url, target, final[1], SCRAPE_WAIT_SECONDS):
+            console.print("(the collector stored no scrape of the engine after the traffic)")
+    except KeyboardInterrupt:
+        code = 130
     finally:
+        # NOTE: still ours while the children stop: a second signal kills the one it
+        # interrupts (processes.stop) rather than leaving both running.
         if server is not None:
-            console.print(f"Demo stopped; {_stop(server, 'engine server')}.")
-        console.print(f"{_stop(collector, 'collector').capitalize()}.")
-        if server is not None:
-            _store_summary(db_url, f"127.0.0.1:{port}", started, time.time())
+            console.print(f"Demo stopped; {processes.stop(server, 'engine server')}.")
+        console.print(f"{processes.stop(collector, 'collector').capitalize()}.")
+        signal.signal(signal.SIGTERM, previous)
+    if server is not None:
+        matches = print_summary(console, db_url, target, started, time.time(), final)
+        if not matches and code == 0:
+            code = 1
+    return code
 
 
-def _store_summary(db_url: str, target: str, start: float, end: float) -> None:
-    """What the collector stored of this run: scrapes, request records, and the run's
-    TTFT percentiles computed from the stored histograms (the window merge)."""
-    from collectors.store import Store
-
-    try:
-        store = Store(db_url)
-    except Exception as error:  # NOTE: a summary must never turn a finished demo into a crash
-        console.print(f"(no store summary: {error})")
-        return
-    try:
-        scrapes = [s for s in store.scrapes(target) if start <= s[0] <= end]
-        requests = store.requests(start, end)
-        window = store.histogram_window("ttft_seconds", {"target": target}, start, end)
-    finally:
-        store.close()
-    line = (
-        f"The store holds {len(scrapes)} scrapes of {target} "
-        f"({sum(1 for s in scrapes if s[1])} up) and {len(requests)} request records "
-        "from the traces"
-    )
-    count = window.cumulative_counts[-1] if window is not None else 0.0
-    if window is not None and count > 0:
-        buckets = list(zip(window.upper_bounds, window.cumulative_counts, strict=True))
-        p50, p99 = (histogram_quantile(q, buckets).value for q in (0.5, 0.99))
-        line += (
-            f"; over the run, TTFT p50 {_ms(p50)} ms and p99 {_ms(p99)} ms from "
-            f"{count:.0f} stored observations"
-        )
-    console.print(line + ".", highlight=False, soft_wrap=True)
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

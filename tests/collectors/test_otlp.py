@@ -40,8 +40,14 @@ class Receiver:
     def __init__(self) -> None:
         self.spans: list[SpanRecord] = []
         self.records = []
+        self.num_calls = 0
+        self.num_busy = 0  # answer this many more exports with ReceiverBusy
 
     def on_spans(self, spans: list[SpanRecord]) -> None:
+        self.num_calls += 1
+        if self.num_busy > 0:
+            self.num_busy -= 1
+            raise ReceiverBusy("busy for this test", retry_after_seconds=0.2)
         if any(s.name == "explode" for s in spans):
             raise RuntimeError("the store is down")
         if any(s.name == "busy" for s in spans):
@@ -51,6 +57,7 @@ class Receiver:
     def clear(self) -> None:
         self.spans.clear()
         self.records.clear()
+        self.num_calls = self.num_busy = 0
 
 
 @pytest.fixture(scope="module")
@@ -352,11 +359,26 @@ def test_a_busy_sink_gets_503_with_retry_after_and_no_traceback(sink, caplog):
             sink.url, content=_request("busy").SerializeToString(), headers=PROTOBUF
         )
     assert response.status_code == 503
-    assert response.headers["retry-after"] == "2.5"  # the exporter waits this long
+    assert response.headers["retry-after"] == "3"  # whole seconds, rounded up
     assert Status.FromString(response.content).code == 14  # UNAVAILABLE
     assert _status(response) == "the queue is full; retry later"
     assert "Traceback" not in caplog.text and "sink failed" not in caplog.text
     assert sink.spans == [] and sink.records == []
+
+
+def test_the_engine_exporter_retries_a_busy_receiver_and_delivers_each_span_once(sink):
+    """The installed OTLP/HTTP exporter retries our 503 after its Retry-After: nothing is
+    lost to back-pressure, nothing stored twice."""
+    sink.num_busy = 2
+    tracer = RequestTracer.from_config(TracingConfig(otlp_endpoint=sink.url), "tiny")
+    otel = tracer._provider.get_tracer("test")
+    for i in range(5):
+        otel.start_span(f"chat tiny {i}").end()
+    tracer.shutdown(timeout_seconds=30)  # bounded; two 1 s Retry-After waits fit
+    assert sink.num_calls == 3  # busy, busy, accepted
+    assert sorted(s.name for s in sink.spans) == [f"chat tiny {i}" for i in range(5)]
+    delivery = tracer.delivery()
+    assert (delivery.num_ended, delivery.num_exported, delivery.num_failed) == (5, 5, 0)
 
 
 def test_an_empty_export_succeeds_and_calls_no_sink(sink):

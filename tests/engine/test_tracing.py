@@ -4,9 +4,13 @@ captured with the SDK's in-memory exporter."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import socket
+import threading
 
 import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
@@ -17,6 +21,7 @@ from engine.errors import ConfigError
 from engine.llm_engine import LLMEngine
 from engine.metrics import EngineMetrics
 from engine.sampling_params import SamplingParams
+from engine.span_export import SpanDelivery
 from engine.tracing import (
     EVENT_FIRST_TOKEN,
     EVENT_PREEMPTED,
@@ -212,3 +217,64 @@ def test_sampling_ratio_zero_records_nothing_and_tracing_off_sets_no_span():
 def test_tracing_config_is_validated(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         TracingConfig(**kwargs)
+
+
+# -- delivery: every ended span is accounted for at shutdown ---------------------------------
+
+
+class _FailingExporter(InMemorySpanExporter):
+    """Refuses every export, as an exporter whose retries ran out does."""
+
+    def export(self, spans):
+        return SpanExportResult.FAILURE
+
+
+def _end_spans(tracer: RequestTracer, count: int) -> None:
+    otel = tracer._provider.get_tracer("test")
+    for i in range(count):
+        otel.start_span(f"span {i}").end()
+
+
+def test_shutdown_counts_every_span_delivered():
+    params = SamplingParams(max_tokens=3, ignore_eos=True)
+    requests = [(f"p{i}", params, {}, "chat", "acme") for i in range(5)]
+    exporter = InMemorySpanExporter()
+    tracer = RequestTracer(build_tracer_provider(TracingConfig(), exporter), MODEL)
+    _end_spans(tracer, 7)
+    tracer.shutdown()
+    assert tracer.delivery() == SpanDelivery(num_ended=7, num_exported=7, num_failed=0)
+    assert len(exporter.get_finished_spans()) == 7
+    # and through the engine: one span per finished request, each delivered
+    finals, _, spans, _ = _serve(requests)
+    assert len(spans) == len(finals) == 5
+
+
+def test_failed_exports_are_counted_and_logged_with_the_destination(caplog):
+    tracer = RequestTracer(
+        build_tracer_provider(TracingConfig(), _FailingExporter()), MODEL, "http://c/v1/traces"
+    )
+    _end_spans(tracer, 4)
+    with caplog.at_level(logging.ERROR, logger="engine.tracing"):
+        tracer.shutdown()
+    delivery = tracer.delivery()
+    assert delivery == SpanDelivery(num_ended=4, num_exported=0, num_failed=4)
+    assert delivery.num_undelivered == 4
+    assert "4 of 4 request spans were not delivered to http://c/v1/traces" in caplog.text
+
+
+def test_shutdown_with_the_receiver_gone_is_bounded_and_says_what_was_lost(caplog):
+    with socket.socket() as unused:  # bound, never listening: connections are refused
+        unused.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{unused.getsockname()[1]}/v1/traces"
+        tracer = RequestTracer.from_config(TracingConfig(otlp_endpoint=endpoint), MODEL)
+        _end_spans(tracer, 3)
+        # NOTE: the exporter retries refused connections with 1, 2, 4 s back-offs for up to
+        # 10 s per export; the flush bound cuts that short (bounded wait, generous limit).
+        with caplog.at_level(logging.ERROR, logger="engine.tracing"):
+            stopper = threading.Thread(target=tracer.shutdown, kwargs={"timeout_seconds": 0.5})
+            stopper.start()
+            stopper.join(timeout=60)
+    assert not stopper.is_alive(), "shutdown did not return"
+    delivery = tracer.delivery()
+    assert (delivery.num_ended, delivery.num_exported) == (3, 0)
+    assert f"3 of 3 request spans were not delivered to {endpoint}" in caplog.text
