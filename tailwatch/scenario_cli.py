@@ -11,7 +11,9 @@ from typing import Annotated
 
 import typer
 
-scenario_app = typer.Typer(help="Reproducible incident drills (see docs/loadgen.md).")
+from tailwatch.cli_options import check_writable_output, save_output, typer_app
+
+scenario_app = typer_app(help="Reproducible incident drills (see docs/loadgen.md).")
 
 
 @scenario_app.command("list")
@@ -45,6 +47,8 @@ def run(
     from loadgen.replicas import bundled_replicas
     from loadgen.scenario import load_scenario
 
+    jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
+    check_writable_output([jsonl_path, json_path], "--output")
     try:
         scenario = load_scenario(name)
         if compressed:
@@ -62,8 +66,8 @@ def run(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
     verdict = result.verdict()
-    write_jsonl(result.state.results, output.with_suffix(".jsonl"))
-    output.with_suffix(".json").write_text(json.dumps(verdict, indent=2) + "\n")
+    save_output(jsonl_path, lambda path: write_jsonl(result.state.results, path))
+    save_output(json_path, lambda path: path.write_text(json.dumps(verdict, indent=2) + "\n"))
     for phase, value in verdict["phases"].items():
         typer.echo(f"{phase:14s} {verdict['signal']} = {value:.4g}")
     moved = "moved as expected" if verdict["moved"] else "did NOT move as expected"
