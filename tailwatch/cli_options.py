@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import typer
 
@@ -42,6 +43,29 @@ def check_port(port: int, flag: str, *, allow_zero: bool) -> int:
         hint = " (0 picks a free port)" if allow_zero else ""
         raise ValueError(f"{flag}={port!r}: must be from {low} to {MAX_PORT}{hint}")
     return port
+
+
+def check_url(url: str, flag: str) -> str:
+    """``url`` if it is an http(s) URL with a host and, when it names one, a port 1-65535;
+    else a ``ValueError`` naming ``flag`` and the URL (before any connection is tried)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{flag}: expected an http(s) URL with a host, got {url!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= MAX_PORT:
+        raise ValueError(f"{flag}: {url!r} has a port outside 1-{MAX_PORT}")
+    return url
+
+
+def parse_urls(text: str, flag: str) -> list[str]:
+    """Comma-separated URLs (each checked by :func:`check_url`), trailing ``/`` removed."""
+    urls = [check_url(u.strip(), flag).rstrip("/") for u in text.split(",") if u.strip()]
+    if not urls:
+        raise ValueError(f"{flag}: expected at least one URL, got {text!r}")
+    return urls
 
 
 def port_option(help: str, *, allow_zero: bool) -> Any:

@@ -10,7 +10,13 @@ from typing import Annotated, Any
 
 import typer
 
-from tailwatch.cli_options import check_writable_output, save_output, typer_app
+from tailwatch.cli_options import (
+    check_writable_output,
+    cli_error,
+    parse_urls,
+    save_output,
+    typer_app,
+)
 
 load_app = typer_app(help="Open-loop load tests and rate sweeps (see docs/loadgen.md).")
 
@@ -193,7 +199,10 @@ def run(
     from loadgen.summary import headline, parse_slo, summarize
     from loadgen.workload import build_schedule
 
-    urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+    try:
+        urls = parse_urls(url, "--url")
+    except ValueError as error:
+        raise cli_error(str(error)) from None
     jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
     check_writable_output([jsonl_path, json_path], "--output")
     try:
@@ -273,7 +282,10 @@ def sweep(
     from loadgen.errors import LoadgenError
     from loadgen.sweep import run_sweep, write_table
 
-    urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+    try:
+        urls = parse_urls(url, "--url")
+    except ValueError as error:
+        raise cli_error(str(error)) from None
     check_writable_output([output.with_suffix(".json"), output.with_suffix(".csv")], "--output")
     try:
         workload = _workload(

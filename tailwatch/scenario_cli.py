@@ -11,7 +11,13 @@ from typing import Annotated
 
 import typer
 
-from tailwatch.cli_options import check_writable_output, save_output, typer_app
+from tailwatch.cli_options import (
+    check_writable_output,
+    cli_error,
+    parse_urls,
+    save_output,
+    typer_app,
+)
 
 scenario_app = typer_app(help="Reproducible incident drills (see docs/loadgen.md).")
 
@@ -50,13 +56,16 @@ def run(
     jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
     check_writable_output([jsonl_path, json_path], "--output")
     try:
+        replica_urls = parse_urls(url, "--url") if url.strip() else []
+    except ValueError as error:
+        raise cli_error(str(error)) from None
+    try:
         scenario = load_scenario(name)
         if compressed:
             scenario = scenario.scaled(scenario.compressed_time_scale)
-        urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
-        if urls:
+        if replica_urls:
             token = os.environ.get("TAILWATCH_ADMIN_TOKEN")
-            result = asyncio.run(run_drill(scenario, urls, admin_token=token))
+            result = asyncio.run(run_drill(scenario, replica_urls, admin_token=token))
         else:
             token = secrets.token_hex(16)
             typer.echo(f"starting {scenario.replicas} bundled replica(s)…", err=True)

@@ -105,6 +105,10 @@ PORT_CASES = [
     (["demo", "--port", "5000", "--collector-port", "5000"], "5000"),
     (["collect", "--listen", "127.0.0.1:99999"], "99999"),
     (["collect", "--listen", "127.0.0.1:-1"], "-1"),
+    (["collect", "--target", "http://127.0.0.1:99999/metrics"], "99999"),
+    (["load", "run", "--url", "http://127.0.0.1:99999", "--rate", "1"], "99999"),
+    (["load", "sweep", "--url", "http://127.0.0.1:8000,http://127.0.0.1:-5"], "-5"),
+    (["scenario", "run", "overload", "--url", "http://127.0.0.1:0"], "127.0.0.1:0"),
 ]
 
 
