@@ -10,6 +10,8 @@ mode's measured capacity, so it brackets the knee on any machine within a few pr
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -19,14 +21,32 @@ from bench._workload import RequestSpec, WorkloadSpec, make_workload
 from loadgen.sweep import KneeResult, find_knee
 
 TARGET_ATTAINMENT = 0.9
+# requests in the shared base workload: enough for 8 s probes up to ~250 req/s
+BASE_REQUESTS = 2000
 
 
 def workload_at(spec: WorkloadSpec, rate: float, seconds: float) -> list[RequestSpec]:
-    """``spec``'s lengths arriving at ``rate`` per second for ``seconds``.
+    """``spec``'s requests arriving at ``rate`` per second for ``seconds``.
+
+    Every rate replays the same requests (lengths and prompts) on the same unit-rate Poisson
+    arrivals scaled by 1/rate (common random numbers), so attainment differs between
+    probes by the rate, not by which long requests a new draw happened to contain.
 
     NOTE: a probe must last many batch lifetimes: a short burst of requests fits in one
     batch and meets the SLO at any rate, so the knee would never be found."""
-    return make_workload(replace(spec, arrival_rate_per_second=rate, duration_seconds=seconds))
+    base = _unit_rate_workload(spec, max(BASE_REQUESTS, math.ceil(1.2 * rate * seconds)))
+    return [
+        r._replace(arrival_seconds=r.arrival_seconds / rate)
+        for r in base
+        if r.arrival_seconds / rate < seconds
+    ]
+
+
+@functools.lru_cache(maxsize=4)
+def _unit_rate_workload(spec: WorkloadSpec, num_requests: int) -> tuple[RequestSpec, ...]:
+    return tuple(
+        make_workload(replace(spec, arrival_rate_per_second=1.0, duration_seconds=num_requests))
+    )
 
 
 def attainment(result: RunResult, slo: Slo) -> float:
