@@ -107,14 +107,22 @@ def save_output(path: Path, write: Callable[[Path], None]) -> Path:
     """``write(path)``; if that fails (the disk filled, the directory went away during a long
     run), ``write`` to a fallback file in the temporary directory and say so on stderr.
 
-    Returns the path written. Raises ``OSError`` only if the fallback fails too."""
+    Returns the path written. If the fallback fails too, prints one error line naming both
+    and raises ``typer.Exit(1)`` (no traceback)."""
     try:
         write(path)
         return path
     except OSError as error:
         reason = error.strerror or str(error)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        fallback = Path(tempfile.gettempdir()) / f"tailwatch-{stamp}-{os.getpid()}-{path.name}"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    fallback = Path(tempfile.gettempdir()) / f"tailwatch-{stamp}-{os.getpid()}-{path.name}"
+    try:
         write(fallback)
-        typer.echo(f"warning: cannot write {path} ({reason}); wrote {fallback} instead", err=True)
-        return fallback
+    except OSError as error:
+        typer.echo(
+            f"error: cannot write {path} ({reason}) nor {fallback} ({error.strerror or error})",
+            err=True,
+        )
+        raise typer.Exit(code=1) from None
+    typer.echo(f"warning: cannot write {path} ({reason}); wrote {fallback} instead", err=True)
+    return fallback

@@ -7,6 +7,7 @@ import re
 import threading
 
 import pytest
+import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -276,3 +277,22 @@ def test_sweep_into_a_missing_directory_fails_before_sending_load(tmp_path):
         )
         assert "--output" in _one_error_line(result)
         assert server.num_requests == 0
+
+
+def test_save_output_falls_back_to_the_temporary_directory_and_says_so_when_both_fail(
+    tmp_path, monkeypatch, capsys
+):
+    import tempfile
+
+    from tailwatch.cli_options import save_output
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    written = save_output(tmp_path / "gone" / "x.json", lambda path: path.write_text("{}"))
+    assert written.parent == tmp_path and written.read_text() == "{}"
+    assert f"wrote {written} instead" in capsys.readouterr().err
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "also-gone"))
+    with pytest.raises(typer.Exit) as exit_info:
+        save_output(tmp_path / "gone" / "x.json", lambda path: path.write_text("{}"))
+    assert exit_info.value.exit_code == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("error: cannot write") and "also-gone" in line
