@@ -48,7 +48,10 @@ def check_port(port: int, flag: str, *, allow_zero: bool) -> int:
 def check_url(url: str, flag: str) -> str:
     """``url`` if it is an http(s) URL with a host and, when it names one, a port 1-65535;
     else a ``ValueError`` naming ``flag`` and the URL (before any connection is tried)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # e.g. an unclosed "[" (an IPv6 host)
+        raise ValueError(f"{flag}: {url!r} is not a valid URL: {error}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{flag}: expected an http(s) URL with a host, got {url!r}")
     try:
@@ -57,6 +60,12 @@ def check_url(url: str, flag: str) -> str:
         port = -1
     if port is not None and not 1 <= port <= MAX_PORT:
         raise ValueError(f"{flag}: {url!r} has a port outside 1-{MAX_PORT}")
+    import httpx
+
+    try:  # NOTE: what the HTTP client would refuse at the first request (an invalid IDNA host)
+        httpx.URL(url)
+    except (httpx.InvalidURL, UnicodeError) as error:
+        raise ValueError(f"{flag}: {url!r} is not a valid URL: {error}") from None
     return url
 
 

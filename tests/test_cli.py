@@ -6,6 +6,7 @@ import json
 import re
 import threading
 
+import httpx
 import pytest
 import typer
 from hypothesis import given, settings
@@ -296,3 +297,39 @@ def test_save_output_falls_back_to_the_temporary_directory_and_says_so_when_both
     assert exit_info.value.exit_code == 1
     line = capsys.readouterr().err.strip()
     assert line.startswith("error: cannot write") and "also-gone" in line
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(max_size=40) | st.text(max_size=30).map(lambda t: "http://" + t))
+def test_rates_and_urls_from_any_text_parse_or_fail_naming_the_flag(text):
+    from loadgen.errors import WorkloadError
+    from tailwatch.cli_options import parse_urls
+    from tailwatch.load_cli import parse_rates_option
+
+    try:
+        rates = parse_rates_option(text)
+    except WorkloadError as error:
+        assert str(error).startswith("--rates: ")
+    else:
+        assert all(rate > 0 and rate != float("inf") for rate in rates)
+    try:
+        urls = parse_urls(text, "--url")
+    except ValueError as error:
+        assert str(error).startswith("--url: ")
+    else:
+        assert urls and all(u.startswith(("http://", "https://")) for u in urls)
+        for url in urls:
+            httpx.URL(url)  # the client the load generator uses takes it
+
+
+@settings(max_examples=60, deadline=None)
+@given(port=st.integers(min_value=-(10**6), max_value=10**6))
+def test_a_url_port_is_accepted_exactly_when_it_is_a_tcp_port(port):
+    from tailwatch.cli_options import check_url
+
+    url = f"http://127.0.0.1:{port}/v1"
+    if 1 <= port <= 65535:
+        assert check_url(url, "--url") == url
+    else:
+        with pytest.raises(ValueError, match="--url"):
+            check_url(url, "--url")
