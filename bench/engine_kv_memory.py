@@ -1,7 +1,8 @@
 """KV memory efficiency: paged blocks vs contiguous reservations (issue 2, benchmark 3).
 
-The chat workload is offered faster than the engine can serve it, into a KV pool of a
-fixed size, so the pool is the limit on concurrency. After every step we sample the
+The chat workload is queued at t=0 (enough requests, sized from a decode step timed at
+the start, that the waiting queue never empties within the window on any machine), into
+a KV pool of a fixed size, so the pool is the limit on concurrency. After every step we sample the
 running requests and compare, on the same requests at the same moment:
 
 - live tokens: tokens whose K/V are in the cache (``num_computed_tokens``);
@@ -17,22 +18,21 @@ concurrency in the pool, against the budget divided by each contiguous reservati
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from bench._driver import EngineClock, OpenLoopRun, make_engine, setup_torch
 from bench._report import print_table
-from bench._workload import CHAT_MAX_MODEL_LEN, CHAT_WORKLOAD, describe, make_workload
+from bench._saturation import decode_tokens_per_second_bound, queued_at_zero
+from bench._workload import CHAT_MAX_MODEL_LEN, CHAT_WORKLOAD
 from engine.llm_engine import LLMEngine
 
 MAX_MODEL_LEN = CHAT_MAX_MODEL_LEN
 BLOCK_SIZE = 16
 # 16 max_model_len slabs' worth: 32 MiB of K/V for the tiny preset
 NUM_BLOCKS = 16 * MAX_MODEL_LEN // BLOCK_SIZE
-DURATION_SECONDS = 15.0
+DURATION_SECONDS = 10.0
 FULL_POOL_FRACTION = 0.9
-# NOTE: far above what the engine serves on the bench machine (~9 req/s), so the
-# waiting queue never empties and the pool, not the arrival rate, bounds concurrency.
-WORKLOAD = replace(CHAT_WORKLOAD, arrival_rate_per_second=30.0, duration_seconds=DURATION_SECONDS)
+MAX_NUM_SEQS = 256
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,19 @@ class Sample:
 
 def main() -> None:
     threads = setup_torch()
-    workload = make_workload(WORKLOAD)
+    knobs = {"max_model_len": MAX_MODEL_LEN, "num_gpu_blocks": NUM_BLOCKS, "block_size": BLOCK_SIZE}
+    bound = decode_tokens_per_second_bound(MAX_NUM_SEQS, **knobs)
+    workload = queued_at_zero(CHAT_WORKLOAD, bound, DURATION_SECONDS)
     budget_tokens = NUM_BLOCKS * BLOCK_SIZE
-    print(f"workload: {describe(workload, WORKLOAD)}")
+    print(
+        f"workload: {len(workload)} chat requests queued at t=0 (seed {CHAT_WORKLOAD.seed}; "
+        f"sized from a decode bound of {bound:.0f} tok/s here)"
+    )
     print(
         f"tiny preset, CPU, {threads} torch thread(s); KV pool {NUM_BLOCKS} blocks x "
         f"{BLOCK_SIZE} = {budget_tokens} tokens, max_model_len {MAX_MODEL_LEN}, "
-        f"max_num_seqs 256; sampled after every step for {DURATION_SECONDS:g} s of engine time"
+        f"max_num_seqs {MAX_NUM_SEQS}; sampled after every step for {DURATION_SECONDS:g} s "
+        "of engine time"
     )
     reachable = {r.request_id: len(r.prompt_token_ids) + r.max_tokens for r in workload}
     samples: list[Sample] = []
@@ -77,17 +83,28 @@ def main() -> None:
         )
 
     clock = EngineClock()
-    engine = make_engine(
-        clock,
-        max_model_len=MAX_MODEL_LEN,
-        num_gpu_blocks=NUM_BLOCKS,
-        block_size=BLOCK_SIZE,
-        max_num_seqs=256,
-    )
+    engine = make_engine(clock, max_num_seqs=MAX_NUM_SEQS, **knobs)
     preemptions_before = engine.stats().num_preemptions_total
     run = OpenLoopRun(engine, workload, clock, deadline_seconds=DURATION_SECONDS, on_step=sample)
     run.advance()
     samples = [s for s in samples if s.num_running]
+    # concurrency while the pool is (nearly) full: what the budget holds
+    num_running = [
+        s.num_running for s in samples if s.paged_tokens >= FULL_POOL_FRACTION * budget_tokens
+    ]
+    if not samples or not num_running:
+        print(
+            "no samples: "
+            + (
+                "no step ran with a request running"
+                if not samples
+                else f"the pool never reached {FULL_POOL_FRACTION:.0%} full in {len(samples)} "
+                "steps, so it did not bound concurrency (raise the queued requests)"
+            )
+        )
+        return
+    if run.result().records and all(r.first_token_time is not None for r in run.result().records):
+        print("note: every queued request started: the queue emptied within the window")
     peak = max(samples, key=lambda s: (s.num_running, s.live_tokens))
     mean_reachable = statistics.mean(reachable.values())
 
@@ -95,10 +112,6 @@ def main() -> None:
         mean = statistics.mean(s.live_tokens / getattr(s, allocated) for s in samples)
         return f"{mean:.1%}", f"{peak.live_tokens / getattr(peak, allocated):.1%}"
 
-    # concurrency while the pool is (nearly) full: what the budget holds
-    num_running = [
-        s.num_running for s in samples if s.paged_tokens >= FULL_POOL_FRACTION * budget_tokens
-    ]
     print_table(
         ("allocation", "live/allocated mean", "at peak concurrency", "requests that fit"),
         (

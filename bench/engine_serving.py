@@ -32,7 +32,13 @@ from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 
-RATES_PER_SECOND = (8.0, 40.0)  # below, and above, what the tiny preset sustains here
+# NOTE: the offered rates are these fractions of the in-process engine's capacity, measured
+# at the start of the run (a burst queued at once), so one level is below and one above
+# what the engine sustains on whatever machine runs it.
+LOAD_FRACTIONS = (0.4, 1.5)
+# two batches' worth (max_num_seqs 64), so the burst measures sustained throughput, not
+# one batch that never queues
+NUM_BURST_REQUESTS = 128
 DURATION_SECONDS = 12.0
 PROMPT_CHARS = 95  # + BOS = 96 tokens with the byte-level tokenizer
 MAX_TOKENS = 64
@@ -67,7 +73,7 @@ async def _replay(workload, send) -> tuple[list[Sample], float]:
         return sample
 
     samples = await asyncio.gather(*(one(t, p) for t, p in workload))
-    return samples, max(s.finished_at for s in samples) - start
+    return samples, max((s.finished_at for s in samples), default=start) - start
 
 
 async def _in_process(front: AsyncEngine, workload):
@@ -134,6 +140,8 @@ def _start_server(port: int) -> subprocess.Popen:
 
 def _row(name: str, rate: float, samples: list[Sample], makespan: float) -> tuple:
     ttfts = sorted(s.ttft_seconds for s in samples if s.ttft_seconds is not None)
+    if not samples or not makespan > 0:
+        return (name, f"{rate:g}", len(samples), "no samples: no request was sent", "-", "-")
     tokens = sum(s.output_tokens for s in samples)
     return (
         name,
@@ -155,7 +163,15 @@ def main() -> None:
     async def run() -> None:
         front.start()
         await front.warm_up()
-        for rate in RATES_PER_SECOND:
+        rate = 2 * NUM_BURST_REQUESTS / DURATION_SECONDS  # draws ~2x as many as needed
+        burst = [(0.0, prompt) for _, prompt in _workload(rate)]
+        samples, makespan = await _in_process(front, burst[:NUM_BURST_REQUESTS])
+        capacity = sum(s.output_tokens for s in samples) / makespan / MAX_TOKENS
+        print(
+            f"in-process capacity: {capacity:.1f} req/s ({len(samples)} requests queued at "
+            f"once); offering {', '.join(f'{f:g}x' for f in LOAD_FRACTIONS)} of it"
+        )
+        for rate in (max(round(f * capacity, 1), 0.1) for f in LOAD_FRACTIONS):
             workload = _workload(rate)
             samples, makespan = await _in_process(front, workload)
             rows.append(_row("in-process engine", rate, samples, makespan))

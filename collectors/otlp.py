@@ -137,6 +137,8 @@ def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
                 400, f"body is not an OTLP protobuf ExportTraceServiceRequest: {error}"
             ) from None
         return message
+    if not body:  # NOTE: as an empty protobuf body is: an export of nothing (docs/collectors.md)
+        return message
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as error:

@@ -196,6 +196,12 @@ def load_scenario_file(path: str | Path) -> Scenario:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise WorkloadError(str(path), f"is not valid YAML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise WorkloadError(str(path), f"is not UTF-8 text: {error.reason}") from None
+    except OSError as error:
+        # NOTE: a missing file, a directory or no permission is a user mistake: one line.
+        reason = error.strerror or type(error).__name__
+        raise WorkloadError(str(path), f"cannot read the scenario file: {reason}") from None
     return parse_scenario(raw, path.name)
 
 

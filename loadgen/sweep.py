@@ -36,14 +36,14 @@ ROW_FIELDS = (
 
 
 def row_from_summary(rate: float, summary: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "rate": rate,
-        **{k: summary[k] for k in ROW_FIELDS if k in summary},
-        "ttft_p95_ms": summary["ttft_ms"]["p95"],
-        "ttft_p99_ms": summary["ttft_ms"]["p99"],
-        "itl_p95_ms": summary["itl_ms"]["p95"],
-        "itl_p99_ms": summary["itl_ms"]["p99"],
-    }
+    """One table row; a latency a probe did not measure (e.g. ITL, for a benchmark that
+    times only first and last tokens) is left out rather than invented."""
+    row = {"rate": rate, **{k: summary[k] for k in ROW_FIELDS if k in summary}}
+    for latency in ("ttft", "itl"):
+        for q in ("p95", "p99"):
+            if q in summary.get(f"{latency}_ms", {}):
+                row[f"{latency}_{q}_ms"] = summary[f"{latency}_ms"][q]
+    return row
 
 
 def _passes(row: dict[str, Any], target: float) -> bool:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from tailwatch.cli_options import cli_error, port_option, typer_app
 from tailwatch.collect_cli import collect
 from tailwatch.demo import run_demo
 from tailwatch.engine_cli import engine_app
@@ -13,11 +14,10 @@ from tailwatch.load_cli import load_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
 
-app = typer.Typer(
+app = typer_app(
     name="tailwatch",
     help="Observability and SLO operations for LLM inference serving.",
     no_args_is_help=True,
-    add_completion=False,
 )
 engine_app.command()(serve)
 app.add_typer(engine_app, name="engine")
@@ -28,12 +28,16 @@ app.add_typer(scenario_app, name="scenario")
 
 @app.command()
 def demo(
-    port: Annotated[int, typer.Option(help="Port of the engine server (127.0.0.1).")] = 8000,
+    # NOTE: the demo connects to the ports it is given, so 0 (any free port) cannot work.
+    port: Annotated[
+        int, port_option("Port of the engine server (127.0.0.1).", allow_zero=False)
+    ] = 8000,
     duration: Annotated[float, typer.Option(help="Seconds of demo traffic.")] = 600.0,
     rate: Annotated[float, typer.Option(help="Mean requests per second (Poisson).")] = 3.0,
     interval: Annotated[float, typer.Option(help="Seconds between /metrics reports.")] = 5.0,
     collector_port: Annotated[
-        int, typer.Option(help="Port of the collector (OTLP receiver and its /metrics).")
+        int,
+        port_option("Port of the collector (OTLP receiver and its /metrics).", allow_zero=False),
     ] = 4318,
     db_url: Annotated[
         str | None,
@@ -48,6 +52,8 @@ def demo(
     for name, value in (("duration", duration), ("rate", rate), ("interval", interval)):
         if not value > 0:
             raise typer.BadParameter(f"must be > 0, got {value}", param_hint=f"--{name}")
+    if port == collector_port:
+        raise cli_error(f"--collector-port={collector_port}: is also --port; pick another")
     raise typer.Exit(run_demo(port, duration, rate, interval, collector_port, db_url))
 
 

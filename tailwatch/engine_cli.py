@@ -9,7 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-engine_app = typer.Typer(help="The bundled inference engine.", no_args_is_help=True)
+from tailwatch.cli_options import typer_app
+
+engine_app = typer_app(help="The bundled inference engine.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -41,6 +43,29 @@ ENGINE_KNOB_OPTIONS = (
 )
 
 
+# The engine knobs as options, shared by `engine generate` and `engine serve` (vLLM's names).
+BlockSize = Annotated[int, typer.Option(help="Tokens per KV-cache block.")]
+NumGpuBlocks = Annotated[
+    int | None, typer.Option(help="KV pool size in blocks; default: sized from memory.")
+]
+KvCacheMemoryBytes = Annotated[
+    int | None, typer.Option(help="KV-cache bytes on CPU (default 256 MiB).")
+]
+GpuMemoryUtilization = Annotated[
+    float, typer.Option(help="On CUDA: share of device memory the engine may use (0-1].")
+]
+MaxNumSeqs = Annotated[int, typer.Option(help="Most requests running in one step.")]
+MaxNumBatchedTokens = Annotated[int, typer.Option(help="Token budget of one step.")]
+MaxModelLen = Annotated[int, typer.Option(help="Most tokens (prompt + output) per request.")]
+EnablePrefixCaching = Annotated[bool, typer.Option(help="Reuse KV blocks of shared prefixes.")]
+EnableChunkedPrefill = Annotated[
+    bool, typer.Option(help="Split long prompts across steps (with decodes).")
+]
+SchedulingPolicy = Annotated[str, typer.Option(help="fcfs | priority (X-Priority header).")]
+Device = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N.")]
+Dtype = Annotated[str, typer.Option(help="auto | float32 | float16 | bfloat16.")]
+
+
 def engine_config_from(options: dict[str, Any], **extra: Any):
     """An ``EngineConfig`` from a command's options (its ``locals()``) and ``extra``."""
     from engine.config import EngineConfig
@@ -61,23 +86,23 @@ def generate(
     model: Annotated[str, typer.Option(help="Preset name or local checkpoint directory.")] = "tiny",
     max_tokens: Annotated[int, typer.Option(help="Tokens to generate per prompt.")] = 32,
     temperature: Annotated[float, typer.Option(help="0 is greedy.")] = 0.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling mass (0-1]; 1 is off.")] = 1.0,
+    top_k: Annotated[int, typer.Option(help="Sample from the K likeliest; 0 is off.")] = 0,
     seed: Annotated[int | None, typer.Option(help="Per-request sampling seed.")] = None,
     stop: Annotated[list[str] | None, typer.Option(help="Stop string; repeatable.")] = None,
-    ignore_eos: bool = False,
-    block_size: int = 16,
-    num_gpu_blocks: int | None = None,
-    kv_cache_memory_bytes: int | None = None,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 2048,
-    max_model_len: int = 2048,
-    enable_prefix_caching: bool = True,
-    enable_chunked_prefill: bool = True,
-    scheduling_policy: str = "fcfs",
-    device: str = "auto",
-    dtype: str = "auto",
+    ignore_eos: Annotated[bool, typer.Option(help="Keep generating past end-of-sequence.")] = False,
+    block_size: BlockSize = 16,
+    num_gpu_blocks: NumGpuBlocks = None,
+    kv_cache_memory_bytes: KvCacheMemoryBytes = None,
+    gpu_memory_utilization: GpuMemoryUtilization = 0.9,
+    max_num_seqs: MaxNumSeqs = 256,
+    max_num_batched_tokens: MaxNumBatchedTokens = 2048,
+    max_model_len: MaxModelLen = 2048,
+    enable_prefix_caching: EnablePrefixCaching = True,
+    enable_chunked_prefill: EnableChunkedPrefill = True,
+    scheduling_policy: SchedulingPolicy = "fcfs",
+    device: Device = "auto",
+    dtype: Dtype = "auto",
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-load_app = typer.Typer(help="Open-loop load tests and rate sweeps (see docs/loadgen.md).")
+from tailwatch.cli_options import (
+    check_writable_output,
+    cli_error,
+    parse_urls,
+    save_output,
+    typer_app,
+)
+
+load_app = typer_app(help="Open-loop load tests and rate sweeps (see docs/loadgen.md).")
 
 Urls = Annotated[str, typer.Option(help="Server root URL(s), comma-separated (no /v1).")]
 Duration = Annotated[float, typer.Option(help="Seconds of arrivals (per rate in a sweep).")]
@@ -55,6 +64,22 @@ def parse_length_option(text: str) -> Any:
     raise WorkloadError(
         "length", f"{text!r}: expected N, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA:MAX"
     )
+
+
+def parse_rates_option(text: str) -> list[float]:
+    """``"1,2.5,4"`` → rates per second; each must be a finite number > 0."""
+    from loadgen.errors import WorkloadError
+
+    rates = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            rate = float(part)
+        except ValueError:
+            raise WorkloadError("--rates", f"{part!r} is not a number (in {text!r})") from None
+        if not (rate > 0 and math.isfinite(rate)):
+            raise WorkloadError("--rates", f"{part!r}: a rate must be a finite number > 0")
+        rates.append(rate)
+    return rates
 
 
 def parse_weights_option(text: str, what: str) -> dict[str, float]:
@@ -174,7 +199,12 @@ def run(
     from loadgen.summary import headline, parse_slo, summarize
     from loadgen.workload import build_schedule
 
-    urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+    try:
+        urls = parse_urls(url, "--url")
+    except ValueError as error:
+        raise cli_error(str(error)) from None
+    jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
+    check_writable_output([jsonl_path, json_path], "--output")
     try:
         workload = _workload(
             rate,
@@ -206,10 +236,14 @@ def run(
         raise _fail(error) from None
     summary = summarize(state.results, max(state.duration_seconds, 1e-9), objectives)
     summary["interrupted"] = state.interrupted
-    write_jsonl(state.results, output.with_suffix(".jsonl"))
-    output.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
     typer.echo(headline(summary))
-    typer.echo(f"wrote {output.with_suffix('.jsonl')} and {output.with_suffix('.json')}")
+    # NOTE: the paths were checked before the load; if writing still fails (a full disk),
+    # save_output writes to a temporary file instead, so a finished run is never lost.
+    jsonl_path = save_output(jsonl_path, lambda path: write_jsonl(state.results, path))
+    json_path = save_output(
+        json_path, lambda path: path.write_text(json.dumps(summary, indent=2) + "\n")
+    )
+    typer.echo(f"wrote {jsonl_path} and {json_path}")
     if state.interrupted:
         raise typer.Exit(code=130)
 
@@ -248,7 +282,11 @@ def sweep(
     from loadgen.errors import LoadgenError
     from loadgen.sweep import run_sweep, write_table
 
-    urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+    try:
+        urls = parse_urls(url, "--url")
+    except ValueError as error:
+        raise cli_error(str(error)) from None
+    check_writable_output([output.with_suffix(".json"), output.with_suffix(".csv")], "--output")
     try:
         workload = _workload(
             1.0,
@@ -265,7 +303,7 @@ def sweep(
             priorities,
             seed,
         )
-        rate_list = [float(r) for r in rates.split(",") if r.strip()] if rates else []
+        rate_list = parse_rates_option(rates)
         rows, knee, knobs = asyncio.run(
             run_sweep(
                 urls,
@@ -282,7 +320,6 @@ def sweep(
         )
     except (LoadgenError, ValueError) as error:
         raise _fail(error) from None
-    json_path, csv_path = write_table(rows, knobs, output, knee)
     for row in rows:
         typer.echo(
             f"rate {row['rate']:8.3f}  attainment {row['slo_attainment']:.3f}  "
@@ -290,4 +327,5 @@ def sweep(
         )
     if knee is not None:
         typer.echo(f"knee: {knee.knee_rate} req/s (first failing: {knee.first_failing_rate})")
-    typer.echo(f"wrote {json_path} and {csv_path}")
+    written = save_output(output, lambda stem: write_table(rows, knobs, stem, knee))
+    typer.echo(f"wrote {written.with_suffix('.json')} and {written.with_suffix('.csv')}")

@@ -11,7 +11,15 @@ from typing import Annotated
 
 import typer
 
-scenario_app = typer.Typer(help="Reproducible incident drills (see docs/loadgen.md).")
+from tailwatch.cli_options import (
+    check_writable_output,
+    cli_error,
+    parse_urls,
+    save_output,
+    typer_app,
+)
+
+scenario_app = typer_app(help="Reproducible incident drills (see docs/loadgen.md).")
 
 
 @scenario_app.command("list")
@@ -45,14 +53,19 @@ def run(
     from loadgen.replicas import bundled_replicas
     from loadgen.scenario import load_scenario
 
+    jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
+    check_writable_output([jsonl_path, json_path], "--output")
+    try:
+        replica_urls = parse_urls(url, "--url") if url.strip() else []
+    except ValueError as error:
+        raise cli_error(str(error)) from None
     try:
         scenario = load_scenario(name)
         if compressed:
             scenario = scenario.scaled(scenario.compressed_time_scale)
-        urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
-        if urls:
+        if replica_urls:
             token = os.environ.get("TAILWATCH_ADMIN_TOKEN")
-            result = asyncio.run(run_drill(scenario, urls, admin_token=token))
+            result = asyncio.run(run_drill(scenario, replica_urls, admin_token=token))
         else:
             token = secrets.token_hex(16)
             typer.echo(f"starting {scenario.replicas} bundled replica(s)…", err=True)
@@ -62,8 +75,8 @@ def run(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
     verdict = result.verdict()
-    write_jsonl(result.state.results, output.with_suffix(".jsonl"))
-    output.with_suffix(".json").write_text(json.dumps(verdict, indent=2) + "\n")
+    save_output(jsonl_path, lambda path: write_jsonl(result.state.results, path))
+    save_output(json_path, lambda path: path.write_text(json.dumps(verdict, indent=2) + "\n"))
     for phase, value in verdict["phases"].items():
         typer.echo(f"{phase:14s} {verdict['signal']} = {value:.4g}")
     moved = "moved as expected" if verdict["moved"] else "did NOT move as expected"

@@ -8,7 +8,24 @@ from typing import Annotated
 
 import typer
 
-from tailwatch.engine_cli import _fail, _user_errors, engine_config_from
+from tailwatch.cli_options import port_option
+from tailwatch.engine_cli import (
+    BlockSize,
+    Device,
+    Dtype,
+    EnableChunkedPrefill,
+    EnablePrefixCaching,
+    GpuMemoryUtilization,
+    KvCacheMemoryBytes,
+    MaxModelLen,
+    MaxNumBatchedTokens,
+    MaxNumSeqs,
+    NumGpuBlocks,
+    SchedulingPolicy,
+    _fail,
+    _user_errors,
+    engine_config_from,
+)
 
 ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
 # After the drain, how long uvicorn waits for responses still being written.
@@ -21,7 +38,9 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 8000,
+    port: Annotated[
+        int, port_option("Port to listen on; 0 picks a free one.", allow_zero=True)
+    ] = 8000,
     served_model_name: Annotated[
         str | None, typer.Option(help="The model name clients send; default: --model.")
     ] = None,
@@ -42,18 +61,18 @@ def serve(
         float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM.")
     ] = 30.0,
     access_log: Annotated[bool, typer.Option(help="Log every HTTP request.")] = True,
-    block_size: int = 16,
-    num_gpu_blocks: int | None = None,
-    kv_cache_memory_bytes: int | None = None,
-    gpu_memory_utilization: float = 0.9,
-    max_num_seqs: int = 256,
-    max_num_batched_tokens: int = 2048,
-    max_model_len: int = 2048,
-    enable_prefix_caching: bool = True,
-    enable_chunked_prefill: bool = True,
-    scheduling_policy: str = "fcfs",
-    device: str = "auto",
-    dtype: str = "auto",
+    block_size: BlockSize = 16,
+    num_gpu_blocks: NumGpuBlocks = None,
+    kv_cache_memory_bytes: KvCacheMemoryBytes = None,
+    gpu_memory_utilization: GpuMemoryUtilization = 0.9,
+    max_num_seqs: MaxNumSeqs = 256,
+    max_num_batched_tokens: MaxNumBatchedTokens = 2048,
+    max_model_len: MaxModelLen = 2048,
+    enable_prefix_caching: EnablePrefixCaching = True,
+    enable_chunked_prefill: EnableChunkedPrefill = True,
+    scheduling_policy: SchedulingPolicy = "fcfs",
+    device: Device = "auto",
+    dtype: Dtype = "auto",
     seed: Annotated[int, typer.Option(help="Seed of unseeded random sampling.")] = 0,
 ) -> None:
     """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
@@ -67,8 +86,6 @@ def serve(
         from engine.server.launch import ServeOptions, build_engine_server
         from engine.server.uvicorn_server import DrainingServer, listen_socket
 
-        if not 0 <= port <= 65535:
-            raise ValueError(f"port={port}: must be from 0 to 65535 (0 picks a free port)")
         options = ServeOptions(
             served_model_name=served_model_name,
             max_waiting_requests=max_waiting_requests,

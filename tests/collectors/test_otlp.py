@@ -381,9 +381,14 @@ def test_the_engine_exporter_retries_a_busy_receiver_and_delivers_each_span_once
     assert (delivery.num_ended, delivery.num_exported, delivery.num_failed) == (5, 5, 0)
 
 
-def test_an_empty_export_succeeds_and_calls_no_sink(sink):
-    response = httpx.post(sink.url, content=b"", headers=PROTOBUF)
-    assert (response.status_code, response.content) == (200, b"")
+@pytest.mark.parametrize(
+    ("content_type", "empty_response"),
+    [("application/x-protobuf", b""), ("application/json", b"{}")],
+)
+def test_an_empty_export_succeeds_and_calls_no_sink(sink, content_type, empty_response):
+    response = httpx.post(sink.url, content=b"", headers={"content-type": content_type})
+    assert (response.status_code, response.content) == (200, empty_response)
+    assert response.headers["content-type"] == content_type
     assert sink.spans == [] and sink.records == []
 
 
