@@ -161,14 +161,21 @@ class SimulatedVllm:
         return encoder(self.registry), content_type
 
 
-class _Handler(BaseHTTPRequestHandler):
+class TargetHandler(BaseHTTPRequestHandler):
+    """Serves ``/t/<i>/metrics`` from ``targets[i]``; a subclass may route other paths
+    through ``send_target``."""
+
     targets: ClassVar[dict[int, SimulatedVllm]] = {}
 
     def do_GET(self) -> None:
-        target = self.targets[int(self.path.strip("/").split("/")[1])]  # /t/<i>/metrics
+        self.send_target(int(self.path.strip("/").split("/")[1]), 200)  # /t/<i>/metrics
+
+    def send_target(self, index: int, status: int) -> None:
+        """Advance ``targets[index]`` and send its exposition, in the encoding ``Accept`` picks."""
+        target = self.targets[index]
         target.advance()
         body, content_type = target.render(self.headers.get("Accept", ""))
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -185,19 +192,24 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
-def _serve(port_out: multiprocessing.SimpleQueue, num_targets: int) -> None:  # type: ignore[type-arg]
-    _Handler.targets.update((i, SimulatedVllm(i)) for i in range(num_targets))
-    server = _Server(("127.0.0.1", 0), _Handler)
+def _serve(
+    port_out: multiprocessing.SimpleQueue,  # type: ignore[type-arg]
+    num_targets: int,
+    handler: type[TargetHandler],
+) -> None:
+    handler.targets.update((i, SimulatedVllm(i)) for i in range(num_targets))
+    server = _Server(("127.0.0.1", 0), handler)
     port_out.put(server.server_address[1])
     server.serve_forever()
 
 
 @contextlib.contextmanager
-def target_server(num_targets: int) -> Iterator[str]:
-    """``num_targets`` simulated targets, served by another process; yields the base URL."""
+def target_server(num_targets: int, handler: type[TargetHandler] = TargetHandler) -> Iterator[str]:
+    """``num_targets`` simulated targets, served by ``handler`` in another process; yields
+    the base URL. ``handler`` must be a module-level class (the process is spawned)."""
     context = multiprocessing.get_context("spawn")
     port_out = context.SimpleQueue()
-    process = context.Process(target=_serve, args=(port_out, num_targets), daemon=True)
+    process = context.Process(target=_serve, args=(port_out, num_targets, handler), daemon=True)
     process.start()
     try:
         yield f"http://127.0.0.1:{port_out.get()}"

@@ -19,18 +19,14 @@ collector_schedule``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import multiprocessing
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
-from bench.collector_ingest import SimulatedVllm
+from bench.collector_ingest import TargetHandler, target_server
 
 INTERVAL_SECONDS = 1.0
 SLOW_SHARE = 0.7
@@ -38,8 +34,7 @@ NUM_HEALTHY = 4
 FAULTY = ("hang", "slow", "flap")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    targets: ClassVar[dict[int, SimulatedVllm]] = {}
+class _FaultyTargets(TargetHandler):
     flaps: ClassVar[list[int]] = [0]
 
     def do_GET(self) -> None:
@@ -54,42 +49,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.flaps[0] += 1
             status = 200 if self.flaps[0] % 2 else 500
         index = int(self.path.strip("/").split("/")[1]) if kind == "ok" else 0
-        target = self.targets[index]
-        target.advance()
-        body, content_type = target.render(self.headers.get("Accept", ""))
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 256
-    daemon_threads = True
-
-
-def _serve(port_out: multiprocessing.SimpleQueue, num_targets: int) -> None:  # type: ignore[type-arg]
-    _Handler.targets.update((i, SimulatedVllm(i)) for i in range(num_targets))
-    server = _Server(("127.0.0.1", 0), _Handler)
-    port_out.put(server.server_address[1])
-    server.serve_forever()
-
-
-@contextlib.contextmanager
-def _target_server(num_targets: int) -> Iterator[str]:
-    context = multiprocessing.get_context("spawn")
-    port_out = context.SimpleQueue()
-    process = context.Process(target=_serve, args=(port_out, num_targets), daemon=True)
-    process.start()
-    try:
-        yield f"http://127.0.0.1:{port_out.get()}"
-    finally:
-        process.terminate()
-        process.join(timeout=10)
+        self.send_target(index, status)
 
 
 def measure(base_url: str, db_url: str, timeout_seconds: float, num_intervals: int) -> dict:
@@ -180,7 +140,10 @@ def main() -> None:
         f"{num_intervals} intervals, SQLite"
     )
     rows = []
-    with _target_server(NUM_HEALTHY) as base_url, tempfile.TemporaryDirectory() as tmp:
+    with (
+        target_server(NUM_HEALTHY, _FaultyTargets) as base_url,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         for share in (1.0, 0.8):
             db_url = f"sqlite:///{tmp}/schedule-{share:g}.db"
             rows.append(measure(base_url, db_url, share * INTERVAL_SECONDS, num_intervals))

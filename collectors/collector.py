@@ -22,6 +22,7 @@ from collectors.collector_metrics import (
     CollectorMetrics,
     SourceMetrics,
 )
+from collectors.event_wait import wait_for_event
 from collectors.scrape import Scraper, Target
 from collectors.scrape_schedule import ScrapeLoop, phase_offset_seconds
 from collectors.scrape_writer import (
@@ -274,8 +275,7 @@ class Collector:
                 self._poll_targets()
                 self._sync_loops(loops, start, stop)
                 next_poll += self.interval_seconds
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=next_poll - self._clock())
+                await wait_for_event(stop, next_poll - self._clock())
         finally:
             running = [task for _, task in loops.values()]
             if not stop.is_set():  # cancelled, not stopped: the loops go too

@@ -13,13 +13,13 @@ write.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from collectors.event_wait import wait_for_event
 from collectors.store.records import ScrapeRecord
 
 logger = logging.getLogger("tailwatch.collector")
@@ -96,11 +96,8 @@ class ScrapeLoop:
         its timeout) and is handed over before the loop returns."""
         while not stop.is_set():
             wait = self.slot_start - self._clock()
-            if wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=wait)
-                if stop.is_set():
-                    return
+            if wait > 0 and await wait_for_event(stop, wait):
+                return
             started = self._clock()
             try:
                 record = await self._scrape()

@@ -12,7 +12,6 @@ load and a scrape waits at most for the transaction in flight and its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -25,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from collectors import spill
 from collectors.collector_metrics import DROPPED_BUFFER_FULL, DROPPED_REJECTED, CollectorMetrics
+from collectors.event_wait import wait_for_event
 from collectors.store.records import ScrapeRecord
 
 logger = logging.getLogger("tailwatch.collector")
@@ -109,8 +109,7 @@ class ScrapeWriter:
                     continue
                 arrived.clear()
                 if not await self.flush():  # the database is unavailable: wait, then retry
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), timeout=self.retry_seconds)
+                    await wait_for_event(stop, self.retry_seconds)
             await self.flush()
         finally:
             self._arrived = None

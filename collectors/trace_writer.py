@@ -6,7 +6,6 @@ stays down, ``collectors.spill``)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -26,6 +25,7 @@ from collectors.collector_metrics import (
     DROPPED_SHUTDOWN,
     TraceMetrics,
 )
+from collectors.event_wait import wait_for_event
 from collectors.otlp import ReceiverBusy
 from collectors.request_records import RequestRecord, SpanRecord, request_records
 
@@ -258,8 +258,7 @@ class TraceWriter:
         # NOTE: woken early by close(), so a shutdown never waits out a long back-off.
         assert self._wake is not None
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+        await wait_for_event(self._wake, seconds)
 
     def _drop_queue(self, error: BaseException) -> None:
         with self._lock:

@@ -68,6 +68,17 @@ def _settle(store: Store, now: float = 100_000.0, policy: RetentionPolicy = NOW_
     raise AssertionError("maintenance did not catch up in 50 calls")
 
 
+def _write_replicas(store: Store, replicas: list[list[Snap]]) -> tuple[str, dict[str, list[Snap]]]:
+    """Write each replica's snapshots under a new model, then settle: (model, {replica: snaps})."""
+    model = f"m{next(_models)}"
+    data = {f"r{i}": snaps for i, snaps in enumerate(replicas)}
+    for replica, snaps in data.items():
+        for snap in snaps:
+            _write(store, model, replica, snap)
+    _settle(store)
+    return model, data
+
+
 def _oracle(replicas: dict[str, list[Snap]], t0: float, t1: float):
     """(merged histogram, summed counter increase) over [t0, t1] by the raw rule, or None."""
     increases, total, found = [], 0.0, False
@@ -135,12 +146,7 @@ _windows = st.lists(
     edges=st.lists(st.tuples(st.integers(0, 620), st.integers(1, 620)), max_size=3),
 )
 def test_rollup_windows_equal_raw_windows(store: Store, replicas, windows, edges) -> None:
-    model = f"m{next(_models)}"
-    data = {f"r{i}": snaps for i, snaps in enumerate(replicas)}
-    for replica, snaps in data.items():
-        for snap in snaps:
-            _write(store, model, replica, snap)
-    _settle(store)
+    model, data = _write_replicas(store, replicas)
     unaligned = [(a, a + b) for a, b in edges]
     for t0, t1 in [*windows, *unaligned]:
         want_h, want_c = _oracle(data, t0, t1)
@@ -173,12 +179,7 @@ def test_prometheus_semantics_equal_increase_per_bucket_series_summed_by_le(
     """The store's Prometheus windows and steps equal ``sum by (le) (increase(...))`` computed
     here from the generated snapshots, bucket series by bucket series, to the last bit (the
     same additions in the same order); roll-ups play no part."""
-    model = f"m{next(_models)}"
-    data = {f"r{i}": snaps for i, snaps in enumerate(replicas)}
-    for replica, snaps in data.items():
-        for snap in snaps:
-            _write(store, model, replica, snap)
-    _settle(store)
+    model, data = _write_replicas(store, replicas)
     rule = RangeSemantics(semantics)
 
     def oracle(t0: float, t1: float):

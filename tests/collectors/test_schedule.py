@@ -15,7 +15,6 @@ import itertools
 import logging
 import math
 import statistics
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -25,11 +24,10 @@ from collectors import collector_metrics as cm
 from collectors.collector import Collector
 from collectors.scrape import Scraper, Target
 from collectors.scrape_schedule import ScrapeLoop, SlotReport, next_slot, phase_offset_seconds
-from collectors.store import ScrapeRecord, Store
+from collectors.store import ScrapeRecord
 from tests.collectors.test_scrape import HEALTHY_BODY, serve_app
+from tests.collectors.waiting import WAIT_SECONDS, wait_until
 
-#: Bound on every wait for the collector to get somewhere (a hang becomes a failure).
-WAIT_SECONDS = 60
 #: The slow target answers after this share of the interval.
 SLOW_SHARE = 0.6
 
@@ -64,20 +62,8 @@ def schedule_app(interval_seconds: float):
 
 
 @pytest.fixture
-def store(tmp_path) -> Iterator[Store]:
-    opened = Store(f"sqlite:///{tmp_path / 'tw.db'}")
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-async def wait_until(condition, what: str) -> None:
-    for _ in range(int(WAIT_SECONDS / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
+def backend() -> str:
+    return "sqlite"  # NOTE: conftest's store, on SQLite only: what is under test is not the store
 
 
 def gaps(timestamps: list[float]) -> list[float]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -17,29 +16,16 @@ from collectors import collector_metrics as cm
 from collectors.collector_metrics import CollectorMetrics
 from collectors.scrape_writer import ScrapeWriter
 from collectors.store import ScrapeRecord, Store
-
-WAIT_SECONDS = 60
+from tests.collectors.waiting import WAIT_SECONDS, wait_until
 
 
 @pytest.fixture
-def store(tmp_path) -> Iterator[Store]:
-    opened = Store(f"sqlite:///{tmp_path / 'tw.db'}")
-    try:
-        yield opened
-    finally:
-        opened.close()
+def backend() -> str:
+    return "sqlite"  # NOTE: conftest's store, on SQLite only: what is under test is not the store
 
 
 def records(target: str, first: int, count: int) -> list[ScrapeRecord]:
     return [ScrapeRecord(target, 1000.0 + k) for k in range(first, first + count)]
-
-
-async def until(condition, what: str) -> None:
-    for _ in range(int(WAIT_SECONDS / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"gave up waiting for {what}")
 
 
 def run_writer(writer: ScrapeWriter, scenario) -> None:
@@ -85,9 +71,9 @@ def test_a_failed_write_is_retried_an_interval_later_and_nothing_is_lost(store, 
 
     async def scenario() -> None:
         writer.add(records("a", 0, 3))
-        await until(lambda: failing.calls >= 1, "the first attempt")
+        await wait_until(lambda: failing.calls >= 1, "the first attempt")
         writer.add(records("a", 3, 2))  # arrivals while the database is down do not retry
-        await until(lambda: writer.num_buffered == 0, "the backlog written")
+        await wait_until(lambda: writer.num_buffered == 0, "the backlog written")
 
     with caplog.at_level(logging.WARNING, logger="tailwatch.collector"):
         run_writer(writer, scenario)
@@ -119,11 +105,11 @@ def test_a_hanging_write_keeps_its_batch_while_the_buffer_stays_bounded(store):
 
     async def scenario() -> None:
         writer.add(records("a", 0, 2))
-        await until(lambda: len(hanging.batches) == 1, "the hanging write")
+        await wait_until(lambda: len(hanging.batches) == 1, "the hanging write")
         writer.add(records("a", 2, 9))  # past twice the bound: the oldest buffered go
         assert writer.num_buffered == 2 + 4  # the batch in flight, and the bound
         release.set()
-        await until(lambda: writer.num_buffered == 0, "the rest written")
+        await wait_until(lambda: writer.num_buffered == 0, "the rest written")
 
     run_writer(writer, scenario)
     stored = [t for t, _, _ in store.scrapes("a")]

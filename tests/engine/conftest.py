@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from engine.llm_engine import LLMEngine
+    from engine.outputs import RequestOutput
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -13,3 +19,15 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+def run_to_completion(engine: LLMEngine, max_steps: int = 1000) -> dict[str, list[RequestOutput]]:
+    """Step ``engine`` until no request is unfinished; every output, by request id, in order.
+    Fails after ``max_steps`` steps (a generous bound: the engine would be stuck)."""
+    outputs: dict[str, list[RequestOutput]] = {}
+    for _ in range(max_steps):
+        if not engine.has_unfinished_requests():
+            return outputs
+        for out in engine.step():
+            outputs.setdefault(out.request_id, []).append(out)
+    raise AssertionError("engine did not finish")

@@ -11,6 +11,7 @@ from engine.llm_engine import LLMEngine
 from engine.model.errors import ModelLoadError
 from engine.request import RequestStatus
 from engine.sampling_params import SamplingParams
+from tests.engine.conftest import run_to_completion
 
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 
@@ -18,16 +19,6 @@ GREEDY = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
 @pytest.fixture(scope="module")
 def llm() -> LLM:
     return LLM("tiny", max_model_len=256, num_gpu_blocks=64, max_num_seqs=8)
-
-
-def _run(engine: LLMEngine, max_steps: int = 1000):
-    outputs = {}
-    for _ in range(max_steps):
-        if not engine.has_unfinished_requests():
-            return outputs
-        for out in engine.step():
-            outputs.setdefault(out.request_id, []).append(out)
-    raise AssertionError("engine did not finish")
 
 
 @pytest.mark.parametrize(
@@ -46,7 +37,7 @@ def test_bad_requests_are_refused_and_the_engine_keeps_serving(llm, prompt, para
     with pytest.raises(RequestError, match=match):
         engine.add_request(prompt, params)
     assert list(engine.scheduler.requests) == [good]
-    outputs = _run(engine)
+    outputs = run_to_completion(engine)
     assert outputs[good][-1].finished and outputs[good][-1].num_output_tokens == 8
 
 

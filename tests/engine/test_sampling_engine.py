@@ -16,6 +16,7 @@ from engine.llm import LLM
 from engine.llm_engine import LLMEngine
 from engine.model.tokenizer import ByteTokenizer
 from engine.sampling_params import SamplingParams
+from tests.engine.conftest import run_to_completion
 
 EOS = ByteTokenizer.EOS_TOKEN_ID
 VOCAB = ByteTokenizer.NUM_BYTES + 2
@@ -24,16 +25,6 @@ VOCAB = ByteTokenizer.NUM_BYTES + 2
 @pytest.fixture(scope="module")
 def engine() -> LLMEngine:
     return LLMEngine(EngineConfig(model="tiny", max_model_len=128, num_gpu_blocks=64))
-
-
-def _run(engine: LLMEngine, max_steps: int = 500):
-    outputs: dict[str, list] = {}
-    for _ in range(max_steps):
-        if not engine.has_unfinished_requests():
-            return outputs
-        for out in engine.step():
-            outputs.setdefault(out.request_id, []).append(out)
-    raise AssertionError("engine did not finish")
 
 
 @pytest.mark.parametrize(
@@ -88,7 +79,7 @@ EXTREMES = st.builds(
 @given(st.lists(EXTREMES, min_size=1, max_size=3))
 def test_extreme_parameters_in_one_batch_never_stop_the_engine(engine, batch):
     ids = [engine.add_request("extreme", params) for params in batch]
-    outputs = _run(engine)
+    outputs = run_to_completion(engine)
     for request_id, params in zip(ids, batch, strict=True):
         last = outputs[request_id][-1]
         assert last.finished and 1 <= last.num_output_tokens <= 3
@@ -105,7 +96,7 @@ def test_extreme_parameters_in_one_batch_never_stop_the_engine(engine, batch):
 
 def test_greedy_logprobs_rank_the_sampled_token_first(engine):
     rid = engine.add_request("hello", SamplingParams(max_tokens=5, temperature=0, logprobs=3))
-    outputs = _run(engine)[rid]
+    outputs = run_to_completion(engine)[rid]
     for out in outputs:
         (lp,) = out.new_logprobs
         assert lp.token_id == out.new_token_ids[0] and lp.rank == 1

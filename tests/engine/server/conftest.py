@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import openai
+import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -111,6 +112,21 @@ def live_server(config: EngineConfig, options: ServeOptions, **kwargs) -> Iterat
         server.should_exit = True
         thread.join(timeout=30)
         assert not thread.is_alive(), "the test server did not stop"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LiveServer]:
+    """The default server (tiny preset, default options), one per test module; a module that
+    needs other settings defines its own ``server``."""
+    with live_server(tiny_config(), ServeOptions()) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def client(server: LiveServer) -> Iterator[openai.OpenAI]:
+    """An ``openai`` client for the module's ``server``."""
+    with server.client() as client:
+        yield client
 
 
 def _is_ready(base_url: str) -> bool:

@@ -12,9 +12,8 @@ import pytest
 
 from engine import metric_names as mn
 from engine.server.chat_template import render_chat_prompt
-from engine.server.launch import ServeOptions
 from engine.server.protocol import ChatMessage
-from tests.engine.server.conftest import MAX_MODEL_LEN, live_server, tiny_config
+from tests.engine.server.conftest import MAX_MODEL_LEN
 
 # The tiny preset has random weights: ignore EOS so lengths are exact.
 FIXED_LENGTH = {"ignore_eos": True}
@@ -22,18 +21,6 @@ MESSAGES = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "What is TTFT?"},
 ]
-
-
-@pytest.fixture(scope="module")
-def server():
-    with live_server(tiny_config(), ServeOptions()) as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with server.client() as client:
-        yield client
 
 
 def _chat_prompt_tokens() -> int:

@@ -8,25 +8,11 @@ import openai
 import pytest
 
 from engine.model.tokenizer import ByteTokenizer
-from engine.server.launch import ServeOptions
-from tests.engine.server.conftest import live_server, tiny_config
 
 MESSAGES = [{"role": "user", "content": "Count to three."}]
 FIXED_LENGTH = {"ignore_eos": True}
 EOS = ByteTokenizer.EOS_TOKEN_ID
 CHAT, COMPLETIONS = "chat/completions", "completions"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with live_server(tiny_config(), ServeOptions()) as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with server.client() as client:
-        yield client
 
 
 def _post(server, route: str, **fields) -> httpx.Response:

@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter
 
 from engine.metrics import EngineMetrics
-from engine.server.launch import ServeOptions
-from tests.engine.server.conftest import live_server, tiny_config
 
 # Any code point, surrogates (category Cs) included.
 TEXT = st.text(alphabet=st.characters(blacklist_categories=()), max_size=12)
@@ -49,12 +47,6 @@ FIELDS = {
     "completion user": (COMPLETIONS, lambda t: _completion(user=t), "user"),
     "completion model": (COMPLETIONS, lambda t: _completion(model=t), "model"),
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def server():
-    with live_server(tiny_config(), ServeOptions()) as live:
-        yield live
 
 
 def _post(http: httpx.Client, route: str, body: dict, **kwargs) -> httpx.Response:
