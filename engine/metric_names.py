@@ -277,6 +277,12 @@ KNOB_CHANGES = MetricSpec(
     (*ENGINE_LABELS, LABEL_KNOB),
 )
 
+# Span delivery (``engine/span_metrics.py``): read from the tracer at scrape time, so not
+# in ALL_SPECS; exposed only while tracing is on.
+TRACE_SPANS_ENDED = "tailwatch:trace_spans_ended"
+TRACE_SPANS_EXPORTED = "tailwatch:trace_spans_exported"
+TRACE_SPANS_EXPORT_FAILED = "tailwatch:trace_spans_export_failed"
+
 ALL_SPECS: tuple[MetricSpec, ...] = (
     NUM_REQUESTS_RUNNING,
     NUM_REQUESTS_WAITING,

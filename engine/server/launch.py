@@ -75,6 +75,7 @@ def build_engine_server(
     from engine.llm_engine import LLMEngine
     from engine.metrics import EngineMetrics
     from engine.server.app import build_app
+    from engine.span_metrics import SpanDeliveryCollector
     from engine.tracing import RequestTracer, TracingConfig
 
     name = options.served_model_name or config.model
@@ -98,6 +99,7 @@ def build_engine_server(
     knobs = {k: v for k, v in async_engine.knobs().items() if k != "fail_next_steps"}
     metrics = EngineMetrics(name, knobs, registry=registry, max_model_len=config.max_model_len)
     async_engine.observers.extend([metrics, tracer, *extra_observers])
+    metrics.registry.register(SpanDeliveryCollector(tracer.delivery, name))
     app = build_app(
         async_engine,
         served_model_name=name,

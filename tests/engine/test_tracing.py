@@ -278,3 +278,36 @@ def test_shutdown_with_the_receiver_gone_is_bounded_and_says_what_was_lost(caplo
     delivery = tracer.delivery()
     assert (delivery.num_ended, delivery.num_exported) == (3, 0)
     assert f"3 of 3 request spans were not delivered to {endpoint}" in caplog.text
+
+
+def _delivery_samples(tracer: RequestTracer) -> dict[str, float]:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from engine.span_metrics import SpanDeliveryCollector
+
+    registry = CollectorRegistry()
+    registry.register(SpanDeliveryCollector(tracer.delivery, MODEL))
+    text = generate_latest(registry).decode()
+    return {
+        s.name: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.labels == {"model_name": MODEL}
+    }
+
+
+def test_span_delivery_is_on_metrics_while_tracing_is_on():
+    ok = RequestTracer(build_tracer_provider(TracingConfig(), InMemorySpanExporter()), MODEL)
+    _end_spans(ok, 3)
+    ok.shutdown()
+    assert _delivery_samples(ok) == {
+        "tailwatch:trace_spans_ended_total": 3.0,
+        "tailwatch:trace_spans_exported_total": 3.0,
+        "tailwatch:trace_spans_export_failed_total": 0.0,
+    }
+    failing = RequestTracer(build_tracer_provider(TracingConfig(), _FailingExporter()), MODEL)
+    _end_spans(failing, 2)
+    failing.shutdown()
+    assert _delivery_samples(failing)["tailwatch:trace_spans_export_failed_total"] == 2.0
+    assert _delivery_samples(RequestTracer.from_config(TracingConfig(), MODEL)) == {}
