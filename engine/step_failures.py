@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.async_engine import EngineObserver
+    from engine.engine_loop import EngineObserver
     from engine.llm_engine import LLMEngine
     from engine.request_stream import RequestHandle
 
