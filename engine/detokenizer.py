@@ -40,7 +40,7 @@ class _ByteDecoder:
     def add(self, token_id: int) -> str:
         return self._decoder.decode(self._tokenizer.token_bytes(token_id))
 
-    def finish(self, token_ids: list[int], text: str) -> str:
+    def finish(self, text: str) -> str:
         return self._decoder.decode(b"", final=True)
 
 
@@ -64,9 +64,9 @@ class _WindowDecoder:
         self._prefix_offset, self._read_offset = self._read_offset, len(self._token_ids)
         return full[len(prefix) :]
 
-    def finish(self, token_ids: list[int], text: str) -> str:
-        """The rest of the full decode after ``text`` (the untruncated text so far)."""
-        full = self._tokenizer.decode(token_ids)
+    def finish(self, text: str) -> str:
+        """The rest of the full decode after ``text`` (the text so far)."""
+        full = self._tokenizer.decode(self._token_ids)
         return full[len(text) :] if full.startswith(text) else ""
 
 
@@ -84,24 +84,25 @@ class IncrementalDetokenizer:
             if isinstance(tokenizer, ByteLevelTokenizer)
             else _WindowDecoder(tokenizer)
         )
-        self.token_ids: list[int] = []
+        self.num_tokens = 0
         self.text = ""
-        self._decoded = ""  # every character decoded so far, before stop truncation
         self._stopped = False
         self._finished = False
         self._emitted = 0
 
     def add_token(self, token_id: int) -> str | None:
         """Append one token; returns the stop string it completed, if any."""
-        self.token_ids.append(token_id)
+        self.num_tokens += 1
+        if self._stopped:  # NOTE: the text is final; decoding more would be thrown away
+            return None
         return self._append(self._decoder.add(token_id))
 
     def finish(self) -> None:
         """Flush what the decoder still holds (the request is done); idempotent."""
-        if self._finished:
+        if self._finished or self._stopped:
             return
         self._finished = True
-        self._append(self._decoder.finish(self.token_ids, self._decoded))
+        self._append(self._decoder.finish(self.text))
 
     def take_new_text(self, finished: bool) -> str:
         """Text not yet handed out; holds back a possible partial stop string until finished."""
@@ -113,11 +114,10 @@ class IncrementalDetokenizer:
         return new
 
     def _append(self, delta: str) -> str | None:
-        if not delta or self._stopped:
+        if not delta:
             return None
-        self._decoded += delta
         self.text += delta
-        if len(self.token_ids) <= self.min_tokens:
+        if self.num_tokens <= self.min_tokens:
             return None
         # NOTE: the match that ends first wins (then the one that starts first), as if
         # text came one character at a time, so how tokens split the text never matters.
