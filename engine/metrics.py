@@ -229,10 +229,13 @@ class EngineMetrics:
         return (*(str(v) for v in self._knobs.values()), self.engine_index)
 
     def _tenant(self, tenant: str | None) -> _TenantSeries:
-        label = mn.NO_TENANT if tenant is None else safe_text(tenant, MAX_LABEL_VALUE_CHARS)
+        label = mn.NO_TENANT if tenant is None else tenant
+        # NOTE: looked up before it is made safe: every key is already safe (safe_text
+        # leaves its own output unchanged), so a known tenant costs a dict lookup per step.
         series = self._tenants.get(label)
         if series is not None:
             return series
+        label = safe_text(label, MAX_LABEL_VALUE_CHARS)
         with self._lock:
             if label not in self._tenants and len(self._tenants) >= mn.MAX_TENANTS:
                 label = mn.OTHER_TENANT
