@@ -30,7 +30,10 @@ class Slo:
 
 
 def goodput_per_second(result: RunResult, slo: Slo) -> float:
-    """Finished requests that met ``slo``, per second of the run (vLLM's goodput)."""
+    """Finished requests that met ``slo``, per second of the run (vLLM's goodput); 0 for a
+    run that took no time."""
+    if not result.elapsed_seconds:
+        return 0.0
     return sum(1 for r in result.records if slo.is_met_by(r)) / result.elapsed_seconds
 
 

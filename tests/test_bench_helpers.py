@@ -32,6 +32,16 @@ def test_an_empty_run_has_zero_attainment_and_the_knee_says_none_was_found():
     assert describe_knee(knee) == "< 1 (no probed rate met it)"
 
 
+def test_a_run_that_took_no_time_has_zero_rates_not_a_division_by_zero():
+    from bench._report import goodput_per_second
+
+    empty = _result((), elapsed=0.0)
+    assert empty.output_tokens_per_second == 0.0 == goodput_per_second(empty, SLO)
+    knee = goodput_knee(lambda rate: empty, SLO, start_rate=4.0, max_probes=2)
+    assert knee.knee_rate is None
+    assert all(r["request_goodput"] == 0.0 == r["output_token_throughput"] for r in knee.rows)
+
+
 def test_the_knee_is_the_highest_rate_meeting_the_slo():
     def run_at(rate: float) -> RunResult:
         # a stand-in engine: every request is good up to 6 req/s, none above
