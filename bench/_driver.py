@@ -128,7 +128,8 @@ class RunResult:
 
     @property
     def output_tokens_per_second(self) -> float:
-        return self.num_output_tokens / self.elapsed_seconds
+        """0 for a run that took no time (nothing arrived, or no step ended in the window)."""
+        return self.num_output_tokens / self.elapsed_seconds if self.elapsed_seconds else 0.0
 
 
 class OpenLoopRun:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from bench._driver import RunResult
-from bench._report import Slo, nearest_rank
+from bench._report import Slo, goodput_per_second, nearest_rank
 from bench._workload import RequestSpec, WorkloadSpec, make_workload
 from loadgen.sweep import KneeResult, find_knee
 
@@ -68,13 +68,10 @@ def goodput_knee(
     async def probe(rate: float) -> dict:
         result = run_at(rate)
         ttfts = [r.ttft_seconds for r in result.records if r.ttft_seconds is not None]
-        good = attainment(result, slo) * len(result.records)
         return {
             "slo_attainment": attainment(result, slo),
-            "request_goodput": good / result.elapsed_seconds if result.elapsed_seconds else 0.0,
-            "output_token_throughput": result.output_tokens_per_second
-            if result.elapsed_seconds
-            else 0.0,
+            "request_goodput": goodput_per_second(result, slo),
+            "output_token_throughput": result.output_tokens_per_second,
             "num_scheduled": len(result.records),
             "ttft_ms": {q: nearest_rank(ttfts, n) * 1000 for q, n in (("p95", 95), ("p99", 99))},
         }

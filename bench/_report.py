@@ -30,7 +30,10 @@ class Slo:
 
 
 def goodput_per_second(result: RunResult, slo: Slo) -> float:
-    """Finished requests that met ``slo``, per second of the run (vLLM's goodput)."""
+    """Finished requests that met ``slo``, per second of the run (vLLM's goodput); 0 for a
+    run that took no time."""
+    if not result.elapsed_seconds:
+        return 0.0
     return sum(1 for r in result.records if slo.is_met_by(r)) / result.elapsed_seconds
 
 
@@ -40,28 +43,6 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-def ttft_percentile(result: RunResult, q: float) -> str:
-    """TTFT percentile over every request that arrived, in ms, as text.
-
-    A request with no token by the end of a timed run has a TTFT of at least
-    (end - arrival): a lower bound. The percentile is taken over exact values and lower
-    bounds together; when a lower bound sits at or below it, the true percentile can
-    only be larger, and the figure is printed as ">=".
-    """
-    end = result.start_time + result.elapsed_seconds
-    exact: list[float] = []
-    bounds: list[float] = []
-    for record in result.records:
-        ttft = record.ttft_seconds
-        if ttft is None:
-            bounds.append(end - record.arrival_time)
-        else:
-            exact.append(ttft)
-    value = nearest_rank(exact + bounds, q)
-    is_bound = any(b <= value for b in bounds)
-    return f"{'>=' if is_bound else ''}{value * 1000:.0f}"
 
 
 def ms(seconds: float) -> str:

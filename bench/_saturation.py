@@ -41,6 +41,12 @@ def decode_tokens_per_second_bound(batch_size: int, **knobs: object) -> float:
         step = engine.last_step
         if step.num_prompt_tokens == 0 and step.num_requests == batch_size:
             fastest = min(fastest, seconds)
+    if fastest == math.inf:
+        # NOTE: e.g. a KV pool too small for the batch; a bound of 0 would size an empty workload.
+        raise RuntimeError(
+            f"no step ran {batch_size} requests all decoding (knobs {knobs}), so no decode "
+            "bound could be timed; give the engine room for the whole batch"
+        )
     return batch_size / fastest
 
 

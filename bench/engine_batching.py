@@ -34,6 +34,8 @@ The capacity runs take turns of ``SLICE_SECONDS`` of engine time, each on its ow
 
 from __future__ import annotations
 
+import math
+
 from bench._driver import (
     EngineClock,
     OpenLoopRun,
@@ -143,12 +145,11 @@ def main() -> None:
             "every mode still had requests never started at the end: the ratios compare capacities"
         )
     throughput = {mode: r.output_tokens_per_second for mode, r in capacity.items()}
-    ratio = throughput["continuous"] / throughput["static"]
+    ratios = {mode: _ratio(throughput["continuous"], tok_s) for mode, tok_s in throughput.items()}
     print(
-        f"capacity: continuous / static = {ratio:.2f}x (target >= {TARGET_RATIO:g}x: "
-        f"{verdict(ratio, TARGET_RATIO)}); continuous / static padded = "
-        f"{throughput['continuous'] / throughput['static padded']:.2f}x; "
-        f"continuous / sequential = {throughput['continuous'] / throughput['sequential']:.2f}x"
+        f"capacity: continuous / static = {ratios['static']:.2f}x (target >= {TARGET_RATIO:g}x: "
+        f"{verdict(ratios['static'], TARGET_RATIO)}); continuous / static padded = "
+        f"{ratios['static padded']:.2f}x; continuous / sequential = {ratios['sequential']:.2f}x"
     )
     print(f"goodput knee: {_knee_ratios(knees)}")
 
@@ -186,6 +187,12 @@ def _open_loop(rate: float, static_batch_size: int | None, pad: bool) -> RunResu
     )
     run.advance()
     return run.result()
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``; NaN (printed "nan", a MISSED verdict) when a mode
+    produced no token in the window."""
+    return numerator / denominator if denominator else math.nan
 
 
 def _knee_ratios(knees) -> str:

@@ -13,6 +13,7 @@ blocks are already computed and still cached when the request is admitted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -24,7 +25,7 @@ from bench._driver import (
     run_interleaved,
     setup_torch,
 )
-from bench._report import nearest_rank, print_table
+from bench._report import ms, nearest_rank, print_table
 from bench._workload import LengthDistribution, RequestSpec, WorkloadSpec, describe, make_workload
 from engine.llm_engine import LLMEngine
 
@@ -57,6 +58,9 @@ def main() -> None:
         f"caching off, one request at a time takes {seconds_per_request * 1000:.0f} ms of "
         f"engine time here: offering {LOAD_FRACTION:.0%} of that rate, {rate:.2f} req/s"
     )
+    if not workload:
+        print(f"no samples: {rate:.2f} req/s for {spec.duration_seconds:g} s drew no request")
+        return
     print(f"workload: {describe(workload, spec)}")
     print(
         f"tiny preset, CPU, {threads} torch thread(s); {SYSTEM_PROMPT_LEN}-token shared prefix, "
@@ -109,9 +113,10 @@ def _seconds_per_request_caching_off() -> float:
         clock, enable_prefix_caching=False, block_size=BLOCK_SIZE, max_model_len=MAX_MODEL_LEN
     )
     timed = [r._replace(arrival_seconds=0.0) for r in make_workload(WORKLOAD)]
-    run = OpenLoopRun(engine, timed[:NUM_TIMED_REQUESTS], clock, static_batch_size=1)
+    timed = timed[:NUM_TIMED_REQUESTS]
+    run = OpenLoopRun(engine, timed, clock, static_batch_size=1)
     run.advance()
-    return run.result().elapsed_seconds / NUM_TIMED_REQUESTS
+    return run.result().elapsed_seconds / len(timed)
 
 
 def theoretical_hit_rate(workload: Sequence[RequestSpec], block_size: int) -> float:
@@ -162,14 +167,15 @@ def _p(result: RunResult, q: float) -> float:
 
 
 def _mean_ttft(result: RunResult) -> float:
+    """NaN when no request produced a first token (as ``nearest_rank`` of nothing)."""
     ttfts = _ttfts(result)
-    return sum(ttfts) / len(ttfts)
+    return sum(ttfts) / len(ttfts) if ttfts else math.nan
 
 
 def _row(label: str, result: RunResult, num_prompt_tokens: int) -> tuple[str, ...]:
     return (
         label,
-        f"{_mean_ttft(result) * 1000:.0f}",
-        *(f"{_p(result, q) * 1000:.0f}" for q in (50, 90, 99)),
+        ms(_mean_ttft(result)),
+        *(ms(_p(result, q)) for q in (50, 90, 99)),
         f"{num_prompt_tokens}",
     )

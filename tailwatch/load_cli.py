@@ -41,11 +41,6 @@ Slo = Annotated[str, typer.Option(help="Goodput SLOs in ms, e.g. ttft=500,tpot=5
 Progress = Annotated[bool, typer.Option(help="Show a progress bar.")]
 
 
-def _fail(error: Exception) -> typer.Exit:
-    typer.echo(f"error: {error}", err=True)
-    return typer.Exit(code=2)
-
-
 def parse_length_option(text: str) -> Any:
     """``128`` | ``uniform:MIN:MAX`` | ``lognormal:MEDIAN:SIGMA:MAX`` → a length mapping."""
     from loadgen.errors import WorkloadError
@@ -233,7 +228,7 @@ def run(
             max_in_flight=max_in_flight,
         )
     except LoadgenError as error:
-        raise _fail(error) from None
+        raise cli_error(str(error)) from None
     summary = summarize(state.results, max(state.duration_seconds, 1e-9), objectives)
     summary["interrupted"] = state.interrupted
     typer.echo(headline(summary))
@@ -319,7 +314,7 @@ def sweep(
             )
         )
     except (LoadgenError, ValueError) as error:
-        raise _fail(error) from None
+        raise cli_error(str(error)) from None
     for row in rows:
         typer.echo(
             f"rate {row['rate']:8.3f}  attainment {row['slo_attainment']:.3f}  "

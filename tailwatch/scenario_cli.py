@@ -72,8 +72,7 @@ def run(
             with bundled_replicas(scenario.replicas, scenario.engine, admin_token=token) as urls:
                 result = asyncio.run(run_drill(scenario, urls, admin_token=token))
     except LoadgenError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=2) from None
+        raise cli_error(str(error)) from None
     verdict = result.verdict()
     save_output(jsonl_path, lambda path: write_jsonl(result.state.results, path))
     save_output(json_path, lambda path: path.write_text(json.dumps(verdict, indent=2) + "\n"))
