@@ -56,10 +56,16 @@ from collectors.store.windows import (
     parse_semantics,
     prometheus_counter_steps,
     prometheus_histogram_steps,
-    require_finite_edges,
     series_name,
 )
-from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, LayoutMismatchError, QuantileResult
+from slo import (
+    SMALL_DELTA_TOLERANCE,
+    ClassicHistogram,
+    HistogramSnapshot,
+    LayoutMismatchError,
+    QuantileResult,
+    Sample,
+)
 
 MINUTE = 60.0
 DEFAULT_RAW_RETENTION_SECONDS = 48 * 3600.0
@@ -613,11 +619,16 @@ class RollupsMixin:
     ) -> list[ClassicHistogram | None]:
         if semantics is WindowSemantics.EXACT:
             return self._histogram_steps(session, ids, bounds, use_rollups)
-        require_finite_edges(bounds[0], bounds[-1], semantics)
-        snapshots = self._snapshots  # type: ignore[attr-defined]
-        return prometheus_histogram_steps(
-            session, ids, bounds, semantics, lambda sid, a, b: snapshots(session, sid, a, b)
-        )
+
+        def snapshots_of(sid: int, a: float, b: float) -> list[HistogramSnapshot]:
+            # NOTE: the raw reader's rows start at the snapshot at or before ``a``; the
+            # Prometheus reader takes only those inside each range from them.
+            return [
+                HistogramSnapshot(t, ClassicHistogram(self._bounds(session, layout), tuple(c), s))
+                for t, layout, c, s in self._raw_snapshots(session, sid, a, b)
+            ]
+
+        return prometheus_histogram_steps(session, ids, bounds, semantics, snapshots_of)
 
     def _counter_steps_as(
         self,
@@ -629,11 +640,11 @@ class RollupsMixin:
     ) -> list[float | None]:
         if semantics is WindowSemantics.EXACT:
             return self._counter_steps(session, ids, bounds, use_rollups)
-        require_finite_edges(bounds[0], bounds[-1], semantics)
-        values = self._values  # type: ignore[attr-defined]
-        return prometheus_counter_steps(
-            session, ids, bounds, semantics, lambda sid, a, b: values(session, sid, a, b)
-        )
+
+        def values_of(sid: int, a: float, b: float) -> list[Sample]:
+            return [Sample(t, v) for t, v in self._raw_values(session, sid, a, b)]
+
+        return prometheus_counter_steps(session, ids, bounds, semantics, values_of)
 
     def _histogram_steps(
         self, session: Session, ids: list[int], bounds: list[float], use_rollups: bool

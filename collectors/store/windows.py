@@ -204,8 +204,9 @@ def prometheus_histogram_steps(
     snapshots_of: Callable[[int, float, float], list[HistogramSnapshot]],
 ) -> list[ClassicHistogram | None]:
     """Step ``k``: ``sum by (le) (increase(...[bounds[k+1] - bounds[k]]))`` at ``bounds[k+1]``
-    over series ``ids``. ``snapshots_of(sid, a, b)`` gives a series' snapshots with
-    ``a <= t <= b``. Raises :class:`LayoutChangeError` / ``slo.LayoutMismatchError``."""
+    over series ``ids``. ``snapshots_of(sid, a, b)`` gives (at least) a series' snapshots
+    with ``a <= t <= b``, in time order. Raises :class:`LayoutChangeError` /
+    ``slo.LayoutMismatchError``."""
     rule = _range_rule(semantics)
     merged: list[tuple[int, ClassicHistogram] | None] = [None] * (len(bounds) - 1)
     for sid, k, inside in _per_step(session, ids, bounds, semantics, snapshots_of):
@@ -262,6 +263,7 @@ def _per_step(
     per series for all steps, and each step's range looked up by bisection in it, so a
     series query costs O(samples + steps), not O(samples x steps)."""
     rule = _range_rule(semantics)
+    require_finite_edges(bounds[0], bounds[-1], semantics)
     require_raw_retained(session, bounds[0], semantics)
     if len(bounds) < 2:
         return  # no steps: nothing to read
