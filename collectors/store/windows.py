@@ -55,6 +55,10 @@ from slo.window import (
 
 #: What a Prometheus range selects from: a counter's samples or a histogram's snapshots.
 _Timed = TypeVar("_Timed", Sample, HistogramSnapshot)
+#: How far outside ``(a, b]`` a sample may lie and still be in the range on Prometheus's
+#: integer-millisecond clock. NOTE: 2 ms, not 1: the range starts at round(b ms) - round((b - a)
+#: ms), up to 1 ms before a, and takes a sample that rounds to it (up to 1.5 ms before a).
+_MARGIN_SECONDS = 0.002
 
 
 class WindowSemantics(enum.Enum):
@@ -268,12 +272,12 @@ def _per_step(
     if len(bounds) < 2:
         return  # no steps: nothing to read
     for sid in ids:
-        # NOTE: a millisecond of margin: the range is chosen on Prometheus's integer-ms clock.
-        items = read(sid, bounds[0] - 0.001, bounds[-1] + 0.001)
+        items = read(sid, bounds[0] - _MARGIN_SECONDS, bounds[-1] + _MARGIN_SECONDS)
         times = [s.timestamp_seconds for s in items]
         for k in range(len(bounds) - 1):
             a, b = bounds[k], bounds[k + 1]
-            near = items[bisect.bisect_left(times, a - 0.001) : bisect.bisect_right(times, b + 0.001)]  # fmt: skip
+            low = bisect.bisect_left(times, a - _MARGIN_SECONDS)
+            near = items[low : bisect.bisect_right(times, b + _MARGIN_SECONDS)]
             yield sid, k, samples_in_range(near, b, b - a, rule)
 
 
