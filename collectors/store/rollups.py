@@ -671,11 +671,12 @@ class RollupsMixin:
                     self._add(session, acc, k, layout, json.loads(counts), sum_value)
             for a, b in intervals:
                 snaps = self._raw_snapshots(session, sid, a, b)
+                change = self._first_change(session, sid, snaps, a)
+                if change is not None:
+                    raise change
                 for prev, cur in itertools.pairwise(snaps):
                     if cur[0] <= a:
                         continue
-                    if prev[1] != cur[1]:
-                        raise self._change(session, sid, prev, cur)
                     counts, sum_value = _hist_pair(prev, cur)
                     k = bisect.bisect_left(bounds, cur[0]) - 1
                     self._add(session, acc, k, cur[1], counts, sum_value)
@@ -766,10 +767,16 @@ class RollupsMixin:
             cache[layout_id] = decode_bounds(text)
         return cache[layout_id]
 
-    def _change(self, session: Session, sid: int, prev: _Snap, cur: _Snap) -> LayoutChangeError:
-        """The error for series ``sid`` changing layout between snapshots ``prev`` and ``cur``."""
-        left, right = self._bounds(session, prev[1]), self._bounds(session, cur[1])
-        return LayoutChangeError(series_name(session, sid), prev[0], cur[0], left, right)
+    def _first_change(
+        self, session: Session, sid: int, snaps: list[_Snap], after: float
+    ) -> LayoutChangeError | None:
+        """The error for the first pair of ``snaps`` (raw snapshots of series ``sid``) whose
+        later snapshot lies after ``after`` (the raw window rule) and whose layouts differ."""
+        for prev, cur in itertools.pairwise(snaps):
+            if cur[0] > after and prev[1] != cur[1]:
+                left, right = self._bounds(session, prev[1]), self._bounds(session, cur[1])
+                return LayoutChangeError(series_name(session, sid), prev[0], cur[0], left, right)
+        return None
 
     def _change_in_minute(
         self, session: Session, sid: int, m: float, layout: int, other: int
@@ -777,9 +784,9 @@ class RollupsMixin:
         """The error for a rolled-up minute ``(m, m + 60]`` that holds a layout change: the
         exact snapshots from raw where they are still kept, else the minute's bounds."""
         snaps = self._raw_snapshots(session, sid, m, m + MINUTE)
-        for prev, cur in itertools.pairwise(snaps):
-            if cur[0] > m and prev[1] != cur[1]:
-                return self._change(session, sid, prev, cur)
+        change = self._first_change(session, sid, snaps, m)
+        if change is not None:
+            return change
         left, right = self._bounds(session, layout), self._bounds(session, other)
         name = series_name(session, sid)
         return LayoutChangeError(name, m, m + MINUTE, left, right, is_exact=False)
