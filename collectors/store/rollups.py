@@ -56,10 +56,16 @@ from collectors.store.windows import (
     parse_semantics,
     prometheus_counter_steps,
     prometheus_histogram_steps,
-    require_finite_edges,
     series_name,
 )
-from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, LayoutMismatchError, QuantileResult
+from slo import (
+    SMALL_DELTA_TOLERANCE,
+    ClassicHistogram,
+    HistogramSnapshot,
+    LayoutMismatchError,
+    QuantileResult,
+    Sample,
+)
 
 MINUTE = 60.0
 DEFAULT_RAW_RETENTION_SECONDS = 48 * 3600.0
@@ -613,11 +619,16 @@ class RollupsMixin:
     ) -> list[ClassicHistogram | None]:
         if semantics is WindowSemantics.EXACT:
             return self._histogram_steps(session, ids, bounds, use_rollups)
-        require_finite_edges(bounds[0], bounds[-1], semantics)
-        snapshots = self._snapshots  # type: ignore[attr-defined]
-        return prometheus_histogram_steps(
-            session, ids, bounds, semantics, lambda sid, a, b: snapshots(session, sid, a, b)
-        )
+
+        def snapshots_of(sid: int, a: float, b: float) -> list[HistogramSnapshot]:
+            # NOTE: the raw reader's rows start at the snapshot at or before ``a``; the
+            # Prometheus reader takes only those inside each range from them.
+            return [
+                HistogramSnapshot(t, ClassicHistogram(self._bounds(session, layout), tuple(c), s))
+                for t, layout, c, s in self._raw_snapshots(session, sid, a, b)
+            ]
+
+        return prometheus_histogram_steps(session, ids, bounds, semantics, snapshots_of)
 
     def _counter_steps_as(
         self,
@@ -629,11 +640,11 @@ class RollupsMixin:
     ) -> list[float | None]:
         if semantics is WindowSemantics.EXACT:
             return self._counter_steps(session, ids, bounds, use_rollups)
-        require_finite_edges(bounds[0], bounds[-1], semantics)
-        values = self._values  # type: ignore[attr-defined]
-        return prometheus_counter_steps(
-            session, ids, bounds, semantics, lambda sid, a, b: values(session, sid, a, b)
-        )
+
+        def values_of(sid: int, a: float, b: float) -> list[Sample]:
+            return [Sample(t, v) for t, v in self._raw_values(session, sid, a, b)]
+
+        return prometheus_counter_steps(session, ids, bounds, semantics, values_of)
 
     def _histogram_steps(
         self, session: Session, ids: list[int], bounds: list[float], use_rollups: bool
@@ -660,11 +671,12 @@ class RollupsMixin:
                     self._add(session, acc, k, layout, json.loads(counts), sum_value)
             for a, b in intervals:
                 snaps = self._raw_snapshots(session, sid, a, b)
+                change = self._first_change(session, sid, snaps, a)
+                if change is not None:
+                    raise change
                 for prev, cur in itertools.pairwise(snaps):
                     if cur[0] <= a:
                         continue
-                    if prev[1] != cur[1]:
-                        raise self._change(session, sid, prev, cur)
                     counts, sum_value = _hist_pair(prev, cur)
                     k = bisect.bisect_left(bounds, cur[0]) - 1
                     self._add(session, acc, k, cur[1], counts, sum_value)
@@ -755,10 +767,16 @@ class RollupsMixin:
             cache[layout_id] = decode_bounds(text)
         return cache[layout_id]
 
-    def _change(self, session: Session, sid: int, prev: _Snap, cur: _Snap) -> LayoutChangeError:
-        """The error for series ``sid`` changing layout between snapshots ``prev`` and ``cur``."""
-        left, right = self._bounds(session, prev[1]), self._bounds(session, cur[1])
-        return LayoutChangeError(series_name(session, sid), prev[0], cur[0], left, right)
+    def _first_change(
+        self, session: Session, sid: int, snaps: list[_Snap], after: float
+    ) -> LayoutChangeError | None:
+        """The error for the first pair of ``snaps`` (raw snapshots of series ``sid``) whose
+        later snapshot lies after ``after`` (the raw window rule) and whose layouts differ."""
+        for prev, cur in itertools.pairwise(snaps):
+            if cur[0] > after and prev[1] != cur[1]:
+                left, right = self._bounds(session, prev[1]), self._bounds(session, cur[1])
+                return LayoutChangeError(series_name(session, sid), prev[0], cur[0], left, right)
+        return None
 
     def _change_in_minute(
         self, session: Session, sid: int, m: float, layout: int, other: int
@@ -766,9 +784,9 @@ class RollupsMixin:
         """The error for a rolled-up minute ``(m, m + 60]`` that holds a layout change: the
         exact snapshots from raw where they are still kept, else the minute's bounds."""
         snaps = self._raw_snapshots(session, sid, m, m + MINUTE)
-        for prev, cur in itertools.pairwise(snaps):
-            if cur[0] > m and prev[1] != cur[1]:
-                return self._change(session, sid, prev, cur)
+        change = self._first_change(session, sid, snaps, m)
+        if change is not None:
+            return change
         left, right = self._bounds(session, layout), self._bounds(session, other)
         name = series_name(session, sid)
         return LayoutChangeError(name, m, m + MINUTE, left, right, is_exact=False)

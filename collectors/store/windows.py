@@ -31,8 +31,8 @@ import bisect
 import enum
 import itertools
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -52,6 +52,13 @@ from slo.window import (
     prometheus_histogram_increase,
     samples_in_range,
 )
+
+#: What a Prometheus range selects from: a counter's samples or a histogram's snapshots.
+_Timed = TypeVar("_Timed", Sample, HistogramSnapshot)
+#: How far outside ``(a, b]`` a sample may lie and still be in the range on Prometheus's
+#: integer-millisecond clock. NOTE: 2 ms, not 1: the range starts at round(b ms) - round((b - a)
+#: ms), up to 1 ms before a, and takes a sample that rounds to it (up to 1.5 ms before a).
+_MARGIN_SECONDS = 0.002
 
 
 class WindowSemantics(enum.Enum):
@@ -201,39 +208,32 @@ def prometheus_histogram_steps(
     snapshots_of: Callable[[int, float, float], list[HistogramSnapshot]],
 ) -> list[ClassicHistogram | None]:
     """Step ``k``: ``sum by (le) (increase(...[bounds[k+1] - bounds[k]]))`` at ``bounds[k+1]``
-    over series ``ids``. ``snapshots_of(sid, a, b)`` gives a series' snapshots with
-    ``a <= t <= b``. Raises :class:`LayoutChangeError` / ``slo.LayoutMismatchError``."""
+    over series ``ids``. ``snapshots_of(sid, a, b)`` gives (at least) a series' snapshots
+    with ``a <= t <= b``, in time order. Raises :class:`LayoutChangeError` /
+    ``slo.LayoutMismatchError``."""
     rule = _range_rule(semantics)
-    require_raw_retained(session, bounds[0], semantics)
-    steps = len(bounds) - 1
-    merged: list[tuple[int, ClassicHistogram] | None] = [None] * steps
-    for sid in ids:
-        # NOTE: a millisecond of margin: the range is chosen on Prometheus's integer-ms clock.
-        snaps = snapshots_of(sid, bounds[0] - 0.001, bounds[-1] + 0.001)
-        times = [s.timestamp_seconds for s in snaps]
-        for k in range(steps):
-            a, b = bounds[k], bounds[k + 1]
-            near = snaps[bisect.bisect_left(times, a - 0.001) : bisect.bisect_right(times, b + 0.001)]  # fmt: skip
-            inside = samples_in_range(near, b, b - a, rule)
-            _require_one_layout(session, sid, inside)
-            increase = prometheus_histogram_increase(inside, b, b - a, rule)
-            if increase is None:
-                continue
-            held = merged[k]
-            if held is None:
-                merged[k] = (sid, increase)
-                continue
-            owner, total = held
-            if total.upper_bounds != increase.upper_bounds:
-                raise layouts_differ_error(
-                    series_name(session, owner),
-                    total.upper_bounds,
-                    series_name(session, sid),
-                    increase.upper_bounds,
-                )
-            # NOTE: merge_histograms adds the later series to the running sum, as Prometheus's
-            # sum does; for two series the order cannot matter (float addition commutes).
-            merged[k] = (owner, merge_histograms([total, increase]))
+    merged: list[tuple[int, ClassicHistogram] | None] = [None] * (len(bounds) - 1)
+    for sid, k, inside in _per_step(session, ids, bounds, semantics, snapshots_of):
+        _require_one_layout(session, sid, inside)
+        end, width = bounds[k + 1], bounds[k + 1] - bounds[k]
+        increase = prometheus_histogram_increase(inside, end, width, rule)
+        if increase is None:
+            continue
+        held = merged[k]
+        if held is None:
+            merged[k] = (sid, increase)
+            continue
+        owner, total = held
+        if total.upper_bounds != increase.upper_bounds:
+            raise layouts_differ_error(
+                series_name(session, owner),
+                total.upper_bounds,
+                series_name(session, sid),
+                increase.upper_bounds,
+            )
+        # NOTE: merge_histograms adds the later series to the running sum, as Prometheus's
+        # sum does; for two series the order cannot matter (float addition commutes).
+        merged[k] = (owner, merge_histograms([total, increase]))
     return [None if item is None else item[1] for item in merged]
 
 
@@ -247,16 +247,38 @@ def prometheus_counter_steps(
     """Step ``k``: ``sum(increase(counter[bounds[k+1] - bounds[k]]))`` at ``bounds[k+1]``
     over series ``ids`` (``None`` where no series has two samples in the range)."""
     rule = _range_rule(semantics)
-    require_raw_retained(session, bounds[0], semantics)
-    steps = len(bounds) - 1
-    out: list[float | None] = [None] * steps
-    for sid in ids:
-        values = values_of(sid, bounds[0] - 0.001, bounds[-1] + 0.001)
-        for k in range(steps):
-            increase = extrapolated_increase(values, bounds[k + 1], bounds[k + 1] - bounds[k], rule)
-            if increase is not None:
-                out[k] = increase if out[k] is None else out[k] + increase
+    out: list[float | None] = [None] * (len(bounds) - 1)
+    for _, k, inside in _per_step(session, ids, bounds, semantics, values_of):
+        end, width = bounds[k + 1], bounds[k + 1] - bounds[k]
+        increase = extrapolated_increase(inside, end, width, rule)
+        if increase is not None:
+            out[k] = increase if out[k] is None else out[k] + increase
     return out
+
+
+def _per_step(
+    session: Session,
+    ids: Sequence[int],
+    bounds: Sequence[float],
+    semantics: WindowSemantics,
+    read: Callable[[int, float, float], list[_Timed]],
+) -> Iterator[tuple[int, int, list[_Timed]]]:
+    """``(sid, k, what series sid has inside step k's range)``, series by series: one read
+    per series for all steps, and each step's range looked up by bisection in it, so a
+    series query costs O(samples + steps), not O(samples x steps)."""
+    rule = _range_rule(semantics)
+    require_finite_edges(bounds[0], bounds[-1], semantics)
+    require_raw_retained(session, bounds[0], semantics)
+    if len(bounds) < 2:
+        return  # no steps: nothing to read
+    for sid in ids:
+        items = read(sid, bounds[0] - _MARGIN_SECONDS, bounds[-1] + _MARGIN_SECONDS)
+        times = [s.timestamp_seconds for s in items]
+        for k in range(len(bounds) - 1):
+            a, b = bounds[k], bounds[k + 1]
+            low = bisect.bisect_left(times, a - _MARGIN_SECONDS)
+            near = items[low : bisect.bisect_right(times, b + _MARGIN_SECONDS)]
+            yield sid, k, samples_in_range(near, b, b - a, rule)
 
 
 def _require_one_layout(session: Session, sid: int, snaps: Sequence[HistogramSnapshot]) -> None:

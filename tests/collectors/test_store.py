@@ -33,7 +33,8 @@ from collectors.store import (
 from collectors.store.connection import StoreDriverError
 from collectors.store.models import Base, HistogramSnapshotRow, Scrape, ValueSample
 from collectors.store.schema import alembic_config
-from slo import LayoutMismatchError
+from slo import LayoutMismatchError, RangeSemantics, Sample, extrapolated_increase
+from slo.window import samples_in_range
 from tests.collectors import expositions as ex
 
 BOUNDS = (0.1, 1.0, math.inf)
@@ -256,6 +257,23 @@ def test_prometheus_semantics_takes_the_samples_inside_the_range_and_extrapolate
         assert got.cumulative_counts == (0.0, 2 * 10.0, 2 * 20.0)
     assert store.histogram_window("ttft_seconds", window, NOW + 5, NOW + 24, semantics="prometheus-3") is None  # fmt: skip
     assert store.counter_window("prompt_tokens_total", window, NOW + 5, NOW + 24, semantics="prometheus-3") is None  # fmt: skip
+
+
+def test_prometheus_semantics_reads_a_sample_that_rounds_into_the_range(store: Store) -> None:
+    # On the millisecond clock [100.0006, 110.0004] at 110.0004 is 110 000 - round(9 999.8)
+    # = 100 000 ms on: the 2.x range starts at 100 000 ms, so the sample at 99 999.55 ms
+    # (rounded to 100 000) is inside it, though it lies 1.05 ms before the range's start.
+    points = [(99.99955, 1.0), (105.0, 3.0), (110.0, 7.0)]
+    for t, v in points:
+        _write(store, "a", t, _counter(v), _hist((0.0, v, 2 * v)))
+    start, end = 100.0006, 110.0004
+    samples = [Sample(t, v) for t, v in points]
+    assert len(samples_in_range(samples, end, end - start, RangeSemantics.PROMETHEUS_2)) == 3
+    want = extrapolated_increase(samples, end, end - start, RangeSemantics.PROMETHEUS_2)
+    got = store.counter_window("prompt_tokens_total", {}, start, end, semantics="prometheus-2")
+    assert got == want
+    window = store.histogram_window("ttft_seconds", {}, start, end, semantics="prometheus-2")
+    assert window is not None and window.cumulative_counts[1] == want
 
 
 def test_prometheus_semantics_handles_each_bucket_series_reset_on_its_own(store: Store) -> None:
