@@ -168,14 +168,15 @@ def _token_logprobs(
     ranks = (logprobs >= sampled_logprobs).sum(dim=-1)
     num_top = max(params[i].logprobs or 0 for i in rows)
     top_values, top_ids = logprobs.topk(min(num_top, logprobs.shape[-1]), dim=-1)
+    # NOTE: each tensor leaves the device once; reading them per element would cost a
+    # device sync per row on a GPU.
     top_values, top_ids = top_values.tolist(), top_ids.tolist()
+    sampled_values, rank_values = sampled_logprobs.squeeze(1).tolist(), ranks.tolist()
     result = []
     for j, i in enumerate(rows):
         n = params[i].logprobs or 0
         top = tuple(Logprob(t, v) for t, v in zip(top_ids[j][:n], top_values[j][:n], strict=True))
-        result.append(
-            TokenLogprobs(token_ids[i], float(sampled_logprobs[j, 0]), int(ranks[j]), top)
-        )
+        result.append(TokenLogprobs(token_ids[i], sampled_values[j], rank_values[j], top))
     return result
 
 
