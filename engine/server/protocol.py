@@ -2,7 +2,8 @@
 
 Unknown fields are ignored, as vLLM does, so clients that send more than we use keep
 working. Values are checked here, at the edge, so that each error names its field;
-``SamplingParams`` checks them again (it is the engine's own contract).
+``SamplingParams`` checks them again (it is the engine's own contract), with the same
+limits (``engine.sampling_params``) and, for ``logit_bias``, the same wording.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic.fields import FieldInfo
 
 from engine.safe_text import SURROGATES
-from engine.sampling_params import MAX_LOGPROBS
+from engine.sampling_params import MAX_ABS_PENALTY, MAX_LOGPROBS, logit_bias_value_problem
 from engine.server import default_only
 
 # vLLM accepts any int64 seed; torch's generators take no more.
@@ -121,8 +122,8 @@ class GenerationRequest(_Body):
         None, ge=INT64_MIN, le=INT64_MAX, description="Lower is served first (priority policy)."
     )
     # sampling as vLLM implements it (OpenAI's ranges)
-    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(None, ge=-MAX_ABS_PENALTY, le=MAX_ABS_PENALTY)
+    frequency_penalty: float | None = Field(None, ge=-MAX_ABS_PENALTY, le=MAX_ABS_PENALTY)
     logit_bias: dict[int, float] | None = Field(
         None, description="Token id (a string, as JSON keys are) to a bias in [-100, 100]."
     )
@@ -165,10 +166,9 @@ class GenerationRequest(_Body):
             text = str(key)
             if not text.isascii() or not text.isdigit():
                 raise ValueError(f"key {_shown(key)} is not a token id (a non-negative integer)")
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"the bias of token {text} must be a number")
-            if not -100.0 <= value <= 100.0:
-                raise ValueError(f"the bias of token {text} is {value}; must be in [-100, 100]")
+            problem = logit_bias_value_problem(int(text), value)
+            if problem is not None:
+                raise ValueError(problem)
             parsed[int(text)] = float(value)
         return parsed
 
