@@ -128,7 +128,7 @@ class ModelRunner:
             forwarded = time.perf_counter()
             sampling_items = [i for i in output.scheduled if i.samples_token]
             histories = histories or {}
-            rows = [
+            sampling_rows = [
                 SamplingRow(
                     i.sampling_params,
                     self._generators.get(i.request_id),
@@ -136,7 +136,7 @@ class ModelRunner:
                 )
                 for i in sampling_items
             ]
-            result = sample(logits, rows, self._default_generator)
+            result = sample(logits, sampling_rows, self._default_generator)
             it = iter(result.token_ids)
             sampled = [next(it) if i.samples_token else None for i in output.scheduled]
             logprobs = {
