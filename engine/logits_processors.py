@@ -9,8 +9,9 @@ NOTE: each processor touches only the rows that ask for it and, in those rows, o
 token ids the request has seen (its output token counts are kept incrementally on the
 request), so a step costs O(batch + tokens penalised), not O(batch × vocabulary), and a
 batch that asks for none of this pays one Python loop over its rows. A row's seen ids go
-to torch as whole collections (one tensor each), never one Python call per token: a
-2,000-token prompt is then one conversion per step, not 2,000 appends.
+to torch as whole collections (one tensor each), never one Python call per token, and
+the model runner keeps each prompt's ids as a tensor, so a long prompt is not converted
+again every step.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ def apply_logits_processors(
     logits: torch.Tensor,
     params: Sequence[SamplingParams],
     histories: Sequence[TokenHistory | None],
+    prompt_token_ids: Sequence[torch.Tensor | None] | None = None,
 ) -> torch.Tensor:
     """``logits`` ([rows, vocab], float32) with each row's processors applied, in place.
 
     A row without a history (a caller that keeps none) gets ``logit_bias`` only.
+    ``prompt_token_ids`` are rows' distinct prompt ids (CPU, long) that a caller keeps
+    across steps; a row without them has its history's converted each step.
     """
     vocab = logits.shape[-1]
     suppress = _Scatter()
@@ -70,8 +74,10 @@ def apply_logits_processors(
                 if 0 <= token_id < vocab:
                     suppress.add(row, token_id, 0.0)
         if p.repetition_penalty != 1.0:
+            kept = prompt_token_ids[row] if prompt_token_ids is not None else None
+            prompt_ids = list(history.distinct_prompt_token_ids()) if kept is None else kept
             # NOTE: prompt and output ids may overlap; _repetition_index drops the repeats
-            repetition.add(row, list(history.distinct_prompt_token_ids()), p.repetition_penalty)
+            repetition.add(row, prompt_ids, p.repetition_penalty)
             repetition.add(row, list(history.output_token_counts), p.repetition_penalty)
         if p.presence_penalty or p.frequency_penalty:
             counts = history.output_token_counts
@@ -145,8 +151,10 @@ class _RowTokens:
         self._token_ids: list[torch.Tensor] = []
         self._values: list[torch.Tensor] = []
 
-    def add(self, row: int, token_ids: list[int], values: float | torch.Tensor) -> None:
-        ids = torch.tensor(token_ids, dtype=torch.long)
+    def add(
+        self, row: int, token_ids: list[int] | torch.Tensor, values: float | torch.Tensor
+    ) -> None:
+        ids = torch.as_tensor(token_ids, dtype=torch.long)
         self._token_ids.append(ids)
         self._rows.append(torch.full_like(ids, row))
         if not isinstance(values, torch.Tensor):

@@ -31,11 +31,14 @@ _NEG_INF = float("-inf")
 @dataclass(frozen=True)
 class SamplingRow:
     """One row of logits to sample from: the request's parameters, its own generator (set
-    for a seeded request) and its token history (for penalties and min_tokens)."""
+    for a seeded request), its token history (for penalties and min_tokens) and, when the
+    caller keeps them across steps, its distinct prompt token ids (CPU, long; for
+    repetition_penalty, else taken from the history each step)."""
 
     params: SamplingParams
     generator: torch.Generator | None = None
     history: TokenHistory | None = None
+    prompt_token_ids: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,12 @@ def sample(
     processed = raw
     if any(_needs_processing(p) for p in params):
         processed = _finite_or_neg_inf(
-            apply_logits_processors(raw.clone(), params, [row.history for row in rows])
+            apply_logits_processors(
+                raw.clone(),
+                params,
+                [row.history for row in rows],
+                [row.prompt_token_ids for row in rows],
+            )
         )
         # NOTE: a row that processing emptied (every token suppressed) samples from its
         # raw logits rather than from nothing.
