@@ -19,6 +19,7 @@ from engine.model.kv_cache_tensors import allocate_kv_caches
 from engine.model.llama import LlamaForCausalLM
 from engine.outputs import TokenLogprobs
 from engine.sampler import SamplingRow, sample
+from engine.sampling_params import SamplingParams
 from engine.scheduler import SchedulerOutput
 
 
@@ -53,6 +54,9 @@ class ModelRunner:
         )
         self._block_tables: dict[str, list[int]] = {}
         self._generators: dict[str, torch.Generator | None] = {}
+        # NOTE: a prompt does not change, so its distinct ids (for repetition_penalty) are
+        # made a tensor once per request, not once per step
+        self._prompt_token_ids: dict[str, torch.Tensor] = {}
         self._default_generator = torch.Generator(device=self.device).manual_seed(seed)
         self.last_timing = StepTiming(0.0, 0.0, 0.0)
 
@@ -60,10 +64,22 @@ class ModelRunner:
         for request_id in output.finished_request_ids:
             self._block_tables.pop(request_id, None)
             self._generators.pop(request_id, None)
+            self._prompt_token_ids.pop(request_id, None)
         for request_id in output.preempted_request_ids:
             # the block table is rebuilt on resumption; the generator is kept so a seeded
             # request draws the same tokens whether or not it was preempted
             self._block_tables.pop(request_id, None)
+
+    def _kept_prompt_token_ids(
+        self, request_id: str, params: SamplingParams, history: TokenHistory | None
+    ) -> torch.Tensor | None:
+        if history is None or params.repetition_penalty == 1.0:
+            return None
+        ids = self._prompt_token_ids.get(request_id)
+        if ids is None:
+            ids = torch.tensor(list(history.distinct_prompt_token_ids()), dtype=torch.long)
+            self._prompt_token_ids[request_id] = ids
+        return ids
 
     @torch.inference_mode()
     def execute(
@@ -128,15 +144,18 @@ class ModelRunner:
             forwarded = time.perf_counter()
             sampling_items = [i for i in output.scheduled if i.samples_token]
             histories = histories or {}
-            rows = [
-                SamplingRow(
-                    i.sampling_params,
-                    self._generators.get(i.request_id),
-                    histories.get(i.request_id),
+            sampling_rows = []
+            for i in sampling_items:
+                history = histories.get(i.request_id)
+                sampling_rows.append(
+                    SamplingRow(
+                        i.sampling_params,
+                        self._generators.get(i.request_id),
+                        history,
+                        self._kept_prompt_token_ids(i.request_id, i.sampling_params, history),
+                    )
                 )
-                for i in sampling_items
-            ]
-            result = sample(logits, rows, self._default_generator)
+            result = sample(logits, sampling_rows, self._default_generator)
             it = iter(result.token_ids)
             sampled = [next(it) if i.samples_token else None for i in output.scheduled]
             logprobs = {

@@ -31,11 +31,14 @@ _NEG_INF = float("-inf")
 @dataclass(frozen=True)
 class SamplingRow:
     """One row of logits to sample from: the request's parameters, its own generator (set
-    for a seeded request) and its token history (for penalties and min_tokens)."""
+    for a seeded request), its token history (for penalties and min_tokens) and, when the
+    caller keeps them across steps, its distinct prompt token ids (CPU, long; for
+    repetition_penalty, else taken from the history each step)."""
 
     params: SamplingParams
     generator: torch.Generator | None = None
     history: TokenHistory | None = None
+    prompt_token_ids: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,12 @@ def sample(
     processed = raw
     if any(_needs_processing(p) for p in params):
         processed = _finite_or_neg_inf(
-            apply_logits_processors(raw.clone(), params, [row.history for row in rows])
+            apply_logits_processors(
+                raw.clone(),
+                params,
+                [row.history for row in rows],
+                [row.prompt_token_ids for row in rows],
+            )
         )
         # NOTE: a row that processing emptied (every token suppressed) samples from its
         # raw logits rather than from nothing.
@@ -168,14 +176,15 @@ def _token_logprobs(
     ranks = (logprobs >= sampled_logprobs).sum(dim=-1)
     num_top = max(params[i].logprobs or 0 for i in rows)
     top_values, top_ids = logprobs.topk(min(num_top, logprobs.shape[-1]), dim=-1)
+    # NOTE: each tensor leaves the device once; reading them per element would cost a
+    # device sync per row on a GPU.
     top_values, top_ids = top_values.tolist(), top_ids.tolist()
+    sampled_values, rank_values = sampled_logprobs.squeeze(1).tolist(), ranks.tolist()
     result = []
     for j, i in enumerate(rows):
         n = params[i].logprobs or 0
         top = tuple(Logprob(t, v) for t, v in zip(top_ids[j][:n], top_values[j][:n], strict=True))
-        result.append(
-            TokenLogprobs(token_ids[i], float(sampled_logprobs[j, 0]), int(ranks[j]), top)
-        )
+        result.append(TokenLogprobs(token_ids[i], sampled_values[j], rank_values[j], top))
     return result
 
 

@@ -130,13 +130,18 @@ def _logit_bias_pairs(
     for token_id, value in pairs:
         if not _is_int(token_id) or token_id < 0:
             raise RequestError(f"logit_bias={token_id!r}: token ids must be integers >= 0")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not -MAX_ABS_LOGIT_BIAS <= value <= MAX_ABS_LOGIT_BIAS
-        ):
-            raise RequestError(
-                f"logit_bias={value!r}: the bias of token {token_id} must be in [-100, 100]"
-            )
+        problem = logit_bias_value_problem(token_id, value)
+        if problem is not None:
+            raise RequestError(f"logit_bias={value!r}: {problem}")
         result[token_id] = float(value)
     return tuple(sorted(result.items()))
+
+
+def logit_bias_value_problem(token_id: int, value: object) -> str | None:
+    """What is wrong with ``value`` as the bias of ``token_id`` (None: nothing); the API
+    edge (``engine/server/protocol.py``) and ``SamplingParams`` both word it so."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"the bias of token {token_id} must be a number in [-100, 100] (got {value!r})"
+    if not -MAX_ABS_LOGIT_BIAS <= value <= MAX_ABS_LOGIT_BIAS:
+        return f"the bias of token {token_id} must be in [-100, 100] (got {value})"
+    return None

@@ -10,6 +10,7 @@ frameworks send on every call (``n=1``, ``tools=[]``, ``response_format={"type":
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,9 @@ def _equals(*values: Any) -> DefaultOnly:
     return DefaultOnly(accepts, " or ".join(_json(v) for v in values))
 
 
-def _empty_list() -> DefaultOnly:
-    return DefaultOnly(lambda value: value == [], "[]")
+def _equal_to(default: list[Any] | dict[str, Any]) -> DefaultOnly:
+    """A JSON array or object field whose only "off" value is ``default``."""
+    return DefaultOnly(lambda value: value == default, json.dumps(default))
 
 
 def _text_format() -> DefaultOnly:
@@ -63,7 +65,7 @@ GENERATION = {
     "guided_grammar": _NULL,
     "structured_outputs": _NULL,
     "allowed_token_ids": _NULL,
-    "bad_words": _empty_list(),
+    "bad_words": _equal_to([]),
     "logits_processors": _NULL,
     "truncate_prompt_tokens": _NULL,
     "include_stop_str_in_output": _equals(False),
@@ -71,19 +73,19 @@ GENERATION = {
     "return_tokens_as_token_ids": _equals(False),
 }
 CHAT = {
-    "tools": _empty_list(),
+    "tools": _equal_to([]),
     "tool_choice": _equals("none"),
-    "functions": _empty_list(),
+    "functions": _equal_to([]),
     "function_call": _equals("none"),
     "audio": _NULL,
-    "modalities": DefaultOnly(lambda value: value == ["text"], '["text"]'),
+    "modalities": _equal_to(["text"]),
     "web_search_options": _NULL,
     "verbosity": _equals("medium"),
     "echo": _equals(False),
     "add_generation_prompt": _equals(True),
     "continue_final_message": _equals(False),
     "chat_template": _NULL,
-    "chat_template_kwargs": DefaultOnly(lambda value: value == {}, "{}"),
+    "chat_template_kwargs": _equal_to({}),
     "documents": _NULL,
 }
 STREAM_OPTIONS = {

@@ -2,18 +2,20 @@
 
 Unknown fields are ignored, as vLLM does, so clients that send more than we use keep
 working. Values are checked here, at the edge, so that each error names its field;
-``SamplingParams`` checks them again (it is the engine's own contract).
+``SamplingParams`` checks them again (it is the engine's own contract), with the same
+limits (``engine.sampling_params``) and, for ``logit_bias``, the same wording.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
 
 from engine.safe_text import SURROGATES
-from engine.sampling_params import MAX_LOGPROBS
+from engine.sampling_params import MAX_ABS_PENALTY, MAX_LOGPROBS, logit_bias_value_problem
 from engine.server import default_only
 
 # vLLM accepts any int64 seed; torch's generators take no more.
@@ -25,6 +27,8 @@ TokenId = Annotated[int, Field(ge=0)]
 class _Body(BaseModel):
     # NOTE: NaN and infinity parse from JSON in Python but mean nothing as knobs.
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    # the fields accepted only at the value that means off (engine/server/default_only.py)
+    default_only_fields: ClassVar[Mapping[str, default_only.DefaultOnly]] = {}
 
     @field_validator("*", mode="before")
     @classmethod
@@ -38,6 +42,16 @@ class _Body(BaseModel):
         problem = _invalid_unicode(value, "")
         if problem is not None:
             raise ValueError(problem)
+        return value
+
+    # NOTE: declared after _valid_unicode so it runs first (pydantic runs "before"
+    # validators last-declared first): a field turned on is refused as unsupported
+    # before its strings are looked at.
+    @field_validator("*", mode="before")
+    @classmethod
+    def _default_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name in cls.default_only_fields:
+            return default_only.require_default(cls.default_only_fields, info.field_name, value)
         return value
 
 
@@ -82,10 +96,7 @@ class StreamOptions(_Body):
     include_usage: bool = False
     continuous_usage_stats: Any = None  # vLLM's usage on every chunk: not implemented
 
-    @field_validator(*default_only.STREAM_OPTIONS, mode="before")
-    @classmethod
-    def _default_only(cls, value: Any, info: ValidationInfo) -> Any:
-        return default_only.require_default(default_only.STREAM_OPTIONS, info.field_name, value)
+    default_only_fields = default_only.STREAM_OPTIONS
 
 
 class GenerationRequest(_Body):
@@ -111,8 +122,8 @@ class GenerationRequest(_Body):
         None, ge=INT64_MIN, le=INT64_MAX, description="Lower is served first (priority policy)."
     )
     # sampling as vLLM implements it (OpenAI's ranges)
-    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    presence_penalty: float | None = Field(None, ge=-MAX_ABS_PENALTY, le=MAX_ABS_PENALTY)
+    frequency_penalty: float | None = Field(None, ge=-MAX_ABS_PENALTY, le=MAX_ABS_PENALTY)
     logit_bias: dict[int, float] | None = Field(
         None, description="Token id (a string, as JSON keys are) to a bias in [-100, 100]."
     )
@@ -136,16 +147,12 @@ class GenerationRequest(_Body):
     include_stop_str_in_output: Any = None
     skip_special_tokens: Any = None
     return_tokens_as_token_ids: Any = None
+    default_only_fields = default_only.GENERATION
 
     @property
     def num_logprobs(self) -> int | None:
         """How many top logprobs per token the engine returns (None: no logprobs)."""
         return None
-
-    @field_validator(*default_only.GENERATION, mode="before")
-    @classmethod
-    def _generation_default_only(cls, value: Any, info: ValidationInfo) -> Any:
-        return default_only.require_default(default_only.GENERATION, info.field_name, value)
 
     @field_validator("logit_bias", mode="before")
     @classmethod
@@ -159,10 +166,9 @@ class GenerationRequest(_Body):
             text = str(key)
             if not text.isascii() or not text.isdigit():
                 raise ValueError(f"key {_shown(key)} is not a token id (a non-negative integer)")
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"the bias of token {text} must be a number")
-            if not -100.0 <= value <= 100.0:
-                raise ValueError(f"the bias of token {text} is {value}; must be in [-100, 100]")
+            problem = logit_bias_value_problem(int(text), value)
+            if problem is not None:
+                raise ValueError(problem)
             parsed[int(text)] = float(value)
         return parsed
 
@@ -238,11 +244,7 @@ class ChatCompletionRequest(GenerationRequest):
     chat_template: Any = None
     chat_template_kwargs: Any = None
     documents: Any = None
-
-    @field_validator(*default_only.CHAT, mode="before")
-    @classmethod
-    def _chat_default_only(cls, value: Any, info: ValidationInfo) -> Any:
-        return default_only.require_default(default_only.CHAT, info.field_name, value)
+    default_only_fields = {**default_only.GENERATION, **default_only.CHAT}
 
     @field_validator("top_logprobs")
     @classmethod
@@ -274,11 +276,7 @@ class CompletionRequest(GenerationRequest):
     # accepted only at the value that means off (engine/server/default_only.py)
     echo: Any = None
     suffix: Any = None
-
-    @field_validator(*default_only.COMPLETION, mode="before")
-    @classmethod
-    def _completion_default_only(cls, value: Any, info: ValidationInfo) -> Any:
-        return default_only.require_default(default_only.COMPLETION, info.field_name, value)
+    default_only_fields = {**default_only.GENERATION, **default_only.COMPLETION}
 
     @property
     def num_logprobs(self) -> int | None:

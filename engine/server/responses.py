@@ -8,7 +8,7 @@ as vLLM reports it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,19 +53,17 @@ def chat_logprobs(meta: ResponseMeta, logprobs: Sequence[TokenLogprobs]) -> dict
     """OpenAI's chat ``logprobs``: ``{"content": [{token, logprob, bytes, top_logprobs}]}``."""
     if meta.decode_token is None:
         return None
-    decode = meta.decode_token
 
-    def entry(token_id: int, logprob: float) -> dict[str, Any]:
-        token = decode(token_id)
+    def entry(token: str, logprob: float) -> dict[str, Any]:
         return {
             "token": token,
-            "logprob": max(logprob, MIN_LOGPROB),
+            "logprob": logprob,
             "bytes": list(token.encode("utf-8", errors="replace")),
         }
 
     content = [
-        {**entry(lp.token_id, lp.logprob), "top_logprobs": [entry(*t) for t in lp.top]}
-        for lp in logprobs
+        {**entry(*sampled), "top_logprobs": [entry(*t) for t in top]}
+        for sampled, top in _decoded(meta.decode_token, logprobs)
     ]
     return {"content": content, "refusal": None}
 
@@ -81,15 +79,11 @@ def completion_logprobs(
     """
     if meta.decode_token is None:
         return None, text_offset
-    decode = meta.decode_token
     tokens, token_logprobs, top_logprobs, offsets = [], [], [], []
-    for lp in logprobs:
-        token = decode(lp.token_id)
+    for (token, logprob), top in _decoded(meta.decode_token, logprobs):
         tokens.append(token)
-        token_logprobs.append(max(lp.logprob, MIN_LOGPROB))
-        top = {token: max(lp.logprob, MIN_LOGPROB)}
-        top.update((decode(t.token_id), max(t.logprob, MIN_LOGPROB)) for t in lp.top)
-        top_logprobs.append(top)
+        token_logprobs.append(logprob)
+        top_logprobs.append(dict([(token, logprob), *top]))
         offsets.append(text_offset)
         text_offset += len(token)
     body = {
@@ -99,6 +93,19 @@ def completion_logprobs(
         "text_offset": offsets,
     }
     return body, text_offset
+
+
+def _decoded(
+    decode: Callable[[int], str], logprobs: Sequence[TokenLogprobs]
+) -> Iterator[tuple[tuple[str, float], list[tuple[str, float]]]]:
+    """Per token, (text, logprob) of the sampled token and of its top N, as both
+    formats show them: decoded, and with -inf raised to ``MIN_LOGPROB``."""
+
+    def shown(token_id: int, logprob: float) -> tuple[str, float]:
+        return decode(token_id), max(logprob, MIN_LOGPROB)
+
+    for lp in logprobs:
+        yield shown(lp.token_id, lp.logprob), [shown(*t) for t in lp.top]
 
 
 def chat_completion(

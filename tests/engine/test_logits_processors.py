@@ -66,6 +66,21 @@ def test_processors_match_the_reference_row_by_row(cases):
         np.testing.assert_allclose(got[row].numpy(), expected, rtol=1e-5, atol=1e-4)
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(processor_cases(), min_size=1, max_size=3), st.data())
+def test_prompt_ids_kept_by_the_caller_give_the_same_logits(cases, data):
+    # what the model runner passes: each row's distinct prompt ids, kept as a tensor
+    logits = torch.tensor([c[0] for c in cases], dtype=torch.float32)
+    params, histories = [c[1] for c in cases], [c[2] for c in cases]
+    kept = [
+        data.draw(st.sampled_from([None, torch.tensor(sorted(h.distinct_prompt_token_ids()))]))
+        for h in histories
+    ]
+    expected = apply_logits_processors(logits.clone(), params, histories)
+    got = apply_logits_processors(logits.clone(), params, histories, kept)
+    assert torch.equal(got, expected)
+
+
 def test_a_row_without_processors_is_untouched_beside_one_with_them():
     logits = torch.tensor([[1.0, -2.0, 3.0], [1.0, -2.0, 3.0]])
     params = [SamplingParams(repetition_penalty=2.0), SamplingParams()]
