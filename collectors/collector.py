@@ -6,7 +6,6 @@ what each scrape shows recorded per target (up or down, overruns, bucket-layout 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -91,7 +90,7 @@ class Collector:
         #: :meth:`run_once` rounds done.
         self.num_cycles = 0
         for target in self.targets:  # every target visible from the first /metrics on
-            self._init_target(target.name, target.url)
+            self.book.add(target.name, target.url)
         for reason in (DROPPED_BUFFER_FULL, DROPPED_REJECTED):
             self.metrics.dropped_scrapes.labels(reason)
         self._init_sources(targets_source, gpu)
@@ -142,9 +141,6 @@ class Collector:
         """Every current target's status (and the GPU telemetry's, when read), in order."""
         return self.book.statuses()
 
-    def _init_target(self, name: str, url: str) -> None:
-        self.book.add(name, url)
-
     def _accept(self, record: ScrapeRecord) -> None:
         """A finished scrape: recorded for its target, then handed to the writer."""
         self.book.observe(record)
@@ -166,7 +162,7 @@ class Collector:
             if gpu.target in {target.name for target in self.targets}:
                 raise ValueError(f"target name {gpu.target!r} is the GPU telemetry's own")
             if gpu.available:
-                self._init_target(gpu.target, "nvml")
+                self.book.add(gpu.target, "nvml")
         self._update_source_gauges()
 
     def update_targets(self, targets: Sequence[Target]) -> tuple[list[str], list[str]]:
@@ -189,11 +185,8 @@ class Collector:
         added, removed = sorted(after - before), sorted(before - after)
         urls = {target.name: target.url for target in self.targets}
         for name in added:
-            self._init_target(name, urls[name])
+            self.book.add(name, urls[name])
         for name in removed:
-            for gauge in (self.metrics.target_up, self.metrics.scrape_duration_seconds):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(name)
             self.book.remove(name)
         self._update_source_gauges()
         return added, removed

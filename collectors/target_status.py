@@ -79,7 +79,8 @@ class TargetBook:
         self._status[name] = TargetStatus(name, url, self.interval_seconds)
 
     def remove(self, name: str) -> None:
-        """A removed target: its status and layouts go (its counters stay)."""
+        """A removed target: its status, layouts and gauges go (its counters stay)."""
+        self.metrics.remove_target(name)
         self._status.pop(name, None)
         self._layouts.forget(name)
 
