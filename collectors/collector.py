@@ -233,14 +233,14 @@ class Collector:
             ", ".join(added) or "none", ", ".join(removed) or "none",
         )  # fmt: skip
 
-    async def _gpu_records(self) -> list[ScrapeRecord]:
-        """This cycle's GPU record (NVML calls block briefly: run in a thread)."""
+    async def _gpu_record(self) -> ScrapeRecord | None:
+        """This cycle's GPU record, if any (NVML calls block briefly: run in a thread)."""
         if self.gpu is None or not self.gpu.available:
             self._update_source_gauges()
-            return []
+            return None
         record = await asyncio.to_thread(self.gpu.read)
         self._update_source_gauges()
-        return [] if record is None else [record]
+        return record
 
     async def run(self, stop: asyncio.Event) -> None:
         """Scrape until ``stop`` is set: one :class:`ScrapeLoop` per target (and one for the
@@ -306,11 +306,8 @@ class Collector:
         elapsed = max(0.0, self._clock() - start - offset)
         first_slot = start + offset + -(-elapsed // self.interval_seconds) * self.interval_seconds
 
-        async def scrape() -> ScrapeRecord | None:
-            if target is None:
-                records = await self._gpu_records()
-                return records[0] if records else None
-            return await self.scraper.scrape(target)
+        async def scrape() -> ScrapeRecord | None:  # NOTE: self.scraper read at each slot
+            return await (self._gpu_record() if target is None else self.scraper.scrape(target))
 
         loop = ScrapeLoop(
             name,
@@ -327,8 +324,10 @@ class Collector:
         """One round: scrape every target together (``Scraper.scrape_all``) and the GPU
         telemetry, then write everything buffered, oldest first. Returns the new scrapes."""
         self._poll_targets()
-        records = await self.scraper.scrape_all(self.targets)
-        records = [*records, *(await self._gpu_records())]
+        records = list(await self.scraper.scrape_all(self.targets))
+        gpu_record = await self._gpu_record()
+        if gpu_record is not None:
+            records.append(gpu_record)
         for record in records:
             self._accept(record)
         await self.writer.flush()
