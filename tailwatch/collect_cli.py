@@ -273,6 +273,8 @@ async def _every(
 ) -> None:
     """Run ``work(*args)`` in a thread every ``interval`` seconds until ``stop``; a failure
     is logged when its message changes (and once when it recovers), never raised."""
+    from collectors.event_wait import wait_for_event
+
     logger = logging.getLogger("tailwatch.collect")
     last_error = ""
     while not stop.is_set():
@@ -287,8 +289,7 @@ async def _every(
             if last_error:
                 logger.info("%s recovered", what)
             last_error = ""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
+        await wait_for_event(stop, interval)
 
 
 def daemon_app(registry, on_spans, target_statuses=None):
