@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tailwatch.cli_options import check_url
 from tailwatch.collect_daemon import run_daemon
 
 if TYPE_CHECKING:
@@ -74,10 +73,6 @@ def collect(
         settings = load_config(path)
         collector = settings.collector
         if target:
-            try:  # NOTE: a port past 65535 would only fail at the first scrape, every cycle
-                [check_url(url, "--target") for url in target]
-            except ValueError as error:
-                raise ConfigError(str(error)) from None
             extra = [target_from_url(url, "--target", url_key="--target") for url in target]
             targets = [*collector.targets, *extra]
             check_unique_names(targets, "targets")
