@@ -23,7 +23,7 @@ from collectors.collector_metrics import (
 )
 from collectors.event_wait import wait_for_event
 from collectors.scrape import Scraper, Target
-from collectors.scrape_schedule import ScrapeLoop, phase_offset_seconds
+from collectors.scrape_schedule import ScrapeLoop, first_slot, phase_offset_seconds
 from collectors.scrape_writer import (
     BUFFER_FILE_FORMAT,
     DEFAULT_MAX_BUFFERED_SCRAPES,
@@ -302,9 +302,7 @@ class Collector:
         self, name: str, start: float, stop: asyncio.Event, target: Target | None = None
     ) -> asyncio.Task[None]:
         offset = phase_offset_seconds(name, self.interval_seconds)
-        # the first slot of the target's phase that is not in the past
-        elapsed = max(0.0, self._clock() - start - offset)
-        first_slot = start + offset + -(-elapsed // self.interval_seconds) * self.interval_seconds
+        first = first_slot(start, offset, self._clock(), self.interval_seconds)
 
         async def scrape() -> ScrapeRecord | None:  # NOTE: self.scraper read at each slot
             return await (self._gpu_record() if target is None else self.scraper.scrape(target))
@@ -315,7 +313,7 @@ class Collector:
             self._accept,
             lambda report: self.book.on_slot(name, report),
             self.interval_seconds,
-            first_slot,
+            first,
             self._clock,
         )
         return asyncio.create_task(loop.run(stop), name=f"scrape {name}")
