@@ -6,7 +6,6 @@ what each scrape shows recorded per target (up or down, overruns, bucket-layout 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -24,7 +23,7 @@ from collectors.collector_metrics import (
 )
 from collectors.event_wait import wait_for_event
 from collectors.scrape import Scraper, Target
-from collectors.scrape_schedule import ScrapeLoop, phase_offset_seconds
+from collectors.scrape_schedule import ScrapeLoop, first_slot, phase_offset_seconds
 from collectors.scrape_writer import (
     BUFFER_FILE_FORMAT,
     DEFAULT_MAX_BUFFERED_SCRAPES,
@@ -91,7 +90,7 @@ class Collector:
         #: :meth:`run_once` rounds done.
         self.num_cycles = 0
         for target in self.targets:  # every target visible from the first /metrics on
-            self._init_target(target.name, target.url)
+            self.book.add(target.name, target.url)
         for reason in (DROPPED_BUFFER_FULL, DROPPED_REJECTED):
             self.metrics.dropped_scrapes.labels(reason)
         self._init_sources(targets_source, gpu)
@@ -142,9 +141,6 @@ class Collector:
         """Every current target's status (and the GPU telemetry's, when read), in order."""
         return self.book.statuses()
 
-    def _init_target(self, name: str, url: str) -> None:
-        self.book.add(name, url)
-
     def _accept(self, record: ScrapeRecord) -> None:
         """A finished scrape: recorded for its target, then handed to the writer."""
         self.book.observe(record)
@@ -166,7 +162,7 @@ class Collector:
             if gpu.target in {target.name for target in self.targets}:
                 raise ValueError(f"target name {gpu.target!r} is the GPU telemetry's own")
             if gpu.available:
-                self._init_target(gpu.target, "nvml")
+                self.book.add(gpu.target, "nvml")
         self._update_source_gauges()
 
     def update_targets(self, targets: Sequence[Target]) -> tuple[list[str], list[str]]:
@@ -189,11 +185,8 @@ class Collector:
         added, removed = sorted(after - before), sorted(before - after)
         urls = {target.name: target.url for target in self.targets}
         for name in added:
-            self._init_target(name, urls[name])
+            self.book.add(name, urls[name])
         for name in removed:
-            for gauge in (self.metrics.target_up, self.metrics.scrape_duration_seconds):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(name)
             self.book.remove(name)
         self._update_source_gauges()
         return added, removed
@@ -240,14 +233,14 @@ class Collector:
             ", ".join(added) or "none", ", ".join(removed) or "none",
         )  # fmt: skip
 
-    async def _gpu_records(self) -> list[ScrapeRecord]:
-        """This cycle's GPU record (NVML calls block briefly: run in a thread)."""
+    async def _gpu_record(self) -> ScrapeRecord | None:
+        """This cycle's GPU record, if any (NVML calls block briefly: run in a thread)."""
         if self.gpu is None or not self.gpu.available:
             self._update_source_gauges()
-            return []
+            return None
         record = await asyncio.to_thread(self.gpu.read)
         self._update_source_gauges()
-        return [] if record is None else [record]
+        return record
 
     async def run(self, stop: asyncio.Event) -> None:
         """Scrape until ``stop`` is set: one :class:`ScrapeLoop` per target (and one for the
@@ -309,15 +302,10 @@ class Collector:
         self, name: str, start: float, stop: asyncio.Event, target: Target | None = None
     ) -> asyncio.Task[None]:
         offset = phase_offset_seconds(name, self.interval_seconds)
-        # the first slot of the target's phase that is not in the past
-        elapsed = max(0.0, self._clock() - start - offset)
-        first_slot = start + offset + -(-elapsed // self.interval_seconds) * self.interval_seconds
+        first = first_slot(start, offset, self._clock(), self.interval_seconds)
 
-        async def scrape() -> ScrapeRecord | None:
-            if target is None:
-                records = await self._gpu_records()
-                return records[0] if records else None
-            return await self.scraper.scrape(target)
+        async def scrape() -> ScrapeRecord | None:  # NOTE: self.scraper read at each slot
+            return await (self._gpu_record() if target is None else self.scraper.scrape(target))
 
         loop = ScrapeLoop(
             name,
@@ -325,7 +313,7 @@ class Collector:
             self._accept,
             lambda report: self.book.on_slot(name, report),
             self.interval_seconds,
-            first_slot,
+            first,
             self._clock,
         )
         return asyncio.create_task(loop.run(stop), name=f"scrape {name}")
@@ -334,8 +322,10 @@ class Collector:
         """One round: scrape every target together (``Scraper.scrape_all``) and the GPU
         telemetry, then write everything buffered, oldest first. Returns the new scrapes."""
         self._poll_targets()
-        records = await self.scraper.scrape_all(self.targets)
-        records = [*records, *(await self._gpu_records())]
+        records = list(await self.scraper.scrape_all(self.targets))
+        gpu_record = await self._gpu_record()
+        if gpu_record is not None:
+            records.append(gpu_record)
         for record in records:
             self._accept(record)
         await self.writer.flush()

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 TARGET_UP = "tailwatch_collector_target_up"
@@ -90,6 +92,13 @@ class CollectorMetrics:
             self.scrape_errors, self.samples_ingested, self.skipped_scrapes, self.layout_changes
         ):  # fmt: skip
             counter.labels(name)
+
+    def remove_target(self, name: str) -> None:
+        """A removed target's gauges go (a stale ``target_up`` would still read as up or
+        down); its counters stay."""
+        for gauge in (self.target_up, self.scrape_duration_seconds):
+            with contextlib.suppress(KeyError):
+                gauge.remove(name)
 
 
 # -- traces (the OTLP receiver's queue and writer, collectors/otlp.py) -----------------------

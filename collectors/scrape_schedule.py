@@ -35,6 +35,13 @@ def phase_offset_seconds(name: str, interval_seconds: float) -> float:
     return digest / 2**32 * interval_seconds
 
 
+def first_slot(start: float, offset_seconds: float, now: float, interval_seconds: float) -> float:
+    """The first slot of the phase ``start + offset + k × interval`` (``k`` a whole number
+    >= 0) that is not before ``now``: where a loop started at ``now`` begins."""
+    elapsed = max(0.0, now - start - offset_seconds)
+    return start + offset_seconds + -(-elapsed // interval_seconds) * interval_seconds
+
+
 class Slot(NamedTuple):
     """Where a loop goes after a scrape: the start of its next slot, and how many slots it
     skipped because the scrape ended after they began (0 when it kept to its schedule)."""

@@ -17,6 +17,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -41,6 +42,16 @@ class ScrapeStore(Protocol):
     record, ``False`` = already stored). A store with only ``write_scrape`` also works."""
 
     def write_scrapes(self, records: list[ScrapeRecord]) -> list[bool]: ...
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A buffered scrape, with when it was handed over (``None``: loaded from a saved
+    buffer) and whether a write of it has failed before."""
+
+    record: ScrapeRecord
+    handed_at: float | None
+    is_retried: bool = False
 
 
 class ScrapeWriter:
@@ -71,10 +82,8 @@ class ScrapeWriter:
         self.retry_seconds = retry_seconds
         self.write_batch_size = DEFAULT_WRITE_BATCH_SIZE
         self._clock = clock
-        self._buffer: deque[ScrapeRecord] = deque()
-        self._failed_writes: set[tuple[str, float]] = set()  # buffered scrapes tried before
-        self._handed_at: dict[tuple[str, float], float] = {}  # clock time of each hand-over
-        self._in_flight: list[ScrapeRecord] = []  # the batch being written, off the buffer
+        self._buffer: deque[_Pending] = deque()
+        self._in_flight: list[_Pending] = []  # the batch being written, off the buffer
         self._arrived: asyncio.Event | None = None  # set by add(); made in run()'s loop
 
     @property
@@ -85,9 +94,7 @@ class ScrapeWriter:
     def add(self, records: Iterable[ScrapeRecord]) -> None:
         """Buffer finished scrapes for the writer (in the order given) and wake it."""
         now = self._clock()
-        for record in records:
-            self._buffer.append(record)
-            self._handed_at.setdefault(_identity(record), now)
+        self._buffer.extend(_Pending(record, now) for record in records)
         # NOTE: the bound is applied after each write attempt (a database that has just come
         # back takes the backlog and the new scrapes); twice the bound is the most kept
         # while a write hangs.
@@ -137,22 +144,22 @@ class ScrapeWriter:
             batch = self._in_flight = [
                 self._buffer.popleft() for _ in range(min(size, len(self._buffer)))
             ]
+            records = [entry.record for entry in batch]
             started = time.perf_counter()
             try:
                 if write_many is None:  # a store with the one-scrape API only
-                    written = [await asyncio.to_thread(self.store.write_scrape, batch[0])]  # type: ignore[attr-defined]
+                    written = [await asyncio.to_thread(self.store.write_scrape, records[0])]  # type: ignore[attr-defined]
                 else:
-                    written = await asyncio.to_thread(write_many, batch)
+                    written = await asyncio.to_thread(write_many, records)
             except ValueError as error:  # refused for good, e.g. DuplicateSeriesError
                 self._in_flight = []
                 if len(batch) > 1:
                     self._buffer.extendleft(reversed(batch))
                     singles = len(batch)
                     continue
-                self._forget(batch[0])
                 singles = max(0, singles - 1)
                 self.metrics.dropped_scrapes.labels(DROPPED_REJECTED).inc()
-                logger.error("store refused the scrape of %s: %s", batch[0].target, error)
+                logger.error("store refused the scrape of %s: %s", records[0].target, error)
                 continue
             except BaseException as error:
                 # NOTE: SQLAlchemy errors (the database is down, locked, unreachable) are
@@ -160,7 +167,8 @@ class ScrapeWriter:
                 # and retried all the same rather than lost with a dead writer.
                 self._in_flight = []
                 self._buffer.extendleft(reversed(batch))
-                self._failed_writes.update(_identity(record) for record in batch)
+                for entry in batch:
+                    entry.is_retried = True
                 if not isinstance(error, Exception):  # cancelled: the scrapes stay buffered
                     raise
                 self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
@@ -177,27 +185,20 @@ class ScrapeWriter:
             self.metrics.write_latency_seconds.observe(time.perf_counter() - started)
             singles = max(0, singles - len(batch))
             committed = self._clock()
-            for record, is_new in zip(batch, written, strict=True):
+            for entry, is_new in zip(batch, written, strict=True):
+                record = entry.record
+                if entry.handed_at is not None:
+                    self.metrics.write_delay_seconds.observe(max(0.0, committed - entry.handed_at))
                 # NOTE: "already stored" after a failed attempt means that attempt committed
                 # and only its reply was lost: its samples were ingested, by us, and count now.
-                retried = _identity(record) in self._failed_writes
-                handed_at = self._handed_at.get(_identity(record))
-                self._forget(record)
-                if handed_at is not None:
-                    self.metrics.write_delay_seconds.observe(max(0.0, committed - handed_at))
-                if is_new or retried:
+                if is_new or entry.is_retried:
                     num = len(record.samples) + len(record.histograms) + len(record.raw)
                     self.metrics.samples_ingested.labels(record.target).inc(num)
         return True
 
-    def _forget(self, record: ScrapeRecord) -> None:
-        self._failed_writes.discard(_identity(record))
-        self._handed_at.pop(_identity(record), None)
-
     def _trim(self) -> None:
         while len(self._buffer) > self.max_buffered_scrapes:
-            dropped = self._buffer.popleft()
-            self._forget(dropped)
+            dropped = self._buffer.popleft().record
             self.metrics.dropped_scrapes.labels(DROPPED_BUFFER_FULL).inc()
             logger.warning(
                 "write buffer full (%d scrapes): dropped the oldest, %s at %.3f",
@@ -211,7 +212,7 @@ class ScrapeWriter:
         if not self._buffer:
             Path(path).unlink(missing_ok=True)
             return 0
-        spill.save(path, BUFFER_FILE_FORMAT, list(self._buffer))
+        spill.save(path, BUFFER_FILE_FORMAT, [entry.record for entry in self._buffer])
         logger.warning(
             "%d buffered scrape(s) not yet in the store saved to %s; the next start writes them",
             len(self._buffer), path,
@@ -229,7 +230,7 @@ class ScrapeWriter:
             return 0
         if records is None:
             return 0
-        self._buffer.extendleft(reversed(records))
+        self._buffer.extendleft(_Pending(record, None) for record in reversed(records))
         self._trim()
         self.metrics.buffered_scrapes.set(self.num_buffered)
         logger.info("%d scrape(s) saved by the previous run queued for writing", len(records))
@@ -246,10 +247,6 @@ async def _first(*waits: Awaitable[object]) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-def _identity(record: ScrapeRecord) -> tuple[str, float]:
-    return record.target, record.timestamp_seconds
 
 
 def _first_line(error: BaseException) -> str:

@@ -64,11 +64,14 @@ class TargetBook:
         self.interval_seconds = interval_seconds
         self._status: dict[str, TargetStatus] = {}
         self._layouts = LayoutTracker()
-        #: The last scrape error per target ("" once it scrapes again).
-        self.last_errors: dict[str, str] = {}
 
     def statuses(self) -> list[TargetStatus]:
         return list(self._status.values())
+
+    @property
+    def last_errors(self) -> dict[str, str]:
+        """The last scrape error per scraped target ("" once it scrapes again)."""
+        return {name: s.last_error for name, s in self._status.items() if s.num_scrapes}
 
     def add(self, name: str, url: str) -> None:
         """A new target: its series visible (0) from the first ``/metrics`` on."""
@@ -76,9 +79,9 @@ class TargetBook:
         self._status[name] = TargetStatus(name, url, self.interval_seconds)
 
     def remove(self, name: str) -> None:
-        """A removed target: its status, last error and layouts go (its counters stay)."""
+        """A removed target: its status, layouts and gauges go (its counters stay)."""
+        self.metrics.remove_target(name)
         self._status.pop(name, None)
-        self.last_errors.pop(name, None)
         self._layouts.forget(name)
 
     def observe(self, record: ScrapeRecord) -> None:
@@ -87,11 +90,10 @@ class TargetBook:
         self.metrics.target_up.labels(target).set(1 if record.is_up else 0)
         if record.duration_seconds is not None:
             self.metrics.scrape_duration_seconds.labels(target).set(record.duration_seconds)
-        previous = self.last_errors.get(target, "")
-        self.last_errors[target] = record.error
+        status = self._status_of(target)
+        previous = status.last_error
         if not record.is_up:
             self.metrics.scrape_errors.labels(target).inc()
-        status = self._status_of(target)
         self._update(
             target,
             health="up" if record.is_up else "down",

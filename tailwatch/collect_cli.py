@@ -1,30 +1,24 @@
-"""``tailwatch collect``: the collector daemon. One server on the listen address serves the
-collector's own ``/metrics`` and the OTLP/HTTP trace receiver (``POST /v1/traces``)."""
+"""``tailwatch collect``: the collector daemon's options and configuration, checked before
+anything starts; the daemon itself runs in ``tailwatch.collect_daemon``. One server on the
+listen address serves the collector's own ``/metrics``, each target's status (``GET
+/targets``) and the OTLP/HTTP trace receiver (``POST /v1/traces``)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import socket
-import time
-from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tailwatch.cli_options import check_url
+from tailwatch.collect_daemon import run_daemon
 
 if TYPE_CHECKING:
-    from collectors.collector_metrics import MaintenanceMetrics
-    from collectors.config import CollectorConfig, TailwatchConfig
-    from collectors.gpu import GpuTelemetry
+    from collectors.config import CollectorConfig
     from collectors.promql import PrometheusSource
-    from collectors.store import Store
-    from collectors.store.rollups import RetentionPolicy
 
 DEFAULT_CONFIG = Path("tailwatch.yaml")
 
@@ -79,10 +73,6 @@ def collect(
         settings = load_config(path)
         collector = settings.collector
         if target:
-            try:  # NOTE: a port past 65535 would only fail at the first scrape, every cycle
-                [check_url(url, "--target") for url in target]
-            except ValueError as error:
-                raise ConfigError(str(error)) from None
             extra = [target_from_url(url, "--target", url_key="--target") for url in target]
             targets = [*collector.targets, *extra]
             check_unique_names(targets, "targets")
@@ -134,7 +124,7 @@ def collect(
         store.close()
         raise _fail(str(error)) from None
     try:
-        asyncio.run(_run(settings, store, sock, gpu, sources))
+        asyncio.run(run_daemon(settings, store, sock, gpu, sources))
     finally:
         gpu.close()
         for source, _ in sources:
@@ -163,215 +153,6 @@ def _prometheus_sources(config: CollectorConfig) -> list[tuple[PrometheusSource,
             raise ConfigError(f"collector.prometheus_sources[{index}]: {error}") from None
         sources.append((source, entry.interval_seconds or config.scrape_interval_seconds))
     return sources
-
-
-async def _run(
-    settings: TailwatchConfig,
-    store: Store,
-    sock: socket.socket,
-    gpu: GpuTelemetry,
-    sources: list[tuple[PrometheusSource, float]],
-) -> None:
-    import uvicorn
-
-    from collectors.collector import Collector
-    from collectors.collector_metrics import MaintenanceMetrics
-    from collectors.scrape import Scraper, accept_header
-    from collectors.targets_file import TargetsFileWatcher
-    from collectors.trace_writer import TraceWriter
-
-    config = settings.collector
-    stop = asyncio.Event()
-    accept = accept_header(config.scrape_protocols)
-    async with Scraper(
-        config.scrape_timeout_seconds, config.max_body_bytes, accept=accept
-    ) as scraper:
-        watcher = TargetsFileWatcher(config.targets_file) if config.targets_file else None
-        collector = Collector(
-            [t.to_target() for t in config.targets],
-            store,
-            scraper,
-            interval_seconds=config.scrape_interval_seconds,
-            targets_source=watcher,
-            gpu=gpu,
-        )
-        traces = TraceWriter(store, collector.registry, spill_path=TRACE_BUFFER_FILE)
-        app = daemon_app(collector.registry, traces.on_spans, collector.target_statuses)
-        server = _quiet_server(uvicorn.Config(app, log_level="warning"))
-        typer.echo(_start_line(config, sock), err=True)
-        with _stop_on_signals(stop, server):
-            traces.start()
-            serving = asyncio.create_task(server.serve(sockets=[sock]))
-            background = [
-                asyncio.create_task(
-                    _every(interval, stop, source.poll, store, what=f"Prometheus {source.url}")
-                )
-                for source, interval in sources
-            ]
-            background.append(
-                asyncio.create_task(
-                    _every(
-                        MAINTENANCE_INTERVAL_SECONDS,
-                        stop,
-                        _maintain,
-                        store,
-                        settings.store.retention_policy(),
-                        MaintenanceMetrics(collector.registry),
-                        what="store maintenance",
-                    )
-                )
-            )
-            collector.load_buffer(BUFFER_FILE)
-            try:
-                await collector.run(stop)  # with no targets, empty cycles: traces only
-            finally:
-                stop.set()
-                await asyncio.gather(*background)
-                collector.save_buffer(BUFFER_FILE)
-                server.should_exit = True
-                try:
-                    await serving  # in-flight exports finish (and are queued) first
-                finally:
-                    await traces.close()  # then every queued span is written
-    typer.echo("collector stopped", err=True)
-
-
-#: Scrapes still buffered at exit (the database was unavailable) wait here for the next start.
-BUFFER_FILE = Path(".tailwatch") / "collector-buffer.pickle"
-#: Spans the database did not take before the shutdown deadline, likewise.
-TRACE_BUFFER_FILE = Path(".tailwatch") / "trace-buffer.pickle"
-
-#: How often the daemon rolls up complete minutes and applies retention (``Store.maintain``);
-#: a call that hits its batch limit is repeated at once.
-MAINTENANCE_INTERVAL_SECONDS = 15.0
-
-
-def _maintain(store: Store, policy: RetentionPolicy, metrics: MaintenanceMetrics) -> None:
-    """``Store.maintain`` until nothing due is left, counted in ``metrics``."""
-    while True:
-        metrics.runs.inc()
-        try:
-            report = store.maintain(time.time(), policy)
-        except Exception:
-            metrics.errors.inc()
-            raise
-        metrics.last_success.set(time.time())
-        metrics.rolled_up.inc(report.scrapes_rolled_up)
-        for kind, count in (
-            ("raw_scrapes", report.raw_scrapes_deleted),
-            ("rollups", report.rollup_rows_deleted),
-            ("spans", report.spans_deleted),
-            ("request_records", report.request_records_deleted),
-        ):
-            metrics.deleted.labels(kind).inc(count)
-        if not report.more_to_do:
-            return
-
-
-async def _every(
-    interval: float, stop: asyncio.Event, work: Callable[..., object], *args: object, what: str
-) -> None:
-    """Run ``work(*args)`` in a thread every ``interval`` seconds until ``stop``; a failure
-    is logged when its message changes (and once when it recovers), never raised."""
-    logger = logging.getLogger("tailwatch.collect")
-    last_error = ""
-    while not stop.is_set():
-        try:
-            await asyncio.to_thread(work, *args)
-        except Exception as error:  # NOTE: a failing source must not stop the daemon
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            if message != last_error:
-                logger.warning("%s failed: %s", what, message)
-            last_error = message
-        else:
-            if last_error:
-                logger.info("%s recovered", what)
-            last_error = ""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
-
-
-def daemon_app(registry, on_spans, target_statuses=None):
-    """The daemon's ASGI app: ``GET /metrics`` (``registry``), the OTLP receiver, and, given
-    ``target_statuses`` (``Collector.target_statuses``), ``GET /targets``: each target's
-    health, last scrape and error, skipped scrapes and last bucket-layout change, as JSON.
-
-    ``/metrics`` is dispatched by exact path rather than mounted, so it answers without
-    the redirect to ``/metrics/`` that a mounted sub-app gets."""
-    from fastapi import FastAPI
-    from prometheus_client import make_asgi_app
-
-    from collectors.otlp import otlp_router
-
-    receiver = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    receiver.include_router(otlp_router(on_spans))
-    if target_statuses is not None:
-        import json
-
-        from fastapi import Response
-
-        @receiver.get("/targets")
-        def targets() -> Response:
-            # NOTE: ensure_ascii: a name from the configuration may hold a lone surrogate,
-            # which UTF-8 cannot encode; escaped, the answer is still valid JSON.
-            body = {"targets": [status.to_json() for status in target_statuses()]}
-            return Response(json.dumps(body, ensure_ascii=True), media_type="application/json")
-
-    metrics = make_asgi_app(registry)
-
-    async def app(scope, receive, send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/metrics":
-            await metrics(scope, receive, send)
-        else:
-            await receiver(scope, receive, send)
-
-    return app
-
-
-def _start_line(config, sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-    served = f"OTLP traces at {base}/v1/traces; own metrics on {base}/metrics"
-    reads = []
-    if config.targets:
-        reads.append(f"{len(config.targets)} target(s)")
-    if config.targets_file is not None:
-        reads.append(f"the targets in {config.targets_file} (re-read on change)")
-    reads += [f"Prometheus at {s.url}" for s in config.prometheus_sources]
-    if not reads:
-        return f"no scrape targets: receiving traces only; {served}"
-    return f"collecting {', '.join(reads)} every {config.scrape_interval_seconds:g} s; {served}"
-
-
-def _quiet_server(config):
-    """uvicorn without its own signal handling: the daemon's handler stops both the
-    collection loop and the server, and the process exits 0 rather than by the signal."""
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return QuietServer(config)
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event, server) -> Iterator[None]:
-    loop = asyncio.get_running_loop()
-
-    def handle() -> None:
-        stop.set()
-        server.should_exit = True
-
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, handle)
-    try:
-        yield
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
 
 
 def _listen_socket(host: str, port: int) -> socket.socket:

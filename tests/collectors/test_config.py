@@ -112,6 +112,14 @@ def test_defaults_and_the_database_url_override(monkeypatch):
             "collector.targets[1].url: expected an http(s) URL with a host, got 'localhost:8000'",
         ),
         (
+            {"collector": {"targets": [{"url": "http://[::1/metrics"}]}},
+            "collector.targets[0].url: 'http://[::1/metrics' is not a valid URL",
+        ),
+        (
+            {"collector": {"targets": [{"url": "http://a:99999/metrics"}]}},
+            "collector.targets[0].url: 'http://a:99999/metrics' has a port outside 1-65535",
+        ),
+        (
             {"collector": {"targets": [{"url": "http://a:1/m", "labels": {"bad-name": "x"}}]}},
             "collector.targets[0].labels: invalid label name 'bad-name'",
         ),

@@ -21,7 +21,7 @@ from collectors.layout_changes import (
 )
 from collectors.scrape import Scraper, Target
 from collectors.store import ScrapeRecord, Store
-from tailwatch.collect_cli import daemon_app
+from tailwatch.collect_daemon import daemon_app
 from tests.collectors.test_scrape import serve_app
 
 INF = float("inf")

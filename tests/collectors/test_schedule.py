@@ -23,7 +23,13 @@ from hypothesis import strategies as st
 from collectors import collector_metrics as cm
 from collectors.collector import Collector
 from collectors.scrape import Scraper, Target
-from collectors.scrape_schedule import ScrapeLoop, SlotReport, next_slot, phase_offset_seconds
+from collectors.scrape_schedule import (
+    ScrapeLoop,
+    SlotReport,
+    first_slot,
+    next_slot,
+    phase_offset_seconds,
+)
 from collectors.store import ScrapeRecord
 from tests.collectors.test_scrape import HEALTHY_BODY, serve_app
 from tests.collectors.waiting import WAIT_SECONDS, wait_until
@@ -305,6 +311,25 @@ def test_the_next_slot_keeps_the_phase_and_is_never_in_the_past(slot, late, inte
     assert math.isclose(start, slot + (num_skipped + 1) * interval, rel_tol=1e-9, abs_tol=1e-6)
     if num_skipped:  # the slot before the next one had begun before the scrape ended
         assert start - interval <= now + 1e-6 * max(1.0, abs(now))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.floats(min_value=-1e6, max_value=1e9, allow_nan=False),
+    share=st.floats(min_value=0, max_value=1, exclude_max=True),
+    late=st.floats(min_value=-1e4, max_value=1e4, allow_nan=False),
+    interval=st.floats(min_value=1e-3, max_value=1e4, allow_nan=False),
+)
+def test_the_first_slot_is_the_first_of_the_phase_not_in_the_past(start, share, late, interval):
+    offset = share * interval
+    now = start + late
+    first = first_slot(start, offset, now, interval)
+    tolerance = 1e-6 * max(1.0, abs(now), abs(start))
+    assert first >= now - tolerance and first >= start + offset - tolerance
+    k = round((first - start - offset) / interval)  # a whole number of intervals: its phase
+    assert k >= 0 and math.isclose(first, start + offset + k * interval, abs_tol=tolerance)
+    if k:  # the slot before it had begun by now
+        assert first - interval <= now + tolerance
 
 
 @settings(max_examples=200, deadline=None)

@@ -35,7 +35,7 @@ from collectors.request_records import RequestRecord, SpanEvent, SpanRecord, req
 from collectors.store import Store, sqlite_url
 from collectors.store.rollups import RetentionPolicy
 from collectors.trace_writer import TraceWriter
-from tailwatch.collect_cli import daemon_app
+from tailwatch.collect_daemon import daemon_app
 
 T0 = 1_700_000_000.0
 PROTOBUF = {"content-type": "application/x-protobuf"}
