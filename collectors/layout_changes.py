@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from collectors.canonical import Labels
 from collectors.store.records import ScrapeRecord
+from slo.window import format_utc
 
 #: Edges listed in full up to this many; longer layouts show their ends and the count.
 MAX_EDGES_SHOWN = 8
@@ -36,7 +36,7 @@ class LayoutChange:
         """One line naming the target, the series, the time (UTC) and both layouts."""
         return (
             f"bucket layout of {self.family}{format_labels(self.labels)} on {self.target} "
-            f"changed at {format_time(self.timestamp_seconds)}: le "
+            f"changed at {format_utc(self.timestamp_seconds)}: le "
             f"{format_edges(self.old_upper_bounds)} -> {format_edges(self.new_upper_bounds)}"
             f" ({format_diff(self.old_upper_bounds, self.new_upper_bounds)})"
         )
@@ -44,7 +44,7 @@ class LayoutChange:
     def to_json(self) -> dict[str, object]:
         return {
             "timestamp_seconds": self.timestamp_seconds,
-            "time": format_time(self.timestamp_seconds),
+            "time": format_utc(self.timestamp_seconds),
             "family": self.family,
             "labels": dict(self.labels),
             "old_le": [format_edge(b) for b in self.old_upper_bounds],
@@ -122,12 +122,3 @@ def format_labels(labels: Labels) -> str:
     """``{model="m",tenant="a"}`` without the ``target`` label (named beside it)."""
     shown = [f'{name}="{value}"' for name, value in labels if name != "target"]
     return "{" + ",".join(shown) + "}" if shown else ""
-
-
-def format_time(timestamp_seconds: float) -> str:
-    """Unix seconds as UTC wall-clock time, ``2026-12-01T21:10:26.123Z``."""
-    try:
-        moment = datetime.fromtimestamp(timestamp_seconds, UTC)
-    except (OverflowError, OSError, ValueError):
-        return f"{timestamp_seconds!r} (Unix seconds)"
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

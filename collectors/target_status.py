@@ -9,9 +9,10 @@ import logging
 from dataclasses import dataclass
 
 from collectors.collector_metrics import CollectorMetrics
-from collectors.layout_changes import LayoutChange, LayoutTracker, format_time
+from collectors.layout_changes import LayoutChange, LayoutTracker
 from collectors.scrape_schedule import SlotReport
 from collectors.store.records import ScrapeRecord
+from slo.window import format_utc
 
 logger = logging.getLogger("tailwatch.collector")
 
@@ -43,7 +44,7 @@ class TargetStatus:
             "url": self.url,
             "health": self.health,
             "interval_seconds": self.interval_seconds,
-            "last_scrape": None if stamp is None else format_time(stamp),
+            "last_scrape": None if stamp is None else format_utc(stamp),
             "last_scrape_timestamp_seconds": stamp,
             "last_scrape_duration_seconds": self.last_scrape_duration_seconds,
             "last_error": self.last_error,

@@ -212,8 +212,8 @@ def _meta_labels(
 def _check_address(address: Any, key: str) -> None:
     if not isinstance(address, str) or not address or any(c in address for c in "/?#@ "):
         raise ConfigError(f"{key}: expected host:port, got {_short(address)}")
-    parts = urlsplit(f"http://{address}")
-    try:
+    try:  # NOTE: urlsplit raises too, on an unclosed "[" (an IPv6 host)
+        parts = urlsplit(f"http://{address}")
         parts.port  # noqa: B018  (raises on a port that is not a number 0-65535)
     except ValueError:
         raise ConfigError(

@@ -289,7 +289,7 @@ def format_utc(unix_seconds: float) -> str:
     try:
         moment = datetime.fromtimestamp(unix_seconds, tz=UTC)
     except (ValueError, OverflowError, OSError):  # NaN, inf, past year 9999
-        return f"{unix_seconds!r} (unix seconds)"
+        return f"{unix_seconds!r} (Unix seconds)"
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

@@ -14,13 +14,10 @@ from hypothesis import strategies as st
 from collectors import collector_metrics as cm
 from collectors.canonical import CanonicalHistogram
 from collectors.collector import Collector
-from collectors.layout_changes import (
-    LayoutTracker,
-    format_edges,
-    format_time,
-)
+from collectors.layout_changes import LayoutTracker, format_edges
 from collectors.scrape import Scraper, Target
 from collectors.store import ScrapeRecord, Store
+from slo.window import format_utc
 from tailwatch.collect_daemon import daemon_app
 from tests.collectors.test_scrape import serve_app
 
@@ -86,8 +83,8 @@ def test_a_change_is_reported_exactly_when_the_edges_differ(first, second):
 def test_long_layouts_are_shown_short_and_times_as_utc():
     vllm_ttft = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, INF)
     assert format_edges(vllm_ttft) == "[0.001, 0.005, 0.01, …, 0.75, 1, +Inf] (13 edges)"
-    assert format_time(1796150000.0) == "2026-12-01T18:33:20.000Z"
-    assert format_time(float("inf")) == "inf (Unix seconds)"
+    assert format_utc(1796150000.0) == "2026-12-01T18:33:20.000Z"
+    assert format_utc(float("inf")) == "inf (Unix seconds)"
 
 
 def exposition(bounds: list[str]) -> bytes:

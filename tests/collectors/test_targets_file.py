@@ -80,6 +80,10 @@ def test_the_json_form_reads_the_same(tmp_path):
             "t.yaml[0].targets[0]: expected host:port with a port 0-65535, got 'a:99999'",
         ),
         (
+            "- {targets: ['[::1:80']}",
+            "t.yaml[0].targets[0]: expected host:port with a port 0-65535, got '[::1:80'",
+        ),
+        (
             "- {targets: [a:1], labels: [zone]}",
             "t.yaml[0].labels: expected a mapping, got ['zone']",
         ),

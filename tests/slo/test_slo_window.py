@@ -222,9 +222,9 @@ def test_prometheus_histogram_increase_refuses_a_layout_change_with_its_time() -
         (NOW, "2026-12-01T21:00:00.000Z"),
         (NOW + 0.0015, "2026-12-01T21:00:00.001Z"),
         (0.0, "1970-01-01T00:00:00.000Z"),
-        (math.inf, "inf (unix seconds)"),
-        (math.nan, "nan (unix seconds)"),
-        (1e300, "1e+300 (unix seconds)"),
+        (math.inf, "inf (Unix seconds)"),
+        (math.nan, "nan (Unix seconds)"),
+        (1e300, "1e+300 (Unix seconds)"),
     ],
 )
 def test_format_utc(seconds, text) -> None:
