@@ -22,7 +22,7 @@ from collectors.collector_metrics import (
     SourceMetrics,
 )
 from collectors.event_wait import wait_for_event
-from collectors.scrape import Scraper, Target
+from collectors.scrape import DEFAULT_INTERVAL_SECONDS, Scraper, Target
 from collectors.scrape_schedule import ScrapeLoop, first_slot, phase_offset_seconds
 from collectors.scrape_writer import (
     BUFFER_FILE_FORMAT,
@@ -64,7 +64,7 @@ class Collector:
         targets: Sequence[Target],
         store: ScrapeStore,
         scraper: Scraper,
-        interval_seconds: float = 5.0,
+        interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
         registry: CollectorRegistry | None = None,
         max_buffered_scrapes: int = DEFAULT_MAX_BUFFERED_SCRAPES,
         clock: Callable[[], float] = time.monotonic,

@@ -49,20 +49,17 @@ import httpx
 import yaml
 
 from collectors.scrape import (
+    DEFAULT_INTERVAL_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_SCRAPE_PROTOCOLS,
+    DEFAULT_TIMEOUT_SECONDS,
+    DEFAULT_TIMEOUT_SHARE,
     SCRAPE_PROTOCOLS,
     Target,
 )
 from collectors.store.connection import DB_URL_ENV
 from collectors.store.rollups import MIN_RETENTION_SECONDS, RetentionPolicy
 
-DEFAULT_INTERVAL_SECONDS = 5.0
-#: The default scrape timeout as a share of the interval.
-# NOTE: below 1 so that a target that never answers ends its scrape (timed out) before its
-# next slot and keeps its schedule; Prometheus's own defaults are 10 s of a 15 s example
-# interval, and it refuses a timeout longer than the interval, as we do.
-DEFAULT_TIMEOUT_SHARE = 0.8
 DEFAULT_LISTEN = "127.0.0.1:4318"
 GPU_MODES = ("auto", "on", "off")
 _LABEL_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -85,7 +82,7 @@ class TargetConfig:
 @dataclass(frozen=True)
 class CollectorConfig:
     scrape_interval_seconds: float = DEFAULT_INTERVAL_SECONDS
-    scrape_timeout_seconds: float = DEFAULT_TIMEOUT_SHARE * DEFAULT_INTERVAL_SECONDS
+    scrape_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     listen_host: str = "127.0.0.1"
     listen_port: int = 4318

@@ -50,8 +50,13 @@ def accept_header(protocols: Sequence[str] = DEFAULT_SCRAPE_PROTOCOLS) -> str:
 ACCEPT_HEADER = accept_header()
 logger = logging.getLogger("tailwatch.scrape")
 
-#: 0.8 of the collector's default 5 s interval (``collectors.config.DEFAULT_TIMEOUT_SHARE``).
-DEFAULT_TIMEOUT_SECONDS = 4.0
+DEFAULT_INTERVAL_SECONDS = 5.0
+#: The default scrape timeout as a share of the interval.
+# NOTE: below 1 so that a target that never answers ends its scrape (timed out) before its
+# next slot and keeps its schedule; Prometheus's own defaults are 10 s of a 15 s example
+# interval, and it refuses a timeout longer than the interval, as we do.
+DEFAULT_TIMEOUT_SHARE = 0.8
+DEFAULT_TIMEOUT_SECONDS = DEFAULT_TIMEOUT_SHARE * DEFAULT_INTERVAL_SECONDS
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
