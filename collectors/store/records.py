@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Labels, Normalised, RawSample
+from slo import ClassicHistogram, QuantileResult
 
 
 class SemanticsMismatchError(ValueError):
@@ -61,3 +63,41 @@ class SeriesInfo:
     labels: Labels
     kind: str
     flags: frozenset[str]
+
+
+class ScrapeStatus(NamedTuple):
+    """One stored scrape of a target: when, whether it succeeded, and why not."""
+
+    timestamp_seconds: float
+    is_up: bool
+    error: str
+
+
+class StoredExemplar(NamedTuple):
+    """An exemplar seen in a stored scrape: the bucket's upper bound, the observed value and
+    the exemplar's labels (``trace_id`` among them when the engine traces)."""
+
+    upper_bound: float
+    value: float
+    labels: Labels
+
+
+class HistogramStep(NamedTuple):
+    """The merged distribution observed over ``(t - step, t]`` (``None``: no data)."""
+
+    t: float
+    histogram: ClassicHistogram | None
+
+
+class QuantileStep(NamedTuple):
+    """The quantiles of one step, in the order asked for (``None``: no data)."""
+
+    t: float
+    quantiles: tuple[QuantileResult, ...] | None
+
+
+class CounterStep(NamedTuple):
+    """A counter's increase over ``(t - step, t]`` summed across series (``None``: no data)."""
+
+    t: float
+    increase: float | None
