@@ -84,7 +84,7 @@ class Flag(enum.Enum):
     sample and are stored with the series; windows refuse to merge series whose flags differ.
     """
 
-    RENAMED = "renamed"  # read from a name the engine has since renamed (old vLLM)
+    RENAMED = "renamed"  # read from a name the engine has since renamed (old vLLM, old Dynamo)
     UNIT_CONVERTED = "unit_converted"  # ms or µs scaled to seconds
     TOKEN_WEIGHTED = "token_weighted"  # ITL whose _count is tokens, not engine steps (SGLang)
     PER_BATCH = "per_batch"  # one observation per batch, not per request (TGI prefill/decode)
@@ -94,6 +94,8 @@ class Flag(enum.Enum):
     COARSE_REASON = "coarse_reason"  # finished_reason is success/error, not stop/length/…
     NO_REASON = "no_reason"  # finished requests without any finished_reason
     PER_FINISHED_REQUEST = "per_finished_request"  # token counter bumped when a request ends
+    PER_VALIDATED_REQUEST = "per_validated_request"  # observed at validation, before queueing (TGI)
+    EXCLUDES_CACHED = "excludes_cached"  # prompt tokens without the prefix-cached ones (llama.cpp)
     FROM_HISTOGRAM_SUM = "from_histogram_sum"  # a counter read from a histogram's _sum
     FIRST_RESPONSE = "first_response"  # first response, not first streamed token (Triton)
     TYPE_ASSUMED = "type_assumed"  # source had no usable # TYPE; the expected type was assumed

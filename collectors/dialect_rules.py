@@ -1,9 +1,12 @@
 """The dialect tables: which engine family maps onto which canonical family, how.
 
 Transcribed from ``shared/reference/engine-metrics.md`` §2 (vLLM 0.33), §4 (old vLLM names),
-§7 (cross-engine map and semantic differences). Family names are as
-``prometheus_client.parser`` reports them: a counter's family drops ``_total``
-(``vllm:prompt_tokens_total`` → ``vllm:prompt_tokens``), TGI's counters have none to drop.
+§7 (cross-engine map and semantic differences), and checked against the engines' sources
+(issue 16; ``docs/collectors.md``, "Engine versions", names the repository, path and commit of
+every name, and ``tests/collectors/fixtures/conformance/`` holds one exposition per engine
+version). Family names are as ``prometheus_client.parser`` reports them: a counter's family
+drops ``_total`` (``vllm:prompt_tokens_total`` → ``vllm:prompt_tokens``), TGI's counters have
+none to drop.
 """
 
 from __future__ import annotations
@@ -104,7 +107,9 @@ VLLM_RULES = (
     _r("vllm:num_requests_running", c.REQUESTS_RUNNING),
     _r("vllm:num_requests_waiting", c.REQUESTS_WAITING),
     _r("vllm:kv_cache_usage_perc", c.KV_CACHE_USAGE),
-    # §4: names vLLM renamed; still read from older servers.
+    # §4: names vLLM renamed; still read from older servers. Which versions: gpu_cache_usage_perc
+    # V0 (≈0.5) to 0.10 (hidden 0.11); gpu_prefix_cache_* V1 0.8 (blocks) to 0.10 (tokens);
+    # time_per_output_token_seconds V0 to 0.11; time_in_queue_requests V0 only (≈0.6-0.8.5).
     _r("vllm:gpu_cache_usage_perc", c.KV_CACHE_USAGE, Flag.RENAMED),
     _r("vllm:gpu_prefix_cache_queries", c.PREFIX_CACHE_QUERIES_TOTAL, Flag.RENAMED, Flag.BLOCKS_OR_TOKENS),
     _r("vllm:gpu_prefix_cache_hits", c.PREFIX_CACHE_HITS_TOTAL, Flag.RENAMED, Flag.BLOCKS_OR_TOKENS),
@@ -129,9 +134,10 @@ SGLANG_RULES = (
     _r("sglang:prompt_tokens_histogram", c.PROMPT_TOKENS),
     _r("sglang:generation_tokens_histogram", c.GENERATION_TOKENS),
     _r("sglang:prompt_tokens", c.PROMPT_TOKENS_TOTAL, Flag.PER_FINISHED_REQUEST),
-    _r("sglang:generation_tokens", c.GENERATION_TOKENS_TOTAL),
+    # NOTE: observe_one_finished_request bumps all three token counters when a request ends.
+    _r("sglang:generation_tokens", c.GENERATION_TOKENS_TOTAL, Flag.PER_FINISHED_REQUEST),
     _r("sglang:num_retracted_requests", c.PREEMPTIONS_TOTAL),
-    _r("sglang:cached_tokens", c.PREFIX_CACHE_HITS_TOTAL),
+    _r("sglang:cached_tokens", c.PREFIX_CACHE_HITS_TOTAL, Flag.PER_FINISHED_REQUEST),
     _r("sglang:num_requests", c.REQUESTS_TOTAL, Flag.NO_REASON),
     _r("sglang:num_running_reqs", c.REQUESTS_RUNNING),
     _r("sglang:num_queue_reqs", c.REQUESTS_WAITING),
@@ -144,9 +150,11 @@ TGI_RULES = (
     _r("tgi_request_queue_duration", c.QUEUE_SECONDS),
     _r("tgi_batch_inference_duration", c.PREFILL_SECONDS, Flag.PER_BATCH, match=(("method", "prefill"),)),
     _r("tgi_batch_inference_duration", c.DECODE_SECONDS, Flag.PER_BATCH, match=(("method", "decode"),)),
-    _r("tgi_request_input_length", c.PROMPT_TOKENS),
+    # NOTE: input_length is recorded when input validation passes (router/src/validation.rs),
+    # so it also counts requests that later fail or are cancelled; generated_tokens only at success.
+    _r("tgi_request_input_length", c.PROMPT_TOKENS, Flag.PER_VALIDATED_REQUEST),
     _r("tgi_request_generated_tokens", c.GENERATION_TOKENS),
-    _r("tgi_request_input_length", c.PROMPT_TOKENS_TOTAL, Flag.FROM_HISTOGRAM_SUM, Flag.PER_FINISHED_REQUEST, from_sum=True),
+    _r("tgi_request_input_length", c.PROMPT_TOKENS_TOTAL, Flag.FROM_HISTOGRAM_SUM, Flag.PER_VALIDATED_REQUEST, from_sum=True),
     _r("tgi_request_generated_tokens", c.GENERATION_TOKENS_TOTAL, Flag.FROM_HISTOGRAM_SUM, Flag.PER_FINISHED_REQUEST, from_sum=True),
     _r("tgi_request_success", c.REQUESTS_TOTAL, Flag.COARSE_REASON, set_labels=((c.LABEL_FINISHED_REASON, "success"),)),
     _r("tgi_request_failure", c.REQUESTS_TOTAL, Flag.COARSE_REASON, set_labels=((c.LABEL_FINISHED_REASON, "error"),)),
@@ -155,11 +163,15 @@ TGI_RULES = (
 )  # fmt: skip
 
 LLAMACPP_RULES = (
-    _r("llamacpp:prompt_tokens", c.PROMPT_TOKENS_TOTAL),
+    # NOTE: counts only the prompt tokens the server evaluated, never those reused from its
+    # cache (every build; current ones say so in HELP), while vLLM's counter includes them.
+    # Flagged, not summed with prompt_tokens_cached: older builds have no cached counter.
+    _r("llamacpp:prompt_tokens", c.PROMPT_TOKENS_TOTAL, Flag.EXCLUDES_CACHED),
+    _r("llamacpp:prompt_tokens_cached", c.PREFIX_CACHE_HITS_TOTAL),  # current builds only
     _r("llamacpp:tokens_predicted", c.GENERATION_TOKENS_TOTAL),
     _r("llamacpp:requests_processing", c.REQUESTS_RUNNING),
     _r("llamacpp:requests_deferred", c.REQUESTS_WAITING),
-    _r("llamacpp:kv_cache_usage_ratio", c.KV_CACHE_USAGE),  # older builds only
+    _r("llamacpp:kv_cache_usage_ratio", c.KV_CACHE_USAGE),  # older builds only; nothing replaces it
 )
 
 _TRTLLM_COMMON = (
@@ -190,7 +202,10 @@ DYNAMO_RULES = (
     _r("dynamo_frontend_requests", c.REQUESTS_TOTAL, Flag.COARSE_REASON, rename=_STATUS_AS_REASON),
     _r("dynamo_frontend_inflight_requests", c.REQUESTS_RUNNING, Flag.HTTP_LEVEL),
     _r("dynamo_frontend_queued_requests", c.REQUESTS_WAITING, Flag.INCLUDES_PREFILL),
-    _r("dynamo_component_kvstats_gpu_cache_usage_percent", c.KV_CACHE_USAGE),
+    # 0..1 despite "_percent". Current name (prometheus_names.rs kvstats, no "kvstats_" prefix
+    # in the name), then the older one (generated prometheus_names.py: "kvstats_…").
+    _r("dynamo_component_gpu_cache_usage_percent", c.KV_CACHE_USAGE),
+    _r("dynamo_component_kvstats_gpu_cache_usage_percent", c.KV_CACHE_USAGE, Flag.RENAMED),
 )  # fmt: skip
 
 TRITON_RULES = (
@@ -211,12 +226,21 @@ GAPS: dict[Dialect, tuple[str, ...]] = {
         "TGI exposes no TTFT histogram (its dashboard approximates p50 queue + p50 prefill; "
         "not computed here) and no ITL histogram",
         "TGI has no model label: pass the model as a default label of the target",
+        "TGI prompt tokens are recorded at validation, failed requests included (flag "
+        "per_validated_request)",
     ),
-    Dialect.LLAMACPP: ("llama.cpp exposes no histograms: no latency distributions",),
+    Dialect.LLAMACPP: (
+        "llama.cpp exposes no histograms: no latency distributions",
+        "llama.cpp prompt tokens exclude cached ones (flag excludes_cached); the cached ones are "
+        "prefix_cache_hits_total (current builds only)",
+        "current llama.cpp builds export no KV-cache usage gauge (kv_cache_usage_ratio was "
+        "removed and nothing replaces it): kv_cache_usage stays empty for them",
+    ),
     Dialect.SGLANG: (
         "SGLang ITL counts tokens, not engine steps (flag token_weighted); it never merges "
         "with a per-step ITL",
         "SGLang has no prefix-cache queries counter and no finished_reason",
+        "SGLang token counters move only when a request finishes (flag per_finished_request)",
     ),
     Dialect.TRTLLM: (
         "TensorRT-LLM has no ITL histogram (time_per_output_token_seconds is per request; kept raw)",
