@@ -38,7 +38,8 @@ NO_TENANT = ""  # requests without a tenant; PromQL treats it as the label being
 OTHER_TENANT = "_other"  # every tenant past MAX_TENANTS shares this label value
 MAX_TENANTS = 200  # NOTE: tenant names come from clients; this bounds the series count
 
-# -- buckets (vllm/v1/metrics/buckets.py, 0.33.0), keyed by vLLM's bucket family ------------
+# -- buckets (vllm/v1/metrics/buckets.py, 0.33.0 = @139b1c3f, locked by vLLM's
+# tests/v1/metrics/test_histogram_buckets.py; not @3168f587's layouts: docs/metrics.md) ------
 
 BUCKETS: dict[str, tuple[float, ...]] = {
     "time_to_first_token": (
