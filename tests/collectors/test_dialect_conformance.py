@@ -9,6 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from collectors import Dialect, Flag, normalise
@@ -20,7 +22,6 @@ from collectors.dialect_rules import (
     TGI_RULES,
     VLLM_RULES,
 )
-from collectors.dialects import _canonical_spelling
 from engine import metric_names as engine_names
 from slo import ClassicHistogram, LayoutMismatchError, merge_histograms
 
@@ -87,7 +88,7 @@ def _norm(name: str) -> c.Normalised:
 
 
 def _family_names(name: str) -> set[str]:
-    return {_canonical_spelling(f.name) for f in parse_text(_text(name))}
+    return {f.name for f in parse_text(_text(name))}
 
 
 def _produced(normalised: c.Normalised) -> set[str]:
@@ -147,6 +148,32 @@ def test_mapping_carries_the_flags_of_its_meaning(
 ) -> None:
     sample = _one(_norm(name).samples, family)
     assert (sample.source, sample.flags) == (source, flags)
+
+
+_DIRECT = [case for case in FLAG_CASES if Flag.FROM_HISTOGRAM_SUM not in case[3]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    case=st.sampled_from(_DIRECT),
+    value=st.one_of(
+        st.floats(min_value=0, max_value=1e300, allow_nan=False, allow_infinity=False),
+        st.integers(min_value=0, max_value=2**63),
+    ),
+)
+def test_any_value_passes_through_with_its_flags(
+    case: tuple[str, str, str, set[Flag]], value: float
+) -> None:
+    """Whatever the engine reports (0, huge, fractional) comes out unchanged and flagged."""
+    name, family, source, flags = case
+    lines = []
+    for line in _text(name).splitlines():
+        head = line.split("{")[0].split(" ")[0]
+        if not line.startswith("#") and head in (source, f"{source}_total"):
+            line = f"{line.rsplit(' ', 1)[0]} {float(value)!r}"
+        lines.append(line)
+    sample = _one(normalise(parse_text("\n".join(lines) + "\n"), TARGET).samples, family)
+    assert (sample.value, sample.flags) == (float(value), flags)
 
 
 def test_tgi_prompt_token_histogram_is_per_validated_request() -> None:
