@@ -88,6 +88,7 @@ from slo.showback import (
     showback_totals,
 )
 from slo.spec import Objectives, Selector, SLOSpec, load_slos, load_slos_file
+from slo.tpot import tpot_seconds
 from slo.window import (
     HistogramSnapshot,
     RangeSemantics,
@@ -192,4 +193,5 @@ __all__ = [
     "split_cost_by_time_share",
     "time_to_exhaustion_seconds",
     "tokens_that_fit",
+    "tpot_seconds",
 ]
