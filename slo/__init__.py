@@ -1,8 +1,9 @@
 """Tailwatch's SLO arithmetic: pure functions on plain data (no SQL, HTTP, Streamlit or torch).
 
 Quantiles on classic and exponential histograms with their error bounds, window arithmetic
-over cumulative snapshots, the SLO model, goodput, error budgets and burn rates, cost per
-million tokens with showback, and capacity planning. See ``docs/slo.md``.
+over cumulative snapshots, the SLO model (a latency or an error-ratio indicator, and which
+request outcomes are errors), goodput, error budgets and burn rates, cost per million tokens
+with showback, and capacity planning. See ``docs/slo.md``.
 """
 
 from slo.buckets import (
@@ -76,6 +77,23 @@ from slo.goodput import (
     request_goodput,
 )
 from slo.histogram import ClassicHistogram
+from slo.indicators import (
+    ErrorRatioIndicator,
+    ErrorSource,
+    Indicator,
+    LatencyIndicator,
+    LatencyMetric,
+)
+from slo.objectives import Objectives
+from slo.outcomes import (
+    FINISHED_REASON_OUTCOMES,
+    ErrorRatioResult,
+    Outcome,
+    error_ratio_from_increases,
+    error_ratios_by_window,
+    finished_reason_outcome,
+    http_code_outcome,
+)
 from slo.quantile import QuantileResult, histogram_fraction, histogram_quantile
 from slo.showback import (
     FOCUS_COLUMNS,
@@ -87,7 +105,7 @@ from slo.showback import (
     showback,
     showback_totals,
 )
-from slo.spec import Objectives, Selector, SLOSpec, load_slos, load_slos_file
+from slo.spec import Selector, SLOSpec, load_slos, parse_slo
 from slo.tpot import tpot_seconds
 from slo.window import (
     HistogramSnapshot,
@@ -104,6 +122,7 @@ from slo.window import (
 )
 
 __all__ = [
+    "FINISHED_REASON_OUTCOMES",
     "FOCUS_COLUMNS",
     "SMALL_DELTA_TOLERANCE",
     "SRE_WORKBOOK_28D",
@@ -118,15 +137,22 @@ __all__ = [
     "CapacityPlan",
     "ClassicHistogram",
     "DuplicateLabelSetError",
+    "ErrorRatioIndicator",
+    "ErrorRatioResult",
+    "ErrorSource",
     "ExponentialHistogram",
     "ExponentialQuantile",
     "GoodputResult",
     "GroupedBuckets",
     "HistogramSnapshot",
+    "Indicator",
     "InputOutputCost",
     "JointAttainmentBounds",
+    "LatencyIndicator",
+    "LatencyMetric",
     "LayoutMismatchError",
     "Objectives",
+    "Outcome",
     "Pricing",
     "QuantileResult",
     "RangeSemantics",
@@ -156,10 +182,13 @@ __all__ = [
     "effective_cost_per_million_tokens",
     "error_budget",
     "error_ratio",
+    "error_ratio_from_increases",
+    "error_ratios_by_window",
     "evaluate_burn_rates",
     "exponential_quantile",
     "extrapolated_increase",
     "extrapolated_rate",
+    "finished_reason_outcome",
     "firing_severities",
     "focus_csv",
     "good_token_cost_per_million_tokens",
@@ -170,6 +199,7 @@ __all__ = [
     "histogram_increase",
     "histogram_quantile",
     "histogram_rate",
+    "http_code_outcome",
     "is_good",
     "joint_attainment_bounds",
     "kv_cache_budget_bytes",
@@ -177,11 +207,11 @@ __all__ = [
     "latest_at",
     "littles_law_concurrency",
     "load_slos",
-    "load_slos_file",
     "merge_exponential_histograms",
     "merge_histograms",
     "objective_attainment",
     "parse_le",
+    "parse_slo",
     "plan_capacity",
     "replicas_needed",
     "request_goodput",

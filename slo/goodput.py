@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 from slo.errors import SLOError
 from slo.histogram import ClassicHistogram
+from slo.objectives import Objectives
 from slo.quantile import histogram_fraction
-from slo.spec import Objectives
 from slo.tpot import tpot_seconds
 
 
