@@ -9,11 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import slo
-from collectors.config import ConfigError, load_config
+from collectors.config import ConfigError, load_config, parse_config
 from slo import (
     ErrorRatioIndicator,
     ErrorSource,
@@ -440,3 +441,12 @@ def test_error_ratio_switches_are_booleans(key: str, value: object) -> None:
         assert not isinstance(value, bool)
         return
     assert getattr(spec.indicator, key) is value
+
+
+def test_the_documented_example_loads() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "slo.md").read_text(encoding="utf-8")
+    section = docs[docs.index("## The SLO model") :]
+    example = section[section.index("```yaml") + len("```yaml") : section.index("```\n", 8)]
+    ttft, availability = parse_config(yaml.safe_load(example)).slos
+    assert ttft.indicator == LatencyIndicator(LatencyMetric.TTFT, 0.5)
+    assert availability.indicator == ErrorRatioIndicator(ErrorSource.REQUESTS, True, False)
