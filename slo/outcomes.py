@@ -11,7 +11,7 @@ outcome                    ``finished_reason`` (requests)              ``code`` 
 ``ERROR``                  error                                       5xx (503 included)
 ``LOAD_SHED``              rejected (bundled engine, at admission)     429
 ``ABORTED``                abort                                       499 (client closed)
-``UNRECOGNISED``           anything else, e.g. "" (SGLang: no reason)  not a 3-digit code
+``UNRECOGNISED``           anything else, e.g. "" (SGLang: no reason)  not a code 100-599
 =========================  ==========================================  =====================
 
 Errors are bad; good is good; load shedding is bad unless ``count_load_shedding`` is off and
@@ -21,6 +21,11 @@ Left out means neither good nor bad: a 429 not counted must not dilute the ratio
 NOTE: 4xx other than 429/499 count as good, as in Sloth's and Pyrra's examples: the server
 answered a malformed request correctly. A 503 is always an error: the bundled engine sends it
 when draining or dead, which is the server being unavailable, not deliberate shedding.
+
+NOTE: what a source cannot see stays unseen. TGI's coarse flag folds every failure (its ``err``:
+overloaded, validation, ...) into ``error``, so there ``count_load_shedding`` has nothing to act
+on and a malformed request counts as an error;
+vLLM counts finished requests only, so its HTTP-level refusals are not in ``requests``.
 
 Unrecognised values are left out and *reported* (:attr:`ErrorRatioResult.unrecognised`), so a
 new finished reason after an engine upgrade shows up instead of silently moving the ratio.

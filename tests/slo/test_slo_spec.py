@@ -450,3 +450,23 @@ def test_the_documented_example_loads() -> None:
     ttft, availability = parse_config(yaml.safe_load(example)).slos
     assert ttft.indicator == LatencyIndicator(LatencyMetric.TTFT, 0.5)
     assert availability.indicator == ErrorRatioIndicator(ErrorSource.REQUESTS, True, False)
+
+
+KNOWN_TOP_LEVEL = {"name", "description", "selector", "indicator", "target", "period_days"}
+
+
+@SETTINGS
+@given(st.text(max_size=20).filter(lambda key: key not in KNOWN_TOP_LEVEL | {"objectives"}))
+def test_any_unknown_field_is_named(key: str) -> None:
+    with pytest.raises(slo.SLOSpecError) as caught:
+        only(VALID | {key: 1})
+    assert caught.value.field == key
+
+
+@SETTINGS
+@given(st.text(max_size=20).filter(lambda kind: kind not in ("latency", "errors")), ANY_VALUE)
+def test_any_unknown_indicator_kind_is_named(kind: str, body: object) -> None:
+    with pytest.raises(slo.SLOSpecError) as caught:
+        only(with_changes(indicator={kind: body}))
+    assert caught.value.field == f"indicator.{kind}"
+    assert "unknown indicator kind" in caught.value.problem
