@@ -80,7 +80,7 @@ class ErrorRatioIndicator:
     per-tenant quota enforcement, i.e. the client's doing.
 
     ``count_aborts`` (default ``False``): a request aborted before it finished (finished
-    reason ``abort``, almost always a client that went away) counts as an error. When
+    reason ``abort`` or HTTP 499, almost always a client that went away) counts as an error. When
     ``False`` it is left out of the ratio: the client cancelled, so the outcome is unknown,
     and a slow server is the latency SLO's business.
     """
