@@ -23,6 +23,7 @@ from bench._workload import BOS_TOKEN_ID, RequestSpec
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+from slo import tpot_seconds
 
 # NOTE: one intra-op thread by default. The bench machine has 2 cores shared with other
 # work; with 2 threads, a competing process stalls torch's OpenMP barriers and decode
@@ -107,10 +108,10 @@ class RequestRecord:
     def tpot_seconds(self) -> float | None:
         """(e2e - ttft) / (output tokens - 1), as ``vllm bench serve``; 0 for one token."""
         if self.finished_time is None or self.first_token_time is None:
-            return None
-        if self.num_output_tokens < 2:
-            return 0.0
-        return (self.finished_time - self.first_token_time) / (self.num_output_tokens - 1)
+            return None  # NOTE: an unfinished request has no TPOT, even with one token
+        e2e_seconds = self.finished_time - self.arrival_time
+        ttft_seconds = self.first_token_time - self.arrival_time
+        return tpot_seconds(e2e_seconds, ttft_seconds, self.num_output_tokens)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,11 @@ store:
   rollup_retention_days: 30        # 1-minute roll-ups (default 30); not shorter than raw;
                                    # request records are kept as long
   span_retention_days: 14          # spans (default 14, Tempo's default)
+slos:                              # SLOs, validated by slo.load_slos (docs/slo.md)
+  - name: chat-ttft
+    indicator: {latency: {metric: ttft, threshold_seconds: 0.5}}
+    target: 0.99
+    period_days: 28
 ```
 
 Every error is a :class:`ConfigError` naming the key path and the offending value.
@@ -59,6 +64,7 @@ from collectors.scrape import (
 )
 from collectors.store.connection import DB_URL_ENV
 from collectors.store.rollups import MIN_RETENTION_SECONDS, RetentionPolicy
+from slo import SLOSpec, SLOSpecError, load_slos
 
 DEFAULT_LISTEN = "127.0.0.1:4318"
 GPU_MODES = ("auto", "on", "off")
@@ -135,6 +141,8 @@ class TailwatchConfig:
     database_url: str | None
     collector: CollectorConfig
     store: StoreConfig = field(default_factory=StoreConfig)
+    #: ``slos:``, validated by ``slo.load_slos`` (docs/slo.md, "The SLO model").
+    slos: tuple[SLOSpec, ...] = ()
 
 
 def load_config(path: str | os.PathLike[str] | None) -> TailwatchConfig:
@@ -164,11 +172,15 @@ def load_yaml(text: str, source: str) -> Any:
 def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:
     """Validate an already-loaded mapping (see the module docstring for the shape).
     ``base_dir``: the config file's folder, which a relative ``targets_file`` is under."""
-    root = _mapping(data, "(top level)", {"database_url", "collector", "store"})
+    root = _mapping(data, "(top level)", {"database_url", "collector", "store", "slos"})
     database_url = os.environ.get(DB_URL_ENV) or _optional_str(root, "database_url", "")
     collector = _collector(root.get("collector", {}), "collector", base_dir)
     store = _store(root.get("store", {}), "store")
-    return TailwatchConfig(database_url or None, collector, store)
+    try:
+        slos = load_slos(root)
+    except SLOSpecError as error:  # NOTE: chained, so .slo_name and .field stay reachable
+        raise ConfigError(f"slos: {error}") from error
+    return TailwatchConfig(database_url or None, collector, store, slos)
 
 
 def _store(data: Any, key: str) -> StoreConfig:

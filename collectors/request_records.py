@@ -18,6 +18,8 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from slo import tpot_seconds
+
 VLLM_SPAN_NAME = "llm_request"
 # Operations whose span is one model request (the conventions' inference operations).
 INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -196,11 +198,10 @@ def request_record(span: SpanRecord) -> RequestRecord | None:
     output_tokens = _count(
         _first(a, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
     )
+    # NOTE: a negative token count (a malformed span) has no TPOT, rather than failing ingestion.
     tpot = None
-    if output_tokens is not None and output_tokens <= 1:
-        tpot = 0.0
-    elif output_tokens is not None and e2e is not None and ttft is not None:
-        tpot = (e2e - ttft) / (output_tokens - 1)
+    if output_tokens is not None and output_tokens >= 0:
+        tpot = tpot_seconds(e2e, ttft, output_tokens)
     return RequestRecord(
         request_id=request_id,
         trace_id=span.trace_id,

@@ -1,8 +1,9 @@
 """Tailwatch's SLO arithmetic: pure functions on plain data (no SQL, HTTP, Streamlit or torch).
 
 Quantiles on classic and exponential histograms with their error bounds, window arithmetic
-over cumulative snapshots, the SLO model, goodput, error budgets and burn rates, cost per
-million tokens with showback, and capacity planning. See ``docs/slo.md``.
+over cumulative snapshots, the SLO model (a latency or an error-ratio indicator, and which
+request outcomes are errors), goodput, error budgets and burn rates, cost per million tokens
+with showback, and capacity planning. See ``docs/slo.md``.
 """
 
 from slo.buckets import (
@@ -16,12 +17,15 @@ from slo.buckets import (
 from slo.budget import (
     SRE_WORKBOOK_28D,
     SRE_WORKBOOK_30D,
+    SRE_WORKBOOK_POLICY,
+    BudgetPolicyRow,
     BurnRateCheck,
     BurnRateWindow,
     budget_remaining,
     budget_spent_fraction,
     burn_rate,
     burn_rate_factor,
+    burn_rate_table,
     burn_rate_windows,
     error_budget,
     error_ratio,
@@ -73,6 +77,23 @@ from slo.goodput import (
     request_goodput,
 )
 from slo.histogram import ClassicHistogram
+from slo.indicators import (
+    ErrorRatioIndicator,
+    ErrorSource,
+    Indicator,
+    LatencyIndicator,
+    LatencyMetric,
+)
+from slo.objectives import Objectives
+from slo.outcomes import (
+    FINISHED_REASON_OUTCOMES,
+    ErrorRatioResult,
+    Outcome,
+    error_ratio_from_increases,
+    error_ratios_by_window,
+    finished_reason_outcome,
+    http_code_outcome,
+)
 from slo.quantile import QuantileResult, histogram_fraction, histogram_quantile
 from slo.showback import (
     FOCUS_COLUMNS,
@@ -84,7 +105,8 @@ from slo.showback import (
     showback,
     showback_totals,
 )
-from slo.spec import Objectives, Selector, SLOSpec, load_slos, load_slos_file
+from slo.spec import Selector, SLOSpec, load_slos, parse_slo
+from slo.tpot import tpot_seconds
 from slo.window import (
     HistogramSnapshot,
     RangeSemantics,
@@ -100,27 +122,37 @@ from slo.window import (
 )
 
 __all__ = [
+    "FINISHED_REASON_OUTCOMES",
     "FOCUS_COLUMNS",
     "SMALL_DELTA_TOLERANCE",
     "SRE_WORKBOOK_28D",
     "SRE_WORKBOOK_30D",
+    "SRE_WORKBOOK_POLICY",
     "AttainmentEstimate",
     "Bucket",
     "BucketGroup",
+    "BudgetPolicyRow",
     "BurnRateCheck",
     "BurnRateWindow",
     "CapacityPlan",
     "ClassicHistogram",
     "DuplicateLabelSetError",
+    "ErrorRatioIndicator",
+    "ErrorRatioResult",
+    "ErrorSource",
     "ExponentialHistogram",
     "ExponentialQuantile",
     "GoodputResult",
     "GroupedBuckets",
     "HistogramSnapshot",
+    "Indicator",
     "InputOutputCost",
     "JointAttainmentBounds",
+    "LatencyIndicator",
+    "LatencyMetric",
     "LayoutMismatchError",
     "Objectives",
+    "Outcome",
     "Pricing",
     "QuantileResult",
     "RangeSemantics",
@@ -141,6 +173,7 @@ __all__ = [
     "budget_spent_fraction",
     "burn_rate",
     "burn_rate_factor",
+    "burn_rate_table",
     "burn_rate_windows",
     "capacity_cost_per_million_tokens",
     "cost_per_million_tokens",
@@ -149,10 +182,13 @@ __all__ = [
     "effective_cost_per_million_tokens",
     "error_budget",
     "error_ratio",
+    "error_ratio_from_increases",
+    "error_ratios_by_window",
     "evaluate_burn_rates",
     "exponential_quantile",
     "extrapolated_increase",
     "extrapolated_rate",
+    "finished_reason_outcome",
     "firing_severities",
     "focus_csv",
     "good_token_cost_per_million_tokens",
@@ -163,6 +199,7 @@ __all__ = [
     "histogram_increase",
     "histogram_quantile",
     "histogram_rate",
+    "http_code_outcome",
     "is_good",
     "joint_attainment_bounds",
     "kv_cache_budget_bytes",
@@ -170,11 +207,11 @@ __all__ = [
     "latest_at",
     "littles_law_concurrency",
     "load_slos",
-    "load_slos_file",
     "merge_exponential_histograms",
     "merge_histograms",
     "objective_attainment",
     "parse_le",
+    "parse_slo",
     "plan_capacity",
     "replicas_needed",
     "request_goodput",
@@ -186,4 +223,5 @@ __all__ = [
     "split_cost_by_time_share",
     "time_to_exhaustion_seconds",
     "tokens_that_fit",
+    "tpot_seconds",
 ]

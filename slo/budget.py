@@ -4,7 +4,8 @@ Target ``T``, budget ``B = 1 - T``; error ratio ``E(w) = bad / total`` over a wi
 burn rate ``E(w) / B`` (1 spends exactly the budget over the SLO period). An alert row fires
 when the error ratio over *both* its long and short window exceeds ``factor * B``; rows of
 one severity are ORed (Google SRE Workbook, "Alerting on SLOs", and
-``shared/reference/prometheus-slo.md`` §3). Windows and factors are data: the tables below.
+``shared/reference/prometheus-slo.md`` §3). Windows and budget fractions are data (the
+tables below); each factor is derived from its fraction, in :func:`burn_rate_factor` only.
 For a latency SLO the error ratio is the fraction of requests over the threshold,
 ``1 - objective_attainment(...)``.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from slo.errors import SLOError
 
@@ -27,34 +29,76 @@ _THRESHOLD_RELATIVE_MARGIN = 1e-9
 
 @dataclass(frozen=True)
 class BurnRateWindow:
-    """One MWMB row: fire when both windows burn faster than ``burn_rate_factor``.
+    """One MWMB row: fire when both windows burn faster than :attr:`burn_rate_factor`.
 
-    ``budget_fraction`` is the share of the period's budget spent when the long window burns at
-    exactly the factor: ``factor = budget_fraction * period / long_window``.
+    The row is written as what it means, "``budget_fraction`` of the period's budget spent
+    within the long window", and the factor is derived from it (:func:`burn_rate_factor`),
+    so the two can never disagree. Scaling all three durations by one factor (compressed
+    drills) keeps the factor.
     """
 
     severity: str
     long_window_seconds: float
     short_window_seconds: float
-    burn_rate_factor: float
+    budget_fraction: float
+    period_seconds: float
+
+    def __post_init__(self) -> None:
+        durations = {
+            "long_window_seconds": self.long_window_seconds,
+            "short_window_seconds": self.short_window_seconds,
+            "period_seconds": self.period_seconds,
+        }
+        for name, value in durations.items():
+            if not (math.isfinite(value) and value > 0):
+                raise SLOError(f"{self.severity} row: {name} must be positive, got {value}")
+        if self.short_window_seconds > self.long_window_seconds:
+            raise SLOError(
+                f"{self.severity} row: the short window ({self.short_window_seconds:g} s) must "
+                f"not exceed the long one ({self.long_window_seconds:g} s)"
+            )
+        if not 0 < self.budget_fraction <= 1:
+            raise SLOError(
+                f"{self.severity} row: budget_fraction must be in (0, 1], got "
+                f"{self.budget_fraction}"
+            )
+
+    @property
+    def burn_rate_factor(self) -> float:
+        """The burn rate both windows must exceed: ``fraction * period / long_window``."""
+        return burn_rate_factor(self.budget_fraction, self.period_seconds, self.long_window_seconds)
+
+
+class BudgetPolicyRow(NamedTuple):
+    """A row of a burn-rate policy before a period is chosen: severity, windows, fraction."""
+
+    severity: str
+    long_window_seconds: float
+    short_window_seconds: float
     budget_fraction: float
 
 
-#: SRE Workbook table 5-8 plus its 1d/2h ticket row, for a 30-day period.
-SRE_WORKBOOK_30D: tuple[BurnRateWindow, ...] = (
-    BurnRateWindow("page", 1 * HOUR_SECONDS, 5 * 60.0, 14.4, 0.02),
-    BurnRateWindow("page", 6 * HOUR_SECONDS, 30 * 60.0, 6.0, 0.05),
-    BurnRateWindow("ticket", 1 * DAY_SECONDS, 2 * HOUR_SECONDS, 3.0, 0.10),
-    BurnRateWindow("ticket", 3 * DAY_SECONDS, 6 * HOUR_SECONDS, 1.0, 0.10),
+#: SRE Workbook table 5-8 plus its 1d/2h ticket row (also Sloth's ``google-{28d,30d}.yaml``):
+#: 2 % of the budget in 1 h, 5 % in 6 h, 10 % in 1 d and 10 % in 3 d; short = long / 12.
+SRE_WORKBOOK_POLICY: tuple[BudgetPolicyRow, ...] = (
+    BudgetPolicyRow("page", 1 * HOUR_SECONDS, 5 * 60.0, 0.02),
+    BudgetPolicyRow("page", 6 * HOUR_SECONDS, 30 * 60.0, 0.05),
+    BudgetPolicyRow("ticket", 1 * DAY_SECONDS, 2 * HOUR_SECONDS, 0.10),
+    BudgetPolicyRow("ticket", 3 * DAY_SECONDS, 6 * HOUR_SECONDS, 0.10),
 )
 
-#: The same budget fractions over 28 days (Sloth's ``google-28d.yaml``).
-SRE_WORKBOOK_28D: tuple[BurnRateWindow, ...] = (
-    BurnRateWindow("page", 1 * HOUR_SECONDS, 5 * 60.0, 13.44, 0.02),
-    BurnRateWindow("page", 6 * HOUR_SECONDS, 30 * 60.0, 5.6, 0.05),
-    BurnRateWindow("ticket", 1 * DAY_SECONDS, 2 * HOUR_SECONDS, 2.8, 0.10),
-    BurnRateWindow("ticket", 3 * DAY_SECONDS, 6 * HOUR_SECONDS, 14 / 15, 0.10),
-)
+
+def burn_rate_table(
+    policy: Sequence[BudgetPolicyRow], period_seconds: float
+) -> tuple[BurnRateWindow, ...]:
+    """The policy's rows over one SLO period, each with its factor derived from its fraction."""
+    return tuple(BurnRateWindow(*row, period_seconds=period_seconds) for row in policy)
+
+
+#: 30 days: factors 14.4, 6, 3, 1 (the Workbook's).
+SRE_WORKBOOK_30D = burn_rate_table(SRE_WORKBOOK_POLICY, 30 * DAY_SECONDS)
+#: 28 days: factors 13.44, 5.6, 2.8, 14/15 (Sloth's ``google-28d.yaml``).
+SRE_WORKBOOK_28D = burn_rate_table(SRE_WORKBOOK_POLICY, 28 * DAY_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -109,7 +153,13 @@ def time_to_exhaustion_seconds(rate: float, period_seconds: float) -> float:
 def burn_rate_factor(
     budget_fraction: float, period_seconds: float, long_window_seconds: float
 ) -> float:
-    """The factor that spends ``budget_fraction`` of the budget in ``long_window``."""
+    """The burn rate that spends ``budget_fraction`` of the budget in ``long_window``:
+    ``fraction * period / long_window`` (Workbook; Sloth's ``getBurnRateFactor``).
+
+    The one place the factor is computed: the tables hold only fractions and windows.
+    NOTE: evaluated as ``(fraction * period) / window``, which gives the published 13.44, 5.6,
+    2.8 and 14/15 exactly, where ``fraction * (period / window)`` is one ulp off.
+    """
     return budget_fraction * period_seconds / long_window_seconds
 
 

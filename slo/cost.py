@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from slo.errors import SLOError
 from slo.goodput import RequestRecord, is_good
-from slo.spec import Objectives
+from slo.objectives import Objectives
 
 TOKENS_PER_MILLION = 1_000_000
 _CURRENCY = re.compile(r"[A-Z]{3}")

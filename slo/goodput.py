@@ -2,8 +2,8 @@
 
 From request records, exactly as ``vllm bench serve --goodput`` defines it: a request is good
 when it succeeded and, for every objective given, ``threshold >= measured`` (inclusive);
-``TPOT = (e2e - TTFT) / (output_tokens - 1)``, and 0 for one-token outputs; goodput is good
-requests per second of benchmark wall time.
+``TPOT = (e2e - TTFT) / (output_tokens - 1)``, and 0 for one-token outputs
+(:func:`slo.tpot_seconds`); goodput is good requests per second of benchmark wall time.
 
 From histograms only, per objective: the fraction of observations at or below the threshold,
 exact when the threshold is a bucket bound and otherwise interpolated (and flagged), with the
@@ -21,8 +21,9 @@ from typing import NamedTuple
 
 from slo.errors import SLOError
 from slo.histogram import ClassicHistogram
+from slo.objectives import Objectives
 from slo.quantile import histogram_fraction
-from slo.spec import Objectives
+from slo.tpot import tpot_seconds
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,7 @@ class RequestRecord:
     @property
     def tpot_seconds(self) -> float:
         """``(e2e - ttft) / (output_tokens - 1)``; 0 when at most one token was generated."""
-        if self.output_tokens <= 1:
-            return 0.0
-        return (self.e2e_seconds - self.ttft_seconds) / (self.output_tokens - 1)
+        return tpot_seconds(self.e2e_seconds, self.ttft_seconds, self.output_tokens)
 
 
 class GoodputResult(NamedTuple):

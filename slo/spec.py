@@ -1,15 +1,25 @@
-"""The SLO model: typed, validated once at the edge, loaded from the ``slos:`` section of
-``tailwatch.yaml`` (a mapping already read) or from a YAML file.
+"""The SLO model: typed and validated once, at the edge, from the ``slos:`` section of an
+already parsed ``tailwatch.yaml``. Reading the file is the application's job
+(``collectors.config.load_config``); nothing in ``slo`` does I/O.
 
 .. code-block:: yaml
 
     slos:
-      - name: chat-latency
+      - name: chat-ttft
         description: interactive chat on the 8B model   # optional
         selector: {model: llama-3-8b, tenant: acme, route: /v1/chat/completions}  # each optional
-        objectives: {ttft_seconds: 0.5, tpot_seconds: 0.05}  # at least one of the four
-        target: 0.99          # attainment target, a fraction in (0, 1)
+        indicator:                                      # exactly one kind
+          latency: {metric: ttft, threshold_seconds: 0.5}   # ttft, tpot, itl or e2e
+        target: 0.99          # a fraction in (0, 1)
         period_days: 28       # 28 or 30
+      - name: chat-availability
+        indicator:
+          errors: {source: requests}   # or http_responses; count_load_shedding, count_aborts
+        target: 0.999
+        period_days: 30
+
+The older ``objectives: {ttft_seconds: 0.5}`` with exactly one threshold still reads as a
+latency indicator; with several it is refused with the rewrite (one SLO per threshold).
 
 Every error is an :class:`SLOSpecError` naming the SLO (its name, or ``slos[i]`` before the
 name is known) and the field.
@@ -19,18 +29,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from slo.errors import SLOSpecError
+from slo.indicators import (
+    ErrorRatioIndicator,
+    ErrorSource,
+    Indicator,
+    LatencyIndicator,
+    LatencyMetric,
+)
+from slo.objectives import Objectives
 
 SUPPORTED_PERIOD_DAYS = (28, 30)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
-_TOP_LEVEL_FIELDS = {"name", "description", "selector", "objectives", "target", "period_days"}
+_TOP_LEVEL_FIELDS = {"name", "description", "selector", "indicator", "target", "period_days"}
+_LEGACY_OBJECTIVES = "objectives"  # the one-threshold form from before indicators had kinds
 
 
 @dataclass(frozen=True)
@@ -50,30 +66,13 @@ class Selector:
 
 
 @dataclass(frozen=True)
-class Objectives:
-    """Latency thresholds in seconds; a request meets an objective when its measured value is
-    ``<=`` the threshold (``vllm bench serve --goodput`` semantics). ``None`` = not an objective."""
-
-    ttft_seconds: float | None = None
-    tpot_seconds: float | None = None
-    itl_seconds: float | None = None
-    e2e_seconds: float | None = None
-
-    def given(self) -> Iterator[tuple[str, float]]:
-        """``(field name, threshold_seconds)`` for each objective that is set."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None:
-                yield f.name, value
-
-
-@dataclass(frozen=True)
 class SLOSpec:
-    """One service level objective."""
+    """One service level objective: what it measures (``indicator``, exactly one kind), over
+    which traffic (``selector``), how often it must be good (``target``), over what period."""
 
     name: str
     selector: Selector
-    objectives: Objectives
+    indicator: Indicator
     target: float
     period_days: int
     description: str = ""
@@ -106,20 +105,6 @@ def load_slos(config: Mapping[str, Any]) -> tuple[SLOSpec, ...]:
     return tuple(specs)
 
 
-def load_slos_file(path: str | Path) -> tuple[SLOSpec, ...]:
-    """Read a YAML file (``tailwatch.yaml`` or one holding only ``slos:``) and validate it."""
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SLOSpecError(str(path), "slos", f"is not valid YAML: {exc}") from exc
-    if document is None:
-        return ()
-    if not isinstance(document, Mapping):
-        raise SLOSpecError(str(path), "slos", "the file must hold a mapping with an 'slos' key")
-    return load_slos(document)
-
-
 def parse_slo(item: Any, where: str) -> SLOSpec:
     """Validate one SLO mapping; ``where`` names it in errors until its name is known."""
     if not isinstance(item, Mapping):
@@ -132,7 +117,7 @@ def parse_slo(item: Any, where: str) -> SLOSpec:
             f"must be letters, digits and _ . : - (starting with one of the "
             f"first two), got {name!r}",
         )
-    unknown = sorted(set(item) - _TOP_LEVEL_FIELDS)
+    unknown = sorted(map(str, set(item) - _TOP_LEVEL_FIELDS - {_LEGACY_OBJECTIVES}))
     if unknown:
         raise SLOSpecError(name, unknown[0], f"unknown field; known: {sorted(_TOP_LEVEL_FIELDS)}")
     description = item.get("description", "")
@@ -141,7 +126,7 @@ def parse_slo(item: Any, where: str) -> SLOSpec:
     return SLOSpec(
         name=name,
         selector=_selector(name, {} if item.get("selector") is None else item["selector"]),
-        objectives=_objectives(name, item.get("objectives")),
+        indicator=_indicator_of(name, item),
         target=_target(name, item.get("target")),
         period_days=_period(name, item.get("period_days")),
         description=description,
@@ -164,23 +149,137 @@ def _selector(name: str, raw: Any) -> Selector:
     return Selector(**values)
 
 
-def _objectives(name: str, raw: Any) -> Objectives:
+_LATENCY_EXAMPLE = "indicator: {latency: {metric: ttft, threshold_seconds: 0.5}}"
+_ERRORS_EXAMPLE = "indicator: {errors: {source: requests}}"
+_INDICATOR_KINDS = ("latency", "errors")
+_LATENCY_FIELDS = ("metric", "threshold_seconds")
+_ERRORS_FIELDS = ("source", "count_load_shedding", "count_aborts")
+
+
+def _indicator_of(name: str, item: Mapping[str, Any]) -> Indicator:
+    if "indicator" in item and _LEGACY_OBJECTIVES in item:
+        raise SLOSpecError(
+            name,
+            _LEGACY_OBJECTIVES,
+            "give indicator or objectives, not both (objectives is the older spelling of "
+            "indicator: {latency: ...})",
+        )
+    if _LEGACY_OBJECTIVES in item:
+        return _legacy_objectives(name, item[_LEGACY_OBJECTIVES])
+    raw = item.get("indicator")
+    if not isinstance(raw, Mapping) or len(raw) != 1:
+        got = sorted(map(str, raw)) if isinstance(raw, Mapping) else repr(raw)
+        raise SLOSpecError(
+            name,
+            "indicator",
+            f"must hold exactly one kind, {' or '.join(_INDICATOR_KINDS)}, got {got} (e.g. "
+            f"{_LATENCY_EXAMPLE} or {_ERRORS_EXAMPLE}; one SLO per indicator)",
+        )
+    ((kind, body),) = raw.items()
+    if kind == "latency":
+        return _latency(name, body, "indicator.latency")
+    if kind == "errors":
+        return _errors(name, body, "indicator.errors")
+    raise SLOSpecError(
+        name, f"indicator.{kind}", f"unknown indicator kind; known: {list(_INDICATOR_KINDS)}"
+    )
+
+
+def _latency(name: str, raw: Any, where: str) -> LatencyIndicator:
+    body = _fields(name, raw, where, _LATENCY_FIELDS)
+    metrics = [m.value for m in LatencyMetric]
+    metric = body.get("metric")
+    if metric not in metrics:
+        hint = ""
+        if isinstance(metric, str) and metric.removesuffix("_seconds") in metrics:
+            hint = f" (write metric: {metric.removesuffix('_seconds')})"
+        raise SLOSpecError(
+            name, f"{where}.metric", f"must be one of {metrics}, got {metric!r}{hint}"
+        )
+    threshold = body.get("threshold_seconds")
+    _check_seconds(name, f"{where}.threshold_seconds", threshold)
+    return LatencyIndicator(LatencyMetric(metric), float(threshold))
+
+
+def _errors(name: str, raw: Any, where: str) -> ErrorRatioIndicator:
+    body = _fields(name, raw, where, _ERRORS_FIELDS)
+    sources = [s.value for s in ErrorSource]
+    source = body.get("source")
+    if source not in sources:
+        raise SLOSpecError(
+            name,
+            f"{where}.source",
+            f"must be one of {sources}, got {source!r}: requests counts finished requests by "
+            "finished_reason (vLLM, TGI, TensorRT-LLM, Dynamo), http_responses counts responses "
+            "by status code (SGLang, the bundled engine)",
+        )
+    flags: dict[str, bool] = {}
+    for key in ("count_load_shedding", "count_aborts"):
+        if key in body:
+            if not isinstance(body[key], bool):
+                raise SLOSpecError(
+                    name, f"{where}.{key}", f"must be true or false, got {body[key]!r}"
+                )
+            flags[key] = body[key]
+    return ErrorRatioIndicator(ErrorSource(source), **flags)
+
+
+def _legacy_objectives(name: str, raw: Any) -> LatencyIndicator:
     known = [f.name for f in fields(Objectives)]
     if not isinstance(raw, Mapping) or not raw:
-        raise SLOSpecError(name, "objectives", f"must map at least one of {known} to seconds")
-    values: dict[str, float] = {}
+        raise SLOSpecError(
+            name,
+            _LEGACY_OBJECTIVES,
+            f"must map one of {known} to seconds; or write {_LATENCY_EXAMPLE}",
+        )
     for key, value in raw.items():
         if key not in known:
             hint = " (thresholds are in seconds: write ttft_seconds: 0.5)" if key == "ttft" else ""
             raise SLOSpecError(
-                name, f"objectives.{key}", f"unknown objective; known: {known}{hint}"
+                name, f"{_LEGACY_OBJECTIVES}.{key}", f"unknown objective; known: {known}{hint}"
             )
-        if not _is_number(value) or not (math.isfinite(value) and value > 0):
-            raise SLOSpecError(
-                name, f"objectives.{key}", f"must be a positive number of seconds, got {value!r}"
-            )
-        values[key] = float(value)
-    return Objectives(**values)
+        _check_seconds(name, f"{_LEGACY_OBJECTIVES}.{key}", value)
+    if len(raw) > 1:
+        rewrite = "; ".join(
+            f"indicator: {{latency: {{metric: {key.removesuffix('_seconds')}, "
+            f"threshold_seconds: {value:g}}}}}"
+            for key, value in raw.items()
+        )
+        raise SLOSpecError(
+            name,
+            _LEGACY_OBJECTIVES,
+            f"gives {len(raw)} thresholds, but an SLO's indicator judges one metric: write one "
+            f"SLO per threshold ({rewrite})",
+        )
+    ((key, value),) = raw.items()
+    return LatencyIndicator(LatencyMetric(key.removesuffix("_seconds")), float(value))
+
+
+def _fields(name: str, raw: Any, where: str, known: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise SLOSpecError(name, where, f"must be a mapping of {list(known)}, got {raw!r}")
+    for key in raw:
+        if key not in known:
+            raise SLOSpecError(name, f"{where}.{key}", f"unknown field; known: {list(known)}")
+    return raw
+
+
+def _check_seconds(name: str, field: str, value: Any) -> None:
+    # NOTE: float(), not math.isfinite(value): an int past float range (YAML reads 1e400
+    # written as digits as an int) raises OverflowError there instead of being refused.
+    seconds = _as_float(value)
+    if seconds is None or not (math.isfinite(seconds) and seconds > 0):
+        raise SLOSpecError(name, field, f"must be a positive number of seconds, got {value!r}")
+
+
+def _as_float(value: Any) -> float | None:
+    """A YAML number as a float (``inf`` past float range); ``None`` for anything else."""
+    if not _is_number(value):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _target(name: str, raw: Any) -> float:

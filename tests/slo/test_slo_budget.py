@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -58,18 +59,56 @@ def test_each_row_fires_just_above_its_threshold(table, row, long, short, bad, t
 
 
 def test_tables_are_the_workbook_factors() -> None:
+    # The published numbers, exactly: Workbook table 5-8 for 30 d, Sloth's google-28d.yaml.
     assert [w.burn_rate_factor for w in SRE_WORKBOOK_30D] == [14.4, 6.0, 3.0, 1.0]
-    assert [w.burn_rate_factor for w in SRE_WORKBOOK_28D] == pytest.approx(
-        [13.44, 5.6, 2.8, 0.9333333]
-    )
+    assert [w.burn_rate_factor for w in SRE_WORKBOOK_28D] == [13.44, 5.6, 2.8, 14 / 15]
     for table, days in ((SRE_WORKBOOK_30D, 30), (SRE_WORKBOOK_28D, 28)):
         assert slo.burn_rate_windows(days) is table
+        assert [(w.severity, w.budget_fraction) for w in table] == [
+            ("page", 0.02),
+            ("page", 0.05),
+            ("ticket", 0.10),
+            ("ticket", 0.10),
+        ]
         for w in table:
+            assert w.period_seconds == days * DAY
             assert w.short_window_seconds == w.long_window_seconds / 12
-            derived = slo.burn_rate_factor(w.budget_fraction, days * DAY, w.long_window_seconds)
-            assert derived == pytest.approx(w.burn_rate_factor, rel=1e-12)
     with pytest.raises(slo.SLOError, match="28 or 30"):
         slo.burn_rate_windows(7)
+
+
+def test_the_factor_is_derived_from_the_fraction_not_stored() -> None:
+    # fraction * period / long window (Sloth's getBurnRateFactor); the row has no factor field.
+    assert "burn_rate_factor" not in {f.name for f in dataclasses.fields(slo.BurnRateWindow)}
+    assert slo.burn_rate_factor(0.02, 30 * DAY, HOUR) == 14.4
+    assert slo.burn_rate_factor(0.10, 28 * DAY, 3 * DAY) == 14 / 15
+    # A drill that compresses every duration by the same factor keeps the burn-rate factors.
+    compressed = slo.burn_rate_table(
+        [row._replace(long_window_seconds=row.long_window_seconds / 720,
+                      short_window_seconds=row.short_window_seconds / 720)
+         for row in slo.SRE_WORKBOOK_POLICY],
+        30 * DAY / 720,
+    )  # fmt: skip
+    assert [w.burn_rate_factor for w in compressed] == pytest.approx([14.4, 6.0, 3.0, 1.0])
+    assert compressed[0].long_window_seconds == 5.0
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"long_window_seconds": 0.0}, "long_window_seconds must be positive, got 0.0"),
+        ({"short_window_seconds": math.nan}, "short_window_seconds must be positive, got nan"),
+        ({"period_seconds": math.inf}, "period_seconds must be positive, got inf"),
+        ({"short_window_seconds": 2 * HOUR}, "must not exceed the long one"),
+        ({"budget_fraction": 0.0}, "budget_fraction must be in (0, 1], got 0.0"),
+        ({"budget_fraction": 1.5}, "budget_fraction must be in (0, 1], got 1.5"),
+    ],
+)
+def test_a_row_refuses_impossible_windows_and_fractions(changes, message) -> None:
+    with pytest.raises(slo.SLOError) as caught:
+        dataclasses.replace(SRE_WORKBOOK_30D[0], **changes)
+    assert message in str(caught.value)
+    assert str(caught.value).startswith("page row: ")
 
 
 def test_a_full_outage_at_90_percent_never_pages_on_the_1h_row() -> None:
