@@ -7,13 +7,31 @@ back here.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any
 
 from engine.errors import ConfigError
 
-SchedulingPolicy = Literal["fcfs", "priority"]
-SCHEDULING_POLICIES: tuple[str, ...] = ("fcfs", "priority")
+
+class SchedulingPolicy(StrEnum):
+    """The order of the waiting queue and of preemption victims (vLLM's policies)."""
+
+    FCFS = "fcfs"  # arrival order; the last admitted is preempted first
+    PRIORITY = "priority"  # lowest ``priority`` value first; the largest is preempted first
+
+    @classmethod
+    def parse(cls, value: Any) -> SchedulingPolicy:
+        """The policy named ``value``; ``ConfigError`` naming it and the allowed ones."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise _fail(
+                "scheduling_policy", value, f"must be one of {', '.join(SCHEDULING_POLICIES)}"
+            ) from None
+
+
+SCHEDULING_POLICIES: tuple[str, ...] = tuple(p.value for p in SchedulingPolicy)
 
 # NOTE: vLLM's own defaults, except the CPU KV budget, which vLLM sizes with
 # VLLM_CPU_KVCACHE_SPACE (GiB); 256 MiB holds >100k tokens of the tiny preset.
@@ -24,64 +42,38 @@ def _fail(knob: str, value: Any, why: str) -> ConfigError:
     return ConfigError(f"{knob}={value!r}: {why}")
 
 
-@dataclass(frozen=True)
-class EngineConfig:
-    """Engine knobs. Names and meanings follow vLLM's engine arguments.
+def _check_positive_int(knob: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _fail(knob, value, "must be a positive integer")
 
-    ``num_gpu_blocks`` fixes the KV pool size in blocks; otherwise it is derived from
-    ``kv_cache_memory_bytes`` (on CPU; default 256 MiB) or ``gpu_memory_utilization``
-    (on CUDA: the fraction of device memory the engine may use, weights included).
+
+def _check_bool(knob: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _fail(knob, value, "must be true or false")
+
+
+def _knob(default: Any, help: str) -> Any:
+    """A config field whose default and help text the CLI options are built from."""
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    """What one scheduler step may take: the batch limits, validated together.
+
+    Frozen and replaced whole on a live knob change, so a step never sees half of a
+    change, and a bad change (refused here) leaves the limits in force untouched.
     """
 
-    model: str = "tiny"
-    block_size: int = 16
-    num_gpu_blocks: int | None = None
-    kv_cache_memory_bytes: int | None = None
-    gpu_memory_utilization: float = 0.9
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 2048
-    max_model_len: int = 2048
-    enable_prefix_caching: bool = True
-    enable_chunked_prefill: bool = True
-    scheduling_policy: SchedulingPolicy = "fcfs"
-    device: str = "auto"
-    dtype: str = "auto"
-    seed: int = 0
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    enable_chunked_prefill: bool
 
     def __post_init__(self) -> None:
-        for knob in ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
-            value = getattr(self, knob)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise _fail(knob, value, "must be a positive integer")
-        for knob in ("enable_prefix_caching", "enable_chunked_prefill"):
-            if not isinstance(getattr(self, knob), bool):
-                raise _fail(knob, getattr(self, knob), "must be true or false")
-        if self.block_size > 1024:
-            raise _fail("block_size", self.block_size, "must be at most 1024 (vLLM uses 16)")
-        if self.num_gpu_blocks is not None and (
-            isinstance(self.num_gpu_blocks, bool)
-            or not isinstance(self.num_gpu_blocks, int)
-            or self.num_gpu_blocks < 1
-        ):
-            raise _fail("num_gpu_blocks", self.num_gpu_blocks, "must be a positive integer")
-        if self.kv_cache_memory_bytes is not None and (
-            not isinstance(self.kv_cache_memory_bytes, int) or self.kv_cache_memory_bytes < 1
-        ):
-            raise _fail("kv_cache_memory_bytes", self.kv_cache_memory_bytes, "must be > 0 bytes")
-        if self.num_gpu_blocks is not None and self.kv_cache_memory_bytes is not None:
-            raise _fail(
-                "num_gpu_blocks",
-                self.num_gpu_blocks,
-                "set either num_gpu_blocks or kv_cache_memory_bytes, not both",
-            )
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise _fail("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]")
-        if self.scheduling_policy not in SCHEDULING_POLICIES:
-            raise _fail(
-                "scheduling_policy",
-                self.scheduling_policy,
-                f"must be one of {', '.join(SCHEDULING_POLICIES)}",
-            )
+        for knob in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+            _check_positive_int(knob, getattr(self, knob))
+        _check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise _fail(
                 "max_num_batched_tokens",
@@ -97,11 +89,86 @@ class EngineConfig:
                 f"({self.max_model_len}), or a long prompt could never be scheduled; "
                 "raise it or turn chunked prefill on",
             )
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine knobs. Names and meanings follow vLLM's engine arguments.
+
+    ``num_gpu_blocks`` fixes the KV pool size in blocks; otherwise it is derived from
+    ``kv_cache_memory_bytes`` (on CPU; default 256 MiB) or ``gpu_memory_utilization``
+    (on CUDA: the fraction of device memory the engine may use, weights included).
+    Each field's ``help`` metadata is the help text of its ``tailwatch engine`` option.
+    """
+
+    model: str = _knob("tiny", "Preset name or local checkpoint directory.")
+    block_size: int = _knob(16, "Tokens per KV-cache block.")
+    num_gpu_blocks: int | None = _knob(None, "KV pool size in blocks; default: sized from memory.")
+    kv_cache_memory_bytes: int | None = _knob(None, "KV-cache bytes on CPU (default 256 MiB).")
+    gpu_memory_utilization: float = _knob(
+        0.9, "On CUDA: share of device memory the engine may use (0-1]."
+    )
+    max_num_seqs: int = _knob(256, "Most requests running in one step.")
+    max_num_batched_tokens: int = _knob(2048, "Token budget of one step.")
+    max_model_len: int = _knob(2048, "Most tokens (prompt + output) per request.")
+    enable_prefix_caching: bool = _knob(True, "Reuse KV blocks of shared prefixes.")
+    enable_chunked_prefill: bool = _knob(True, "Split long prompts across steps (with decodes).")
+    scheduling_policy: SchedulingPolicy = _knob(  # noqa: RUF009 (an enum member is immutable)
+        SchedulingPolicy.FCFS, "fcfs | priority (X-Priority header)."
+    )
+    device: str = _knob("auto", "auto | cpu | cuda | cuda:N.")
+    dtype: str = _knob("auto", "auto | float32 | float16 | bfloat16.")
+    seed: int = _knob(0, "Seed of unseeded random sampling.")
+
+    def __post_init__(self) -> None:
+        _check_positive_int("block_size", self.block_size)
+        if self.block_size > 1024:
+            raise _fail("block_size", self.block_size, "must be at most 1024 (vLLM uses 16)")
+        _check_bool("enable_prefix_caching", self.enable_prefix_caching)
+        self.scheduler_limits()  # NOTE: the same checks a live knob change passes
+        if self.num_gpu_blocks is not None:
+            _check_positive_int("num_gpu_blocks", self.num_gpu_blocks)
+        if self.kv_cache_memory_bytes is not None and (
+            not isinstance(self.kv_cache_memory_bytes, int) or self.kv_cache_memory_bytes < 1
+        ):
+            raise _fail("kv_cache_memory_bytes", self.kv_cache_memory_bytes, "must be > 0 bytes")
+        if self.num_gpu_blocks is not None and self.kv_cache_memory_bytes is not None:
+            raise _fail(
+                "num_gpu_blocks",
+                self.num_gpu_blocks,
+                "set either num_gpu_blocks or kv_cache_memory_bytes, not both",
+            )
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise _fail("gpu_memory_utilization", self.gpu_memory_utilization, "must be in (0, 1]")
+        # NOTE: a string from a flag or a JSON body becomes the enum here, once; frozen
+        # dataclasses allow that only through object.__setattr__.
+        object.__setattr__(
+            self, "scheduling_policy", SchedulingPolicy.parse(self.scheduling_policy)
+        )
         if self.num_gpu_blocks is not None:
             check_kv_pool_fits(self, self.num_gpu_blocks)
 
+    def scheduler_limits(self) -> SchedulerLimits:
+        """The batch limits this configuration gives a scheduler (validated)."""
+        return SchedulerLimits(
+            max_num_seqs=self.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_model_len=self.max_model_len,
+            enable_chunked_prefill=self.enable_chunked_prefill,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def knob_defaults() -> dict[str, Any]:
+    """Each ``EngineConfig`` field's default, by name."""
+    return {f.name: f.default for f in fields(EngineConfig)}
+
+
+def knob_help() -> dict[str, str]:
+    """Each ``EngineConfig`` field's help text, by name (a CLI option's help)."""
+    return {f.name: f.metadata["help"] for f in fields(EngineConfig)}
 
 
 # Knobs that can change while the engine runs (applied between steps).

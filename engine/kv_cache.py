@@ -78,6 +78,11 @@ class KVCacheManager:
         return self.pool.usage
 
     @property
+    def num_usable_blocks(self) -> int:
+        """Blocks requests may hold: the pool less those a knob change reserved."""
+        return self.pool.num_usable_blocks
+
+    @property
     def prefix_cache_stats(self) -> PrefixCacheStats:
         return PrefixCacheStats(self._num_queries_tokens, self._num_hits_tokens)
 
@@ -144,6 +149,10 @@ class KVCacheManager:
         self._num_cached_blocks.pop(request.request_id, None)
         if blocks:
             self.pool.free_blocks(reversed(blocks))
+
+    def set_num_usable_blocks(self, num_blocks: int) -> None:
+        """Reserve all but ``num_blocks`` blocks: free ones now, held ones as they free."""
+        self.pool.set_num_reserved(self.pool.num_blocks - num_blocks)
 
     def set_caching(self, enabled: bool) -> None:
         """Turn prefix caching on or off between steps; off forgets every cached hash."""

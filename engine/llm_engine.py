@@ -101,7 +101,7 @@ class LLMEngine:
         """The knobs in force, with the KV pool's total and usable block counts."""
         knobs = self.live_config.to_dict()
         knobs["num_gpu_blocks"] = self.num_gpu_blocks
-        knobs["num_usable_gpu_blocks"] = self.scheduler.kv_cache.pool.num_usable_blocks
+        knobs["num_usable_gpu_blocks"] = self.scheduler.num_usable_blocks
         return knobs
 
     def update_knobs(self, changes: Mapping[str, Any]) -> list[KnobChange]:
@@ -119,7 +119,10 @@ class LLMEngine:
             )
         before = self.knobs()
         config_changes = {k: v for k, v in changes.items() if k != "num_usable_gpu_blocks"}
+        # NOTE: everything is validated before anything is applied: the whole new config
+        # (and with it the new SchedulerLimits), then the pool size it must fit.
         new_config = dataclasses.replace(self.live_config, **config_changes)
+        new_limits = new_config.scheduler_limits()
         usable = changes.get("num_usable_gpu_blocks", before["num_usable_gpu_blocks"])
         if isinstance(usable, bool) or not isinstance(usable, int) or usable < 1:
             raise ConfigError(f"num_usable_gpu_blocks={usable!r}: must be a positive integer")
@@ -129,15 +132,9 @@ class LLMEngine:
             )
         check_kv_pool_fits(new_config, usable)
         self.live_config = new_config
-        self.scheduler.set_limits(
-            max_num_seqs=new_config.max_num_seqs,
-            max_num_batched_tokens=new_config.max_num_batched_tokens,
-            enable_chunked_prefill=new_config.enable_chunked_prefill,
-        )
-        kv_cache = self.scheduler.kv_cache
-        if kv_cache.enable_caching != new_config.enable_prefix_caching:
-            kv_cache.set_caching(new_config.enable_prefix_caching)
-        kv_cache.pool.set_num_reserved(self.num_gpu_blocks - usable)
+        self.scheduler.set_limits(new_limits)
+        self.scheduler.set_prefix_caching(new_config.enable_prefix_caching)
+        self.scheduler.set_num_usable_blocks(usable)
         now, wall_now = self.clock(), self.wall_clock()
         after = self.knobs()
         return [

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Protocol
 
+from engine.config import SchedulingPolicy
 from engine.request import Request
 
 
@@ -107,5 +108,13 @@ class PriorityQueue:
         return iter(e[3] for e in sorted(live))
 
 
-def make_queue(policy: str) -> FCFSQueue | PriorityQueue:
-    return PriorityQueue() if policy == "priority" else FCFSQueue()
+_QUEUES: dict[SchedulingPolicy, type[FCFSQueue] | type[PriorityQueue]] = {
+    SchedulingPolicy.FCFS: FCFSQueue,
+    SchedulingPolicy.PRIORITY: PriorityQueue,
+}
+
+
+def make_queue(policy: SchedulingPolicy | str) -> FCFSQueue | PriorityQueue:
+    """The waiting queue of ``policy``; ``ConfigError`` naming an unknown one (never a
+    silent fallback to FCFS)."""
+    return _QUEUES[SchedulingPolicy.parse(policy)]()

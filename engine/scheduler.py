@@ -11,6 +11,10 @@ preemptions all fall out of that one rule. Order within a step:
 
 When the KV pool runs dry, a running request is preempted by recompute: its blocks are
 freed, its progress reset, and it goes back to the front of the waiting queue.
+
+The limits (``SchedulerLimits``) are one frozen value, replaced whole between steps.
+A step's prefill chunks are recorded on their requests when the step's outputs are
+applied, so a chunk unscheduled by a later preemption in the same step is never seen.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.block_pool import KVBlock
-from engine.config import EngineConfig
+from engine.config import EngineConfig, SchedulerLimits, SchedulingPolicy
 from engine.kv_cache import KVCacheManager
 from engine.request import Request, RequestStatus
 from engine.request_queue import make_queue
@@ -52,6 +57,8 @@ class SchedulerOutput:
     preempted_request_ids: tuple[str, ...]
     # Finished or aborted since the previous step: the runner drops their state.
     finished_request_ids: tuple[str, ...]
+    # When the step was scheduled (scheduler clock): the time of its prefill chunks.
+    scheduled_time: float
 
     @property
     def num_scheduled_tokens(self) -> int:
@@ -72,6 +79,14 @@ class SchedulerStats:
     prefix_cache_hits_tokens: int
 
 
+class _Allocation(NamedTuple):
+    """New blocks for a request (None if it was itself preempted), and every request
+    preempted to make room, in order."""
+
+    new_blocks: list[KVBlock] | None
+    victims: list[Request]
+
+
 class Scheduler:
     def __init__(
         self,
@@ -79,14 +94,12 @@ class Scheduler:
         kv_cache: KVCacheManager,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.config = config
         self.kv_cache = kv_cache
         self.clock = clock
-        self.max_num_seqs = config.max_num_seqs
-        self.max_num_batched_tokens = config.max_num_batched_tokens
-        self.enable_chunked_prefill = config.enable_chunked_prefill
+        self.policy = SchedulingPolicy.parse(config.scheduling_policy)
+        self.limits: SchedulerLimits = config.scheduler_limits()
         self.requests: dict[str, Request] = {}
-        self.waiting = make_queue(config.scheduling_policy)
+        self.waiting = make_queue(self.policy)
         self.running: list[Request] = []
         self.num_preemptions_total = 0
         self._finished_ids: list[str] = []
@@ -102,23 +115,35 @@ class Scheduler:
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
 
-    def set_limits(
-        self,
-        max_num_seqs: int | None = None,
-        max_num_batched_tokens: int | None = None,
-        enable_chunked_prefill: bool | None = None,
-    ) -> None:
-        """Change batch limits between steps (live knob changes; validated by the caller)."""
-        if max_num_seqs is not None:
-            self.max_num_seqs = max_num_seqs
-        if max_num_batched_tokens is not None:
-            self.max_num_batched_tokens = max_num_batched_tokens
-        if enable_chunked_prefill is not None:
-            self.enable_chunked_prefill = enable_chunked_prefill
+    def set_limits(self, limits: SchedulerLimits) -> None:
+        """Replace the limits whole, between steps (a live knob change).
+
+        Lowering ``max_num_seqs`` preempts nothing: it stops admissions until enough
+        running requests finish.
+        """
+        if not isinstance(limits, SchedulerLimits):
+            raise TypeError(f"limits={limits!r}: must be a SchedulerLimits")
+        self.limits = limits
+
+    @property
+    def num_usable_blocks(self) -> int:
+        """KV blocks requests may use: the pool less any reserved by a knob change."""
+        return self.kv_cache.num_usable_blocks
+
+    def set_num_usable_blocks(self, num_blocks: int) -> None:
+        """Shrink or restore the KV pool between steps; held blocks are withheld only as
+        their requests release them."""
+        self.kv_cache.set_num_usable_blocks(num_blocks)
+
+    def set_prefix_caching(self, enabled: bool) -> None:
+        """Turn prefix caching on or off between steps; off forgets every cached hash."""
+        if self.kv_cache.enable_caching != enabled:
+            self.kv_cache.set_caching(enabled)
 
     def schedule(self) -> SchedulerOutput:
         now = self.clock()
-        budget = self.max_num_batched_tokens
+        limits = self.limits
+        budget = limits.max_num_batched_tokens
         scheduled: dict[str, ScheduledRequest] = {}
         preempted: list[Request] = []
 
@@ -130,27 +155,28 @@ class Scheduler:
             if request.status is not RequestStatus.RUNNING:
                 continue  # preempted earlier in this step to make room
             num_new = min(request.num_tokens_to_compute, budget)
-            if num_new < request.num_tokens_to_compute and not self.enable_chunked_prefill:
+            if num_new < request.num_tokens_to_compute and not limits.enable_chunked_prefill:
                 continue
-            num_preempted_before = len(preempted)
-            new_blocks = self._allocate_or_preempt(request, num_new, preempted, now)
-            for victim in preempted[num_preempted_before:]:
+            allocation = self._allocate_or_preempt(request, num_new, now)
+            for victim in allocation.victims:
                 budget += self._unschedule(victim, scheduled)
-            if new_blocks is None:
+            preempted.extend(allocation.victims)
+            if allocation.new_blocks is None:
                 continue
-            scheduled[request.request_id] = self._scheduled(request, num_new, new_blocks, False)
-            if num_new > 1:
-                request.prefill_chunks.append((now, request.num_computed_tokens, num_new))
+            scheduled[request.request_id] = self._scheduled(
+                request, num_new, allocation.new_blocks, False
+            )
             budget -= num_new
 
         if not preempted:
-            budget = self._admit(budget, scheduled, now)
+            budget = self._admit(limits, budget, scheduled, now)
 
         finished, self._finished_ids = tuple(self._finished_ids), []
         return SchedulerOutput(
             scheduled=tuple(scheduled.values()),
             preempted_request_ids=tuple(r.request_id for r in preempted),
             finished_request_ids=finished,
+            scheduled_time=now,
         )
 
     def update_from_output(
@@ -163,6 +189,12 @@ class Scheduler:
             request = self.requests.get(item.request_id)
             if request is None or request.status is not RequestStatus.RUNNING:
                 continue
+            if item.is_new or item.num_new_tokens > 1:
+                # NOTE: an admission (or resumption) is always a chunk, even of one
+                # token; a running request's step is one only past a single decode token.
+                request.prefill_chunks.append(
+                    (output.scheduled_time, item.num_computed_tokens, item.num_new_tokens)
+                )
             request.num_computed_tokens += item.num_new_tokens
             self.kv_cache.cache_computed_blocks(request)
             if item.samples_token:
@@ -206,13 +238,19 @@ class Scheduler:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _admit(self, budget: int, scheduled: dict[str, ScheduledRequest], now: float) -> int:
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+    def _admit(
+        self,
+        limits: SchedulerLimits,
+        budget: int,
+        scheduled: dict[str, ScheduledRequest],
+        now: float,
+    ) -> int:
+        while self.waiting and budget > 0 and len(self.running) < limits.max_num_seqs:
             request = self.waiting.peek()
             hit_blocks, num_hit_tokens = self.kv_cache.get_computed_blocks(request)
             num_new = request.num_tokens - num_hit_tokens
             if num_new > budget:
-                if not self.enable_chunked_prefill:
+                if not limits.enable_chunked_prefill:
                     break
                 num_new = budget
             if self.kv_cache.allocate_slots(request, num_new, hit_blocks, num_hit_tokens) is None:
@@ -227,29 +265,24 @@ class Scheduler:
             request.status = RequestStatus.RUNNING
             self.running.append(request)
             scheduled[request.request_id] = self._scheduled(request, num_new, None, True)
-            request.prefill_chunks.append((now, num_hit_tokens, num_new))
             budget -= num_new
         return budget
 
-    def _allocate_or_preempt(
-        self,
-        request: Request,
-        num_new: int,
-        preempted: list[Request],
-        now: float,
-    ) -> list[KVBlock] | None:
+    def _allocate_or_preempt(self, request: Request, num_new: int, now: float) -> _Allocation:
+        """Blocks for ``num_new`` more tokens of ``request``, preempting until they fit."""
+        victims: list[Request] = []
         while True:
             new_blocks = self.kv_cache.allocate_slots(request, num_new)
             if new_blocks is not None:
-                return new_blocks
+                return _Allocation(new_blocks, victims)
             victim = self._pick_victim()
             self._preempt(victim, now)
-            preempted.append(victim)
+            victims.append(victim)
             if victim is request:
-                return None
+                return _Allocation(None, victims)
 
     def _pick_victim(self) -> Request:
-        if self.config.scheduling_policy == "priority":
+        if self.policy is SchedulingPolicy.PRIORITY:
             # Lowest priority means the largest value; among equals, the latest arrival.
             return max(self.running, key=lambda r: (r.priority, r.arrival_time))
         return self.running[-1]
@@ -269,12 +302,9 @@ class Scheduler:
 
     @staticmethod
     def _unschedule(victim: Request, scheduled: dict[str, ScheduledRequest]) -> int:
+        """Take a preempted request out of this step; the tokens it no longer uses."""
         item = scheduled.pop(victim.request_id, None)
-        if item is None:
-            return 0
-        if item.num_new_tokens > 1 and victim.prefill_chunks:
-            victim.prefill_chunks.pop()  # the chunk was never computed
-        return item.num_new_tokens
+        return 0 if item is None else item.num_new_tokens
 
     def _scheduled(
         self, request: Request, num_new: int, new_blocks: list[KVBlock] | None, is_new: bool

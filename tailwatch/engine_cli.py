@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from enum import Enum
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from engine.config import knob_defaults, knob_help
 from tailwatch.cli_options import typer_app
 
 engine_app = typer_app(help="The bundled inference engine.", no_args_is_help=True)
@@ -42,28 +44,36 @@ ENGINE_KNOB_OPTIONS = (
     "dtype",
 )
 
+# NOTE: defaults and help come from EngineConfig's fields, the one place they are
+# written (engine.config imports no torch, so the CLI still starts fast). A policy
+# default is passed as its plain string: the option's type stays ``str`` and a bad
+# name is refused by EngineConfig, naming the knob, as any other knob's value is.
+KNOB_DEFAULTS: dict[str, Any] = {
+    name: value.value if isinstance(value, Enum) else value
+    for name, value in knob_defaults().items()
+}
+_KNOB_HELP = knob_help()
+
+
+def _knob_option(knob: str) -> Any:
+    return typer.Option(help=_KNOB_HELP[knob])
+
 
 # The engine knobs as options, shared by `engine generate` and `engine serve` (vLLM's names).
-BlockSize = Annotated[int, typer.Option(help="Tokens per KV-cache block.")]
-NumGpuBlocks = Annotated[
-    int | None, typer.Option(help="KV pool size in blocks; default: sized from memory.")
-]
-KvCacheMemoryBytes = Annotated[
-    int | None, typer.Option(help="KV-cache bytes on CPU (default 256 MiB).")
-]
-GpuMemoryUtilization = Annotated[
-    float, typer.Option(help="On CUDA: share of device memory the engine may use (0-1].")
-]
-MaxNumSeqs = Annotated[int, typer.Option(help="Most requests running in one step.")]
-MaxNumBatchedTokens = Annotated[int, typer.Option(help="Token budget of one step.")]
-MaxModelLen = Annotated[int, typer.Option(help="Most tokens (prompt + output) per request.")]
-EnablePrefixCaching = Annotated[bool, typer.Option(help="Reuse KV blocks of shared prefixes.")]
-EnableChunkedPrefill = Annotated[
-    bool, typer.Option(help="Split long prompts across steps (with decodes).")
-]
-SchedulingPolicy = Annotated[str, typer.Option(help="fcfs | priority (X-Priority header).")]
-Device = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N.")]
-Dtype = Annotated[str, typer.Option(help="auto | float32 | float16 | bfloat16.")]
+Model = Annotated[str, _knob_option("model")]
+BlockSize = Annotated[int, _knob_option("block_size")]
+NumGpuBlocks = Annotated[int | None, _knob_option("num_gpu_blocks")]
+KvCacheMemoryBytes = Annotated[int | None, _knob_option("kv_cache_memory_bytes")]
+GpuMemoryUtilization = Annotated[float, _knob_option("gpu_memory_utilization")]
+MaxNumSeqs = Annotated[int, _knob_option("max_num_seqs")]
+MaxNumBatchedTokens = Annotated[int, _knob_option("max_num_batched_tokens")]
+MaxModelLen = Annotated[int, _knob_option("max_model_len")]
+EnablePrefixCaching = Annotated[bool, _knob_option("enable_prefix_caching")]
+EnableChunkedPrefill = Annotated[bool, _knob_option("enable_chunked_prefill")]
+SchedulingPolicy = Annotated[str, _knob_option("scheduling_policy")]
+Device = Annotated[str, _knob_option("device")]
+Dtype = Annotated[str, _knob_option("dtype")]
+EngineSeed = Annotated[int, _knob_option("seed")]
 
 
 def engine_config_from(options: dict[str, Any], **extra: Any):
@@ -83,7 +93,7 @@ def generate(
     prompt: Annotated[
         list[str], typer.Option("--prompt", "-p", help="A prompt; repeat for a batch.")
     ],
-    model: Annotated[str, typer.Option(help="Preset name or local checkpoint directory.")] = "tiny",
+    model: Model = KNOB_DEFAULTS["model"],
     max_tokens: Annotated[int, typer.Option(help="Tokens to generate per prompt.")] = 32,
     temperature: Annotated[float, typer.Option(help="0 is greedy.")] = 0.0,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass (0-1]; 1 is off.")] = 1.0,
@@ -91,18 +101,18 @@ def generate(
     seed: Annotated[int | None, typer.Option(help="Per-request sampling seed.")] = None,
     stop: Annotated[list[str] | None, typer.Option(help="Stop string; repeatable.")] = None,
     ignore_eos: Annotated[bool, typer.Option(help="Keep generating past end-of-sequence.")] = False,
-    block_size: BlockSize = 16,
-    num_gpu_blocks: NumGpuBlocks = None,
-    kv_cache_memory_bytes: KvCacheMemoryBytes = None,
-    gpu_memory_utilization: GpuMemoryUtilization = 0.9,
-    max_num_seqs: MaxNumSeqs = 256,
-    max_num_batched_tokens: MaxNumBatchedTokens = 2048,
-    max_model_len: MaxModelLen = 2048,
-    enable_prefix_caching: EnablePrefixCaching = True,
-    enable_chunked_prefill: EnableChunkedPrefill = True,
-    scheduling_policy: SchedulingPolicy = "fcfs",
-    device: Device = "auto",
-    dtype: Dtype = "auto",
+    block_size: BlockSize = KNOB_DEFAULTS["block_size"],
+    num_gpu_blocks: NumGpuBlocks = KNOB_DEFAULTS["num_gpu_blocks"],
+    kv_cache_memory_bytes: KvCacheMemoryBytes = KNOB_DEFAULTS["kv_cache_memory_bytes"],
+    gpu_memory_utilization: GpuMemoryUtilization = KNOB_DEFAULTS["gpu_memory_utilization"],
+    max_num_seqs: MaxNumSeqs = KNOB_DEFAULTS["max_num_seqs"],
+    max_num_batched_tokens: MaxNumBatchedTokens = KNOB_DEFAULTS["max_num_batched_tokens"],
+    max_model_len: MaxModelLen = KNOB_DEFAULTS["max_model_len"],
+    enable_prefix_caching: EnablePrefixCaching = KNOB_DEFAULTS["enable_prefix_caching"],
+    enable_chunked_prefill: EnableChunkedPrefill = KNOB_DEFAULTS["enable_chunked_prefill"],
+    scheduling_policy: SchedulingPolicy = KNOB_DEFAULTS["scheduling_policy"],
+    device: Device = KNOB_DEFAULTS["device"],
+    dtype: Dtype = KNOB_DEFAULTS["dtype"],
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:

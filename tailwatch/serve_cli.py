@@ -10,16 +10,19 @@ import typer
 
 from tailwatch.cli_options import port_option
 from tailwatch.engine_cli import (
+    KNOB_DEFAULTS,
     BlockSize,
     Device,
     Dtype,
     EnableChunkedPrefill,
     EnablePrefixCaching,
+    EngineSeed,
     GpuMemoryUtilization,
     KvCacheMemoryBytes,
     MaxModelLen,
     MaxNumBatchedTokens,
     MaxNumSeqs,
+    Model,
     NumGpuBlocks,
     SchedulingPolicy,
     _fail,
@@ -34,7 +37,7 @@ EXIT_ENGINE_DEAD = 3  # 1 is a failed start, 2 a usage error
 
 
 def serve(
-    model: Annotated[str, typer.Option(help="Preset name or local checkpoint directory.")] = "tiny",
+    model: Model = KNOB_DEFAULTS["model"],
     host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
         "127.0.0.1"
     ),
@@ -61,19 +64,19 @@ def serve(
         float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM.")
     ] = 30.0,
     access_log: Annotated[bool, typer.Option(help="Log every HTTP request.")] = True,
-    block_size: BlockSize = 16,
-    num_gpu_blocks: NumGpuBlocks = None,
-    kv_cache_memory_bytes: KvCacheMemoryBytes = None,
-    gpu_memory_utilization: GpuMemoryUtilization = 0.9,
-    max_num_seqs: MaxNumSeqs = 256,
-    max_num_batched_tokens: MaxNumBatchedTokens = 2048,
-    max_model_len: MaxModelLen = 2048,
-    enable_prefix_caching: EnablePrefixCaching = True,
-    enable_chunked_prefill: EnableChunkedPrefill = True,
-    scheduling_policy: SchedulingPolicy = "fcfs",
-    device: Device = "auto",
-    dtype: Dtype = "auto",
-    seed: Annotated[int, typer.Option(help="Seed of unseeded random sampling.")] = 0,
+    block_size: BlockSize = KNOB_DEFAULTS["block_size"],
+    num_gpu_blocks: NumGpuBlocks = KNOB_DEFAULTS["num_gpu_blocks"],
+    kv_cache_memory_bytes: KvCacheMemoryBytes = KNOB_DEFAULTS["kv_cache_memory_bytes"],
+    gpu_memory_utilization: GpuMemoryUtilization = KNOB_DEFAULTS["gpu_memory_utilization"],
+    max_num_seqs: MaxNumSeqs = KNOB_DEFAULTS["max_num_seqs"],
+    max_num_batched_tokens: MaxNumBatchedTokens = KNOB_DEFAULTS["max_num_batched_tokens"],
+    max_model_len: MaxModelLen = KNOB_DEFAULTS["max_model_len"],
+    enable_prefix_caching: EnablePrefixCaching = KNOB_DEFAULTS["enable_prefix_caching"],
+    enable_chunked_prefill: EnableChunkedPrefill = KNOB_DEFAULTS["enable_chunked_prefill"],
+    scheduling_policy: SchedulingPolicy = KNOB_DEFAULTS["scheduling_policy"],
+    device: Device = KNOB_DEFAULTS["device"],
+    dtype: Dtype = KNOB_DEFAULTS["dtype"],
+    seed: EngineSeed = KNOB_DEFAULTS["seed"],
 ) -> None:
     """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
 

@@ -31,19 +31,49 @@ def test_engine_generate_prints_tokens_and_timings():
     assert "8 output tokens" in result.output
 
 
-def test_user_mistakes_are_one_clear_line_without_traceback():
-    cases = [
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
         (["--model", "nope"], "neither a model preset"),
         (["--max-tokens", "0"], "max_tokens=0"),
         (["--max-model-len", "100000"], "max_model_len=100000"),
         (["--scheduling-policy", "lifo"], "scheduling_policy='lifo'"),
         (["--dtype", "int4"], "unknown dtype"),
-    ]
-    for extra, message in cases:
-        result = runner.invoke(app, ["engine", "generate", "-p", "x", *extra])
-        assert result.exit_code == 2, (extra, result.output)
-        assert message in result.output, (extra, result.output)
-        assert "Traceback" not in result.output
+    ],
+)
+def test_user_mistakes_are_one_clear_line_without_traceback(extra, message):
+    result = runner.invoke(app, ["engine", "generate", "-p", "x", *extra])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def _engine_knob_params(command_name: str) -> dict[str, object]:
+    """The click parameters of ``tailwatch engine <command_name>`` that are engine knobs."""
+    import typer.main
+
+    from tailwatch.engine_cli import ENGINE_KNOB_OPTIONS
+
+    knobs = {*ENGINE_KNOB_OPTIONS, "seed"} if command_name == "serve" else ENGINE_KNOB_OPTIONS
+    command = typer.main.get_command(app).commands["engine"].commands[command_name]
+    return {p.name: p for p in command.params if p.name in knobs}
+
+
+@pytest.mark.parametrize("command_name", ["generate", "serve"])
+def test_engine_knob_options_take_default_and_help_from_engine_config(command_name):
+    import dataclasses
+
+    from engine.config import EngineConfig
+    from tailwatch.engine_cli import ENGINE_KNOB_OPTIONS
+
+    params = _engine_knob_params(command_name)
+    assert set(params) >= set(ENGINE_KNOB_OPTIONS)  # every shared knob is an option
+    fields = {f.name: f for f in dataclasses.fields(EngineConfig)}
+    for name, param in params.items():
+        default = fields[name].default
+        assert param.default == default, (name, param.default, default)
+        assert type(param.default) is type(getattr(default, "value", default)), name
+        assert param.help == fields[name].metadata["help"], name
 
 
 def test_empty_prompt_is_refused():
@@ -74,19 +104,24 @@ def test_every_option_and_argument_has_help_text():
     assert missing == []
 
 
-def test_every_help_fits_80_columns_without_truncated_option_names():
-    paths = [path for path, _ in _commands()]
-    assert len(paths) >= 10  # tailwatch, engine {generate,serve}, collect, load …, demo
-    for path, command in _commands():
-        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
-        assert result.exit_code == 0, (path, result.output)
-        too_long = [line for line in result.output.splitlines() if len(line) > 80]
-        assert too_long == [], (path, too_long)
-        assert "…" not in result.output, (path, result.output)
-        for param in command.params:
-            for flag in [*param.opts, *param.secondary_opts]:
-                if flag.startswith("-"):
-                    assert flag in result.output, (path, flag, result.output)
+_COMMANDS = dict(_commands())
+
+
+def test_the_help_checks_cover_every_command():
+    assert len(_COMMANDS) >= 10  # tailwatch, engine {generate,serve}, collect, load …, demo
+
+
+@pytest.mark.parametrize("path", _COMMANDS, ids=lambda path: " ".join(path) or "tailwatch")
+def test_every_help_fits_80_columns_without_truncated_option_names(path):
+    result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    too_long = [line for line in result.output.splitlines() if len(line) > 80]
+    assert too_long == []
+    assert "…" not in result.output, result.output
+    for param in _COMMANDS[path].params:
+        for flag in [*param.opts, *param.secondary_opts]:
+            if flag.startswith("-"):
+                assert flag in result.output, (flag, result.output)
 
 
 def _one_error_line(result) -> str:
@@ -114,10 +149,10 @@ PORT_CASES = [
 ]
 
 
-def test_a_bad_port_is_refused_before_anything_starts():
-    for args, value in PORT_CASES:
-        line = _one_error_line(runner.invoke(app, args))  # nothing started prints a line
-        assert value in line and "port" in line, (args, line)
+@pytest.mark.parametrize(("args", "value"), PORT_CASES)
+def test_a_bad_port_is_refused_before_anything_starts(args, value):
+    line = _one_error_line(runner.invoke(app, args))  # nothing started prints a line
+    assert value in line and "port" in line
 
 
 @settings(max_examples=60, deadline=None)
@@ -194,24 +229,26 @@ def test_a_finished_load_run_is_saved_elsewhere_when_its_output_cannot_be_writte
     assert len(records_path.read_text().splitlines()) == 10
 
 
-def test_sweep_rates_that_are_not_positive_numbers_name_the_flag_and_value(tmp_path):
+@pytest.mark.parametrize(
+    ("rates", "value"), [("1,abc", "'abc'"), ("2,0", "'0'"), ("-1", "'-1'"), ("nan", "nan")]
+)
+def test_sweep_rates_that_are_not_positive_numbers_name_the_flag_and_value(tmp_path, rates, value):
     with FakeOpenAI() as server:
-        for rates, value in [("1,abc", "'abc'"), ("2,0", "'0'"), ("-1", "'-1'"), ("nan", "nan")]:
-            result = runner.invoke(
-                app,
-                [
-                    "load",
-                    "sweep",
-                    "--url",
-                    server.url,
-                    "--rates",
-                    rates,
-                    "--output",
-                    str(tmp_path / "s"),
-                ],
-            )
-            line = _one_error_line(result)
-            assert "--rates" in line and value in line, (rates, line)
+        result = runner.invoke(
+            app,
+            [
+                "load",
+                "sweep",
+                "--url",
+                server.url,
+                "--rates",
+                rates,
+                "--output",
+                str(tmp_path / "s"),
+            ],
+        )
+        line = _one_error_line(result)
+        assert "--rates" in line and value in line
         assert server.num_requests == 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import EngineConfig
-from engine.errors import RequestError
+from engine.errors import ConfigError, RequestError
 from engine.llm import LLM
 from engine.llm_engine import LLMEngine
 from engine.model.errors import ModelLoadError
@@ -142,7 +142,7 @@ def test_prefix_cache_hit_is_reported_per_request(llm):
 
 
 def test_engine_refuses_max_model_len_beyond_the_model():
-    with pytest.raises(Exception, match="max_model_len=100000"):
+    with pytest.raises(ConfigError, match="max_model_len=100000: model 'tiny' supports at most"):
         LLMEngine(EngineConfig(max_model_len=100000, max_num_batched_tokens=100000))
 
 

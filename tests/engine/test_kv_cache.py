@@ -1,13 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from engine.block_pool import BlockPool, FreeBlockQueue, KVBlock
 from engine.kv_cache import KVCacheManager, hash_block_tokens
-from engine.request import RequestStatus
-from tests.engine.sim import make_request, make_scheduler, step
+from tests.engine.sim import make_request
 
 
 def test_free_queue_is_o1_doubly_linked_lru():
@@ -104,90 +101,3 @@ def test_hash_chain_depends_on_parent_tokens_and_salt():
     assert h != hash_block_tokens(None, [1, 2, 4])
     assert h != hash_block_tokens(hash_block_tokens(None, [0]), [1, 2, 3])
     assert h != hash_block_tokens(None, [1, 2, 3], "salt")
-
-
-def _check_accounting(scheduler) -> None:
-    kv = scheduler.kv_cache
-    pool = kv.pool
-    used = sum(1 for b in pool.blocks if b.ref_cnt > 0)
-    assert all(b.ref_cnt >= 0 for b in pool.blocks)
-    assert used + pool.num_free_blocks == pool.num_blocks
-    # every reference is held by exactly one live request's block table
-    refs: dict[int, int] = {}
-    for request_id in scheduler.requests:
-        for block_id in kv.get_block_ids(request_id):
-            refs[block_id] = refs.get(block_id, 0) + 1
-    assert {b.block_id: b.ref_cnt for b in pool.blocks if b.ref_cnt} == refs
-
-
-# prompts start with one of three shared prefixes often enough for prefix hits to happen
-_PREFIXES = ([], [1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 9, 9, 9, 9, 9])
-prompts = st.builds(
-    lambda prefix, tail: [*prefix, *tail] or [0],
-    st.sampled_from(_PREFIXES),
-    st.lists(st.integers(0, 3), max_size=30),
-)
-workload = st.lists(
-    st.tuples(
-        prompts,
-        st.integers(1, 12),  # max_tokens
-        st.integers(0, 2),  # priority
-        st.booleans(),  # abort this one part-way
-    ),
-    min_size=1,
-    max_size=12,
-)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    workload=workload,
-    policy=st.sampled_from(["fcfs", "priority"]),
-    caching=st.booleans(),
-    chunked=st.booleans(),
-)
-def test_block_accounting_under_random_workloads(workload, policy, caching, chunked):
-    scheduler = make_scheduler(
-        num_blocks=14,
-        block_size=4,
-        max_model_len=52,
-        max_num_seqs=4,
-        max_num_batched_tokens=52 if not chunked else 16,
-        scheduling_policy=policy,
-        enable_prefix_caching=caching,
-        enable_chunked_prefill=chunked,
-    )
-    # a side record of the tokens each block was filled with, to check that a prefix
-    # hit always means equal tokens
-    block_tokens: dict[int, tuple[int, ...]] = {}
-
-    def on_output(out):
-        for item in out.scheduled:
-            request = scheduler.requests[item.request_id]
-            ids = scheduler.kv_cache.get_block_ids(item.request_id)
-            if item.is_new and item.num_computed_tokens:
-                for i in range(item.num_computed_tokens // 4):  # blocks taken from the cache
-                    assert block_tokens[ids[i]] == tuple(request.all_token_ids[i * 4 : i * 4 + 4])
-            end = item.num_computed_tokens + item.num_new_tokens
-            for i in range(item.num_computed_tokens // 4, end // 4):
-                block_tokens[ids[i]] = tuple(request.all_token_ids[i * 4 : i * 4 + 4])
-
-    requests = []
-    for prompt, max_tokens, priority, _ in workload:
-        request = make_request(prompt, max_tokens=max_tokens, priority=priority)
-        requests.append(request)
-        scheduler.add_request(request)
-    to_abort = [r.request_id for r, w in zip(requests, workload, strict=True) if w[3]]
-    for n in range(2000):
-        if not scheduler.has_unfinished_requests():
-            break
-        step(scheduler, on_output)
-        _check_accounting(scheduler)
-        if n == 3:
-            scheduler.finish_requests(to_abort, RequestStatus.FINISHED_ABORTED)
-            _check_accounting(scheduler)
-    else:
-        raise AssertionError("workload did not finish")
-    pool = scheduler.kv_cache.pool
-    assert pool.num_free_blocks == pool.num_blocks
-    assert all(b.ref_cnt == 0 for b in pool.blocks)

@@ -39,6 +39,7 @@ def engine() -> LLMEngine:
 
 def test_update_knobs_validates_all_or_nothing(engine):
     before = engine.knobs()
+    limits_before = engine.scheduler.limits
     with pytest.raises(ConfigError, match="max_model_len: cannot be changed while running"):
         engine.update_knobs({"max_model_len": 64})
     with pytest.raises(ConfigError, match="max_num_seqs=0"):
@@ -50,6 +51,7 @@ def test_update_knobs_validates_all_or_nothing(engine):
     with pytest.raises(ConfigError, match="only 64 blocks"):
         engine.update_knobs({"num_usable_gpu_blocks": 65})
     assert engine.knobs() == before
+    assert engine.scheduler.limits is limits_before  # never half replaced
 
 
 def test_lowering_max_num_seqs_caps_running(engine):
@@ -59,6 +61,7 @@ def test_lowering_max_num_seqs_caps_running(engine):
         "max_num_batched_tokens": (2048, 64),
     }
     assert engine.config.max_num_seqs == 8  # the given config is never written to
+    assert engine.scheduler.limits == engine.live_config.scheduler_limits()
     for i in range(5):
         engine.add_request(f"request {i}", PARAMS)
     peak = 0

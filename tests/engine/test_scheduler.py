@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError
@@ -160,3 +162,73 @@ def test_duplicate_request_id_is_refused():
 def test_invalid_configs_name_the_knob_and_value(knobs, match):
     with pytest.raises(ConfigError, match=match):
         EngineConfig(**knobs)
+
+
+def test_an_unknown_policy_is_refused_by_the_queue_factory_naming_the_allowed_ones():
+    from engine.config import SchedulingPolicy
+    from engine.request_queue import FCFSQueue, PriorityQueue, make_queue
+
+    assert isinstance(make_queue("fcfs"), FCFSQueue)
+    assert isinstance(make_queue(SchedulingPolicy.PRIORITY), PriorityQueue)
+    for bad in ("lifo", "", "FCFS", None, 1):
+        with pytest.raises(
+            ConfigError, match=r"scheduling_policy=.*: must be one of fcfs, priority"
+        ):
+            make_queue(bad)
+    for policy in SchedulingPolicy:  # every policy has a queue
+        assert make_queue(policy) is not None
+
+
+def test_a_policy_given_as_a_string_is_the_enum_in_the_config():
+    from engine.config import SchedulingPolicy
+
+    config = EngineConfig(scheduling_policy="priority")
+    assert config.scheduling_policy is SchedulingPolicy.PRIORITY
+    assert config.to_dict()["scheduling_policy"] == "priority"
+    assert str(config.scheduling_policy) == "priority"  # as metric labels render it
+
+
+def test_limits_are_replaced_whole_and_a_bad_value_cannot_be_built():
+    from engine.config import SchedulerLimits
+
+    s = make_scheduler(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64)
+    assert (
+        s.limits
+        == EngineConfig(
+            num_gpu_blocks=64, max_model_len=512, max_num_seqs=4, max_num_batched_tokens=64
+        ).scheduler_limits()
+    )
+    new = SchedulerLimits(
+        max_num_seqs=1, max_num_batched_tokens=8, max_model_len=512, enable_chunked_prefill=True
+    )
+    s.set_limits(new)
+    assert s.limits is new
+    for i in range(3):
+        s.add_request(make_request([i + 1] * 20, 2))
+    out = step(s)
+    assert [i.num_new_tokens for i in out.scheduled] == [8]
+    with pytest.raises(ConfigError, match="max_num_batched_tokens=2: must be >= max_num_seqs"):
+        SchedulerLimits(
+            max_num_seqs=4, max_num_batched_tokens=2, max_model_len=512, enable_chunked_prefill=True
+        )
+    with pytest.raises(ConfigError, match="enable_chunked_prefill=1: must be true or false"):
+        SchedulerLimits(
+            max_num_seqs=1, max_num_batched_tokens=8, max_model_len=8, enable_chunked_prefill=1
+        )
+    with pytest.raises(TypeError, match="must be a SchedulerLimits"):
+        s.set_limits({"max_num_seqs": 2})
+    assert s.limits is new
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=st.text(max_size=12) | st.integers() | st.none() | st.lists(st.text(max_size=4)))
+def test_any_policy_value_is_a_policy_or_a_config_error_naming_it(value):
+    from engine.config import SCHEDULING_POLICIES, SchedulingPolicy
+
+    if value in SCHEDULING_POLICIES:
+        assert SchedulingPolicy.parse(value) == value
+        assert EngineConfig(scheduling_policy=value).scheduling_policy == value
+    else:
+        with pytest.raises(ConfigError) as error:
+            EngineConfig(scheduling_policy=value)
+        assert str(error.value).startswith(f"scheduling_policy={value!r}: must be one of")
