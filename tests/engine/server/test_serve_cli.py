@@ -166,10 +166,14 @@ def busy_port() -> Iterator[int]:
     sock.close()
 
 
-def test_bad_flags_are_one_clear_line_and_exit_2(busy_port):
-    cases = [
+_BUSY = "{busy}"  # replaced by the busy_port fixture's port
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
         (["--port", "70000"], "port=70000"),
-        (["--port", str(busy_port)], f"cannot listen on 127.0.0.1:{busy_port}"),
+        (["--port", _BUSY], f"cannot listen on 127.0.0.1:{_BUSY}"),
         (["--host", "no such host.invalid"], "cannot listen on no such host.invalid"),
         (["--max-waiting-requests", "0"], "max_waiting_requests=0"),
         (["--max-concurrency-per-tenant", "-2"], "max_concurrency_per_tenant=-2"),
@@ -180,15 +184,18 @@ def test_bad_flags_are_one_clear_line_and_exit_2(busy_port):
         (["--max-model-len", "100000"], "max_model_len=100000"),
         (["--scheduling-policy", "lifo"], "scheduling_policy='lifo'"),
         (["--model", "nope"], "neither a model preset"),
-    ]
-    runner = CliRunner()
-    for flags, message in cases:
-        port = [] if "--port" in flags else ["--port", "0"]
-        result = runner.invoke(app, ["engine", "serve", *port, *flags], env={"COLUMNS": "500"})
-        assert result.exit_code == 2, (flags, result.output)
-        assert message in result.output, (flags, result.output)
-        assert result.output.strip().count("\n") == 0, (flags, result.output)
-        assert "Traceback" not in result.output
+    ],
+    ids=lambda case: " ".join(case) if isinstance(case, list) else None,
+)
+def test_bad_flags_are_one_clear_line_and_exit_2(busy_port, flags, message):
+    flags = [flag.replace(_BUSY, str(busy_port)) for flag in flags]
+    message = message.replace(_BUSY, str(busy_port))
+    port = [] if "--port" in flags else ["--port", "0"]
+    result = CliRunner().invoke(app, ["engine", "serve", *port, *flags], env={"COLUMNS": "500"})
+    assert result.exit_code == 2, (flags, result.output)
+    assert message in result.output, (flags, result.output)
+    assert result.output.strip().count("\n") == 0, (flags, result.output)
+    assert "Traceback" not in result.output
 
 
 def test_listen_socket_keeps_nagle_off_for_streams():
