@@ -62,6 +62,8 @@ class RetryPolicy:
 
     def delay_seconds(self, retry_number: int, random: Callable[[], float]) -> float:
         """The wait after failed attempt ``retry_number``: ``random()`` (in [0, 1)) scales the
-        ceiling; a source outside [0, 1] is clamped so the cap holds whatever it returns."""
-        fraction = min(max(random(), 0.0), 1.0)
+        ceiling; a draw outside [0, 1] is clamped (NaN reads as 1) so the cap holds whatever
+        the source returns."""
+        draw = random()
+        fraction = 1.0 if math.isnan(draw) else min(max(draw, 0.0), 1.0)
         return fraction * self.ceiling_seconds(retry_number)
