@@ -1,0 +1,154 @@
+"""Against a real Alertmanager (Debian's prometheus-alertmanager 0.25): it receives a firing
+alert from :class:`AlertmanagerNotifier` and resolves it through ``endsAt``; its fingerprints,
+webhook payloads, group keys and inhibition agree with ours."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from alerts import (
+    DEFAULT_INHIBIT_RULES,
+    Alert,
+    AlertmanagerNotifier,
+    RetryPolicy,
+    inhibited_alerts,
+    webhook_message,
+)
+from alerts.payloads import group_key
+from tests.alerts.alertmanager_server import AlertmanagerServer, alertmanager, wait_for
+from tests.alerts.loopback import receiver
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _config(webhook_url: str) -> str:
+    # NOTE: group_wait/group_interval of 1 s so notifications (firing, then resolved) arrive in
+    # seconds; the inhibit rule is DEFAULT_INHIBIT_RULES written as Alertmanager config.
+    return f"""
+route:
+  receiver: hook
+  group_by: [alertname]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: hook
+    webhook_configs:
+      - url: "{webhook_url}"
+        send_resolved: true
+inhibit_rules:
+  - source_matchers: ['severity="page"', 'slo=~".+"']
+    target_matchers: ['severity="ticket"', 'slo=~".+"']
+    equal: [slo]
+"""
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    with receiver() as hook:
+        directory = tmp_path_factory.mktemp("alertmanager")
+        with alertmanager(directory, _config(hook.url + "/hook")) as server:
+            yield server, hook
+
+
+def _notifier(server: AlertmanagerServer) -> AlertmanagerNotifier:
+    return AlertmanagerNotifier(
+        server.url, evaluation_interval_seconds=15, retry=RetryPolicy(max_attempts=3)
+    )
+
+
+def _by_fingerprint(server: AlertmanagerServer, fingerprint: str) -> dict | None:
+    return next((a for a in server.alerts() if a["fingerprint"] == fingerprint), None)
+
+
+def test_firing_alert_is_received_then_resolved(stack):
+    server, hook = stack
+    now = time.time()
+    firing = Alert.pending(
+        {"alertname": "TwTailLatency", "severity": "page", "slo": "e2e", "target": "r1"},
+        now - 120,
+        annotations={"summary": "p99 e2e over 4 s while p50 holds"},
+        generator_url="http://127.0.0.1:8501/incidents",
+    ).fire(now - 60)
+    notifier = _notifier(server)
+
+    assert notifier.notify([firing], now).status_code == 200
+    seen = wait_for("the firing alert", lambda: _by_fingerprint(server, firing.fingerprint))
+    # our fingerprint algorithm is Alertmanager's: it lists the alert under the same one
+    assert seen["labels"] == {**firing.labels}
+    assert seen["annotations"] == {**firing.annotations}
+    assert seen["status"]["state"] == "active"
+    assert seen["generatorURL"] == firing.generator_url
+
+    sent = wait_for("the firing webhook", lambda: _posted(hook, firing.fingerprint, "firing"), 60)
+    ours = webhook_message([firing], "hook", ("alertname",), sent["externalURL"])
+    # Alertmanager's own webhook has exactly our version-4 shape, group key included
+    assert set(sent) == set(ours)
+    assert set(sent["alerts"][0]) == set(ours["alerts"][0])
+    assert sent["version"] == "4"
+    assert sent["groupKey"] == group_key({"alertname": "TwTailLatency"}) == ours["groupKey"]
+    for key in ("status", "receiver", "groupLabels", "commonLabels", "commonAnnotations"):
+        assert sent[key] == ours[key], key
+    assert sent["alerts"][0]["fingerprint"] == firing.fingerprint
+
+    resolved = firing.resolve(time.time())
+    assert notifier.notify([resolved], time.time()).status_code == 200
+    wait_for(
+        "the alert to leave the active list",
+        lambda: True if _by_fingerprint(server, firing.fingerprint) is None else None,
+    )
+    sent = wait_for(
+        "the resolved webhook", lambda: _posted(hook, firing.fingerprint, "resolved"), 60
+    )
+    assert sent["alerts"][0]["status"] == "resolved"
+
+
+def test_inhibition_agrees_with_alertmanager(stack):
+    server, _ = stack
+    now = time.time()
+
+    def fire(name, severity, slo=None):
+        labels = {"alertname": name, "severity": severity}
+        if slo:
+            labels["slo"] = slo
+        return Alert.pending(labels, now - 100).fire(now - 50)
+
+    alerts = [
+        fire("TwBurnRate", "page", "ttft"),
+        fire("TwBurnRate", "ticket", "ttft"),
+        fire("TwBurnRate", "ticket", "itl"),
+        fire("TwTargetDown", "page"),
+        fire("TwPrefixHitDrop", "ticket"),
+    ]
+    ours = inhibited_alerts(alerts, DEFAULT_INHIBIT_RULES)
+    assert ours == {alerts[1].fingerprint: alerts[0].fingerprint}
+    _notifier(server).notify(alerts, now)
+
+    def theirs() -> dict[str, str] | None:
+        listed = {a["fingerprint"]: a for a in server.alerts()}
+        if not all(a.fingerprint in listed for a in alerts):
+            return None
+        inhibited = {
+            fp: a["status"]["inhibitedBy"][0]
+            for fp, a in listed.items()
+            if a["status"]["inhibitedBy"] and fp in {x.fingerprint for x in alerts}
+        }
+        return inhibited if inhibited else None
+
+    assert wait_for("Alertmanager to inhibit the ticket", theirs) == ours
+    # and the rest are plain active alerts
+    states = {a["fingerprint"]: a["status"]["state"] for a in server.alerts()}
+    assert states[alerts[1].fingerprint] == "suppressed"
+    assert {states[a.fingerprint] for a in alerts if a is not alerts[1]} == {"active"}
+
+
+def _posted(hook, fingerprint: str, status: str) -> dict | None:
+    with hook.lock:
+        bodies = [r.body for r in hook.received]
+    for body in bodies:
+        for alert in body["alerts"]:
+            if alert["fingerprint"] == fingerprint and alert["status"] == status:
+                return body
+    return None
