@@ -4,7 +4,9 @@ webhook payloads, group keys and inhibition agree with ours."""
 
 from __future__ import annotations
 
+import re
 import time
+from datetime import datetime
 
 import pytest
 
@@ -16,7 +18,7 @@ from alerts import (
     inhibited_alerts,
     webhook_message,
 )
-from alerts.payloads import group_key
+from alerts.payloads import GO_ZERO_TIME, group_key
 from tests.alerts.alertmanager_server import AlertmanagerServer, alertmanager, wait_for
 from tests.alerts.loopback import receiver
 
@@ -81,6 +83,9 @@ def test_firing_alert_is_received_then_resolved(stack):
     assert seen["annotations"] == {**firing.annotations}
     assert seen["status"]["state"] == "active"
     assert seen["generatorURL"] == firing.generator_url
+    # startsAt is the firing start; endsAt Prometheus's now + 4 × max(15 s, 60 s resend delay)
+    assert _seconds(seen["startsAt"]) == pytest.approx(firing.started_at_seconds, abs=0.001)
+    assert _seconds(seen["endsAt"]) == pytest.approx(now + 240, abs=0.001)
 
     sent = wait_for("the firing webhook", lambda: _posted(hook, firing.fingerprint, "firing"), 60)
     ours = webhook_message([firing], "hook", ("alertname",), sent["externalURL"])
@@ -92,6 +97,9 @@ def test_firing_alert_is_received_then_resolved(stack):
     for key in ("status", "receiver", "groupLabels", "commonLabels", "commonAnnotations"):
         assert sent[key] == ours[key], key
     assert sent["alerts"][0]["fingerprint"] == firing.fingerprint
+    # a firing alert's end is not exposed in webhooks (types.Alerts): Go's zero time, as ours
+    assert _seconds(sent["alerts"][0]["endsAt"]) == _seconds(GO_ZERO_TIME)
+    assert ours["alerts"][0]["endsAt"] == GO_ZERO_TIME
 
     resolved = firing.resolve(time.time())
     assert notifier.notify([resolved], time.time()).status_code == 200
@@ -103,6 +111,9 @@ def test_firing_alert_is_received_then_resolved(stack):
         "the resolved webhook", lambda: _posted(hook, firing.fingerprint, "resolved"), 60
     )
     assert sent["alerts"][0]["status"] == "resolved"
+    assert sent["status"] == "resolved"
+    ended = resolved.ended_at_seconds
+    assert _seconds(sent["alerts"][0]["endsAt"]) == pytest.approx(ended, abs=0.001)
 
 
 def test_inhibition_agrees_with_alertmanager(stack):
@@ -142,6 +153,16 @@ def test_inhibition_agrees_with_alertmanager(stack):
     states = {a["fingerprint"]: a["status"]["state"] for a in server.alerts()}
     assert states[alerts[1].fingerprint] == "suppressed"
     assert {states[a.fingerprint] for a in alerts if a is not alerts[1]} == {"active"}
+
+
+def _seconds(rfc3339: str) -> float:
+    """Unix seconds of an RFC 3339 time as Go writes it (up to 9 fractional digits, ``Z`` or
+    an offset)."""
+    found = re.fullmatch(r"(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", rfc3339)
+    assert found, rfc3339
+    whole, fraction, zone = found.groups()
+    moment = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    return moment.timestamp() + float("0." + (fraction or "0"))
 
 
 def _posted(hook, fingerprint: str, status: str) -> dict | None:
