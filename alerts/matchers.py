@@ -69,6 +69,10 @@ class Matcher:
             raise MatcherError(text, f"label name {self.name!r} is not a valid label name")
         if not isinstance(self.value, str):
             raise MatcherError(text, f"value must be a string, not {type(self.value).__name__}")
+        try:
+            self.value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MatcherError(text, f"value {self.value!r} is not valid UTF-8") from None
         if self.type in (MatchType.REGEX, MatchType.NOT_REGEX):
             object.__setattr__(self, "_regex", compile_re2_subset(str(self), self.value))
 

@@ -98,6 +98,12 @@ class Silence:
         ``matchers`` may be matcher text (``'alertname="X", severity=~"page|ticket"'``). A
         start in the past is moved to ``now_seconds`` (as Alertmanager does). ``silence_id``
         defaults to a random UUID."""
+        if (
+            isinstance(now_seconds, bool)
+            or not isinstance(now_seconds, int | float)
+            or not math.isfinite(now_seconds)
+        ):
+            raise SilenceError("now_seconds", f"must be finite Unix seconds, not {now_seconds!r}")
         if not isinstance(created_by, str) or not created_by.strip():
             raise SilenceError("created_by", "say who creates the silence (a non-empty name)")
         if not isinstance(comment, str) or not comment.strip():
