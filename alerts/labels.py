@@ -92,7 +92,7 @@ class LabelSet(Mapping[str, str]):
     """An immutable, validated label (or annotation) set. ``field`` only names the set in
     errors (``labels``, ``annotations``)."""
 
-    __slots__ = ("_by_name", "_hash", "_items")
+    __slots__ = ("_by_name", "_fingerprint", "_hash", "_items")
 
     def __init__(
         self,
@@ -112,6 +112,7 @@ class LabelSet(Mapping[str, str]):
         self._items: tuple[tuple[str, str], ...] = tuple(sorted(checked.items()))
         self._by_name = dict(self._items)
         self._hash = hash(self._items)
+        self._fingerprint: int | None = None
 
     @classmethod
     def coerce(cls, value: Any, field: str) -> LabelSet:
@@ -153,7 +154,10 @@ class LabelSet(Mapping[str, str]):
         return self._items
 
     def fingerprint(self) -> int:
-        return fingerprint(self)
+        """Alertmanager's fingerprint (computed once: the set is immutable)."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self)
+        return self._fingerprint
 
     def merged(self, other: Mapping[str, str]) -> LabelSet:
         """A new set with ``other``'s labels added (overriding same-named ones)."""

@@ -55,6 +55,8 @@ class Alert:
       NaN allowed: a NaN ratio never fires, but may be recorded).
     - ``generator_url``: a link back to what produced the alert (Alertmanager's
       ``generatorURL``); empty when there is none.
+    - ``keep_firing_since_seconds``: for a firing alert held by ``keep_firing_for:``, when its
+      condition stopped holding (Prometheus's ``KeepFiringSince``); None otherwise.
     """
 
     labels: LabelSet
@@ -65,6 +67,7 @@ class Alert:
     ended_at_seconds: float | None = None
     value: float | None = None
     generator_url: str = ""
+    keep_firing_since_seconds: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", LabelSet.coerce(self.labels, "labels"))
@@ -77,7 +80,12 @@ class Alert:
                 raise AlertError("state", f"{self.state!r} is not one of {names}") from None
         if ALERTNAME not in self.labels:
             raise AlertError("labels", f"an alert needs an {ALERTNAME!r} label: {self.labels!r}")
-        for name in ("active_at_seconds", "started_at_seconds", "ended_at_seconds"):
+        for name in (
+            "active_at_seconds",
+            "started_at_seconds",
+            "ended_at_seconds",
+            "keep_firing_since_seconds",
+        ):
             _check_time(name, getattr(self, name))
         if self.value is not None and (
             isinstance(self.value, bool) or not isinstance(self.value, int | float)
@@ -112,6 +120,17 @@ class Alert:
                 "started_at_seconds",
                 f"{started!r} is before active_at_seconds {active!r}: an alert fires after it "
                 "becomes active",
+            )
+        held = self.keep_firing_since_seconds
+        if held is not None and self.state is not AlertState.FIRING:
+            raise AlertError(
+                "keep_firing_since_seconds",
+                f"only a firing alert is kept firing; this one is {self.state.value}",
+            )
+        if held is not None and started is not None and held < started:
+            raise AlertError(
+                "keep_firing_since_seconds",
+                f"{held!r} is before started_at_seconds {started!r}",
             )
         if ended is not None and started is not None and ended < started:
             raise AlertError(
@@ -162,7 +181,21 @@ class Alert:
     def resolve(self, at_seconds: float, value: float | None = None) -> Alert:
         """This firing alert, resolved at ``at_seconds``."""
         self._require(AlertState.FIRING, "resolve")
-        return self._moved(AlertState.RESOLVED, ended_at_seconds=at_seconds, value=value)
+        return self._moved(
+            AlertState.RESOLVED,
+            ended_at_seconds=at_seconds,
+            keep_firing_since_seconds=None,
+            value=value,
+        )
+
+    def keep_firing(self, since_seconds: float | None) -> Alert:
+        """This firing alert, held by ``keep_firing_for:`` since its condition stopped holding
+        at ``since_seconds`` (an earlier hold is kept); ``None`` clears the hold when the
+        condition holds again."""
+        self._require(AlertState.FIRING, "keep firing")
+        if since_seconds is not None and self.keep_firing_since_seconds is not None:
+            return self
+        return replace(self, keep_firing_since_seconds=since_seconds)
 
     def _require(self, state: AlertState, action: str) -> None:
         if self.state is not state:

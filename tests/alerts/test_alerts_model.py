@@ -113,3 +113,18 @@ def test_alerts_are_frozen_and_hashable():
     with pytest.raises(AttributeError):
         alert.state = AlertState.FIRING  # type: ignore[misc]
     assert len({alert, Alert.pending(LABELS, 1.0)}) == 1
+
+
+def test_keep_firing_for_hold_is_recorded_and_cleared():
+    firing = Alert.pending(LABELS, 1.0).fire(2.0)
+    held = firing.keep_firing(5.0)
+    assert held.keep_firing_since_seconds == 5.0
+    assert held.keep_firing(7.0).keep_firing_since_seconds == 5.0  # the first hold counts
+    assert held.keep_firing(None).keep_firing_since_seconds is None  # condition back
+    assert held.resolve(9.0).keep_firing_since_seconds is None
+    with pytest.raises(AlertError, match="cannot keep firing a pending alert"):
+        Alert.pending(LABELS, 1.0).keep_firing(3.0)
+    with pytest.raises(AlertError, match="before started_at_seconds"):
+        firing.keep_firing(1.5)
+    with pytest.raises(AlertError, match="only a firing alert is kept firing"):
+        Alert(LABELS, AlertState.PENDING, active_at_seconds=1.0, keep_firing_since_seconds=2.0)
