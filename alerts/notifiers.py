@@ -17,12 +17,21 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import httpx
 
 from alerts.errors import NotificationError, NotifierConfigError
+from alerts.labels import is_valid_label_name
 from alerts.model import Alert
 from alerts.payloads import DEFAULT_RESEND_DELAY_SECONDS, postable_alerts, webhook_message
 from alerts.retry import RetryPolicy, is_retryable_status
 
 #: The most response body an error message quotes.
 _BODY_EXCERPT_CHARS = 200
+
+
+class _Outcome(NamedTuple):
+    """One request's result: ``failure`` is None on a 2xx."""
+
+    failure: str | None
+    status_code: int | None
+    is_retryable: bool
 
 
 class Delivery(NamedTuple):
@@ -52,6 +61,14 @@ def _check_url(url: str, what: str) -> str:
     return url
 
 
+def redacted_url(url: str) -> str:
+    """``url`` for messages: without user info and query string, where webhook credentials and
+    tokens usually sit."""
+    parsed = httpx.URL(url)
+    shown = parsed.copy_with(username=None, password=None, query=None, fragment=None)
+    return str(shown) + ("?…" if parsed.query else "")
+
+
 def _check_timeout(timeout_seconds: float) -> float:
     if (
         isinstance(timeout_seconds, bool)
@@ -77,6 +94,7 @@ class _JSONPoster:
         client: httpx.Client | None,
     ) -> None:
         self.url = url
+        self.shown_url = redacted_url(url)
         self._timeout = httpx.Timeout(_check_timeout(timeout_seconds))
         if not isinstance(retry, RetryPolicy):
             raise NotifierConfigError(f"retry must be a RetryPolicy, not {retry!r}")
@@ -90,22 +108,22 @@ class _JSONPoster:
         client = self._client or httpx.Client(timeout=self._timeout)
         try:
             for attempt in range(self._retry.max_attempts):
-                failure, status_code, is_retryable = self._attempt(client, body)
-                if failure is None:
-                    return Delivery(attempt + 1, status_code, tuple(delays))  # type: ignore[arg-type]
+                outcome = self._attempt(client, body)
+                if outcome.failure is None:
+                    return Delivery(attempt + 1, outcome.status_code, tuple(delays))  # type: ignore[arg-type]
                 attempts = attempt + 1
-                if not is_retryable or attempts == self._retry.max_attempts:
+                if not outcome.is_retryable or attempts == self._retry.max_attempts:
                     verdict = (
                         f"gave up after {attempts} attempt(s) (retry limit)"
-                        if is_retryable
+                        if outcome.is_retryable
                         else "not retried: the receiver refused the request"
                     )
                     raise NotificationError(
-                        f"POST {self.url}: {failure}; {verdict}",
-                        receiver=self.url,
+                        f"POST {self.shown_url}: {outcome.failure}; {verdict}",
+                        receiver=self.shown_url,
                         attempts=attempts,
-                        is_retryable=is_retryable,
-                        status_code=status_code,
+                        is_retryable=outcome.is_retryable,
+                        status_code=outcome.status_code,
                     )
                 delay = self._retry.delay_seconds(attempt, self._random)
                 delays.append(delay)
@@ -115,19 +133,18 @@ class _JSONPoster:
                 client.close()
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _attempt(self, client: httpx.Client, body: Any) -> tuple[str | None, int | None, bool]:
-        """(failure description or None, status code, whether the failure is retryable)."""
+    def _attempt(self, client: httpx.Client, body: Any) -> _Outcome:
         try:
             response = client.post(self.url, json=body, timeout=self._timeout)
         except httpx.TimeoutException as error:
-            return f"timed out ({type(error).__name__})", None, True
+            return _Outcome(f"timed out ({type(error).__name__})", None, True)
         except httpx.TransportError as error:
-            return f"connection error ({type(error).__name__}: {error})", None, True
+            return _Outcome(f"connection error ({type(error).__name__}: {error})", None, True)
         if 200 <= response.status_code <= 299:
-            return None, response.status_code, False
+            return _Outcome(None, response.status_code, False)
         excerpt = response.text[:_BODY_EXCERPT_CHARS].strip()
         detail = f"HTTP {response.status_code}" + (f": {excerpt}" if excerpt else "")
-        return detail, response.status_code, is_retryable_status(response.status_code)
+        return _Outcome(detail, response.status_code, is_retryable_status(response.status_code))
 
 
 class WebhookNotifier:
@@ -154,8 +171,16 @@ class WebhookNotifier:
             random,
             client,
         )
+        if not isinstance(receiver, str) or not receiver:
+            raise NotifierConfigError(f"receiver must be a non-empty name, not {receiver!r}")
+        if not isinstance(external_url, str):
+            raise NotifierConfigError(f"external_url must be a string, not {external_url!r}")
+        group_by = (group_by,) if isinstance(group_by, str) else tuple(group_by)
+        for name in group_by:
+            if not is_valid_label_name(name):
+                raise NotifierConfigError(f"group_by: {name!r} is not a valid label name")
         self.receiver = receiver
-        self.group_by = tuple(group_by)
+        self.group_by = group_by
         self.external_url = external_url
 
     def notify(self, alerts: Sequence[Alert], now_seconds: float) -> Delivery:

@@ -222,6 +222,8 @@ def test_notifiers_satisfy_the_protocol():
         (lambda: WebhookNotifier("http://127.0.0.1/", timeout_seconds=0), "timeout_seconds"),
         (lambda: WebhookNotifier("http://127.0.0.1/", timeout_seconds=float("nan")), "timeout"),
         (lambda: AlertmanagerNotifier("http://127.0.0.1/", resend_delay_seconds=-1), "resend"),
+        (lambda: WebhookNotifier("http://127.0.0.1/", receiver=""), "receiver"),
+        (lambda: WebhookNotifier("http://127.0.0.1/", group_by=["bad-name"]), "group_by"),
         (lambda: RetryPolicy(max_attempts=0), "max_attempts"),
         (lambda: RetryPolicy(max_attempts=1.5), "max_attempts"),
         (lambda: RetryPolicy(base_delay_seconds=-1), "base_delay_seconds"),
@@ -232,3 +234,16 @@ def test_notifiers_satisfy_the_protocol():
 def test_bad_configuration_is_rejected_clearly(build, fragment):
     with pytest.raises(NotifierConfigError, match=fragment):
         build()
+
+
+def test_errors_do_not_show_credentials_or_tokens():
+    sleeps = Sleeps()
+    with receiver([401]) as rx:
+        url = rx.url.replace("http://", "http://user:hunter2@") + "/hook?token=s3cret"
+        with pytest.raises(NotificationError) as caught:
+            _webhook(url, sleeps).notify([_firing()], T0)
+    message = str(caught.value)
+    assert "hunter2" not in message and "s3cret" not in message
+    assert f"POST {rx.url}/hook?…: HTTP 401" in message
+    assert caught.value.receiver == f"{rx.url}/hook?…"
+    assert rx.received[0].path == "/hook?token=s3cret"  # the request itself is unchanged
