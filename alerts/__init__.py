@@ -25,7 +25,13 @@ from alerts.matchers import (
 )
 from alerts.model import Alert, AlertState
 from alerts.notifiers import AlertmanagerNotifier, Delivery, Notifier, WebhookNotifier
-from alerts.payloads import postable_alerts, valid_until_seconds, webhook_message
+from alerts.payloads import (
+    AlertGroup,
+    group_alerts,
+    postable_alerts,
+    valid_until_seconds,
+    webhook_message,
+)
 from alerts.retry import RetryPolicy, is_retryable_status
 from alerts.silences import Silence, SilenceState, silenced_alerts, silenced_by
 
@@ -33,6 +39,7 @@ __all__ = [
     "DEFAULT_INHIBIT_RULES",
     "Alert",
     "AlertError",
+    "AlertGroup",
     "AlertState",
     "AlertmanagerNotifier",
     "AlertsError",
@@ -55,6 +62,7 @@ __all__ = [
     "fingerprint",
     "fingerprint_hex",
     "format_matchers",
+    "group_alerts",
     "inhibited_alerts",
     "inhibited_by",
     "is_retryable_status",

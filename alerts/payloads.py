@@ -13,9 +13,10 @@ never sends pending alerts).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from alerts.errors import AlertError
+from alerts.labels import LabelSet
 from alerts.model import Alert, AlertState
 from slo.window import format_utc
 
@@ -59,6 +60,28 @@ def group_key(group_labels: Mapping[str, str], route_key: str = "{}") -> str:
     ``{}:{alertname="KVSaturation", slo="ttft"}`` for the root route."""
     inner = ", ".join(f"{name}={_quote(group_labels[name])}" for name in sorted(group_labels))
     return f"{route_key}:{{{inner}}}"
+
+
+class AlertGroup(NamedTuple):
+    """Alerts that share the values of the ``group_by`` labels (``labels``)."""
+
+    labels: LabelSet
+    alerts: tuple[Alert, ...]
+
+
+def group_alerts(alerts: Iterable[Alert], group_by: Sequence[str]) -> tuple[AlertGroup, ...]:
+    """Split ``alerts`` as Alertmanager's dispatcher does (``dispatch.go`` ``getGroupLabels``):
+    an alert's group labels are those of ``group_by`` it has; alerts with equal group labels
+    form one group, one notification. Groups come in :func:`group_key` order, alerts in their
+    given order."""
+    groups: dict[LabelSet, list[Alert]] = {}
+    for alert in alerts:
+        key = LabelSet({n: alert.labels[n] for n in group_by if n in alert.labels})
+        groups.setdefault(key, []).append(alert)
+    return tuple(
+        AlertGroup(labels, tuple(members))
+        for labels, members in sorted(groups.items(), key=lambda item: group_key(item[0]))
+    )
 
 
 def webhook_message(

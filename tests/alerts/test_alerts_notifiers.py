@@ -14,6 +14,7 @@ from alerts import (
     NotifierConfigError,
     RetryPolicy,
     WebhookNotifier,
+    group_alerts,
 )
 from tests.alerts.loopback import receiver
 from tests.services import free_port
@@ -247,3 +248,17 @@ def test_errors_do_not_show_credentials_or_tokens():
     assert f"POST {rx.url}/hook?…: HTTP 401" in message
     assert caught.value.receiver == f"{rx.url}/hook?…"
     assert rx.received[0].path == "/hook?token=s3cret"  # the request itself is unchanged
+
+
+def test_group_alerts_splits_by_the_group_by_labels_like_the_dispatcher():
+    kv_a = _firing("KVSaturation", target="a")
+    kv_b = _firing("KVSaturation", target="b")
+    queue = _firing("QueueGrowth", target="a")
+    bare = Alert.pending({"alertname": "TargetDown"}, T0).fire(T0)
+    groups = group_alerts([kv_a, queue, kv_b, bare], ("alertname", "slo"))
+    assert [(dict(g.labels), g.alerts) for g in groups] == [
+        ({"alertname": "KVSaturation", "slo": "ttft"}, (kv_a, kv_b)),
+        ({"alertname": "QueueGrowth", "slo": "ttft"}, (queue,)),
+        ({"alertname": "TargetDown"}, (bare,)),  # a group_by label it lacks is left out
+    ]
+    assert group_alerts([kv_a, queue], ())[0].alerts == (kv_a, queue)  # no group_by: one group
