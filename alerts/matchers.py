@@ -13,11 +13,8 @@ its ``amtool``), case for case:
 A label that is absent matches as the empty string (``{team=""}`` matches alerts without
 ``team``). Regular expressions are fully anchored (``=~"5.."`` matches ``500``, not ``1500``).
 
-NOTE: Alertmanager compiles regexes with Go's RE2; we compile with Python's ``re`` and accept
-only the RE2-compatible subset: lookarounds, backreferences, conditionals, atomic groups and
-possessive quantifiers (which RE2 lacks) are rejected, as are repeat counts over 1000 (RE2's
-limit), and ``\\d``, ``\\w``, ``\\s`` are ASCII-only as in RE2. One difference remains:
-``(?i)`` folds case for ASCII letters only here, for all of Unicode in RE2.
+NOTE: Alertmanager compiles regexes with Go's RE2; we compile with Python's ``re`` restricted
+to the RE2-compatible subset (:mod:`alerts.re2` says what is refused and what still differs).
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from alerts.errors import MatcherError
+from alerts.re2 import RE2SubsetError, compile_re2_subset
 
 #: Alertmanager 0.25's matcher pattern. NOTE: ``[ \t\n\f\r]`` spelled out: Go's ``\s`` is ASCII
 #: whitespace, Python's is Unicode's; ``=~`` before ``=`` so ``a=~b`` is not ``a = "~b"``.
@@ -35,8 +33,10 @@ _MATCHER_RE = re.compile(
     r"^[ \t\n\f\r]*([a-zA-Z_:][a-zA-Z0-9_:]*)[ \t\n\f\r]*(=~|=|!=|!~)[ \t\n\f\r]*(.*?)[ \t\n\f\r]*$",
     re.DOTALL,
 )
-#: RE2's largest repeat count (``{n,m}``).
-RE2_MAX_REPEAT = 1000
+
+
+#: Alertmanager 0.25's label-name pattern in matchers (colons allowed, as in metric names).
+_MATCHER_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 class MatchType(enum.Enum):
@@ -63,9 +63,7 @@ class Matcher:
                 object.__setattr__(self, "type", MatchType(self.type))
             except ValueError:
                 raise MatcherError(text, "operator must be one of =, !=, =~, !~") from None
-        if not isinstance(self.name, str) or not re.fullmatch(
-            r"[a-zA-Z_:][a-zA-Z0-9_:]*", self.name
-        ):
+        if not isinstance(self.name, str) or not _MATCHER_NAME_RE.fullmatch(self.name):
             raise MatcherError(text, f"label name {self.name!r} is not a valid label name")
         if not isinstance(self.value, str):
             raise MatcherError(text, f"value must be a string, not {type(self.value).__name__}")
@@ -74,7 +72,10 @@ class Matcher:
         except UnicodeEncodeError:
             raise MatcherError(text, f"value {self.value!r} is not valid UTF-8") from None
         if self.type in (MatchType.REGEX, MatchType.NOT_REGEX):
-            object.__setattr__(self, "_regex", compile_re2_subset(str(self), self.value))
+            try:
+                object.__setattr__(self, "_regex", compile_re2_subset(self.value))
+            except RE2SubsetError as error:
+                raise MatcherError(str(self), str(error)) from None
 
     def matches_value(self, value: str) -> bool:
         if self.type is MatchType.EQUAL:
@@ -189,80 +190,3 @@ def _unquote(text: str, raw: str) -> str:
         opened = '"' + raw
         raise MatcherError(text, f"value {opened!r} opens a double quote it never closes")
     return "".join(out)
-
-
-# -- the RE2 subset ------------------------------------------------------------------------------
-
-_NOT_IN_RE2 = {
-    "ASSERT": "lookahead/lookbehind assertions",
-    "ASSERT_NOT": "negative lookahead/lookbehind assertions",
-    "GROUPREF": "backreferences",
-    "GROUPREF_EXISTS": "conditional groups",
-    "ATOMIC_GROUP": "atomic groups",
-    "POSSESSIVE_REPEAT": "possessive quantifiers",
-}
-
-
-def compile_re2_subset(text: str, pattern: str) -> re.Pattern[str]:
-    """Compile ``pattern`` with Python's ``re`` after checking it uses only what RE2 has.
-
-    ``text`` names the matcher in errors."""
-    try:
-        compiled = re.compile(pattern, re.ASCII)
-    except (re.error, OverflowError, RecursionError, ValueError) as error:
-        raise MatcherError(text, f"invalid regular expression {pattern!r}: {error}") from None
-    try:
-        from re import _parser  # type: ignore[attr-defined]
-
-        tree = _parser.parse(pattern, re.ASCII)
-    except (ImportError, AttributeError):  # pragma: no cover - a Python without re._parser
-        return compiled
-    except (re.error, OverflowError, RecursionError, ValueError) as error:
-        raise MatcherError(text, f"invalid regular expression {pattern!r}: {error}") from None
-    # NOTE: re._parser is CPython's own parser (private, but stable since 3.11): walking its
-    # tree is the only way to tell RE2-incompatible syntax from valid syntax without writing a
-    # second regex parser.
-    problem = _first_non_re2(tree)
-    if problem:
-        raise MatcherError(
-            text,
-            f"regular expression {pattern!r} uses {problem}, which Alertmanager's RE2 "
-            "does not support",
-        )
-    return compiled
-
-
-def _first_non_re2(tree: object) -> str | None:
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        for op, argument in getattr(node, "data", node):  # type: ignore[union-attr]
-            name = str(op)
-            if name in _NOT_IN_RE2:
-                return _NOT_IN_RE2[name]
-            if name in ("MAX_REPEAT", "MIN_REPEAT"):
-                low, high, _ = argument
-                limit = high if high != _parser_maxrepeat() else low
-                if limit > RE2_MAX_REPEAT:
-                    return f"a repeat count of {limit} (RE2 allows at most {RE2_MAX_REPEAT})"
-            stack.extend(_subpatterns(argument))
-    return None
-
-
-def _parser_maxrepeat() -> int:
-    from re import _constants  # type: ignore[attr-defined]
-
-    return _constants.MAXREPEAT
-
-
-def _subpatterns(argument: object) -> list[object]:
-    """The nested sub-patterns in one parsed opcode's argument."""
-    found: list[object] = []
-    pending = [argument]
-    while pending:
-        item = pending.pop()
-        if hasattr(item, "data"):
-            found.append(item)
-        elif isinstance(item, tuple | list):
-            pending.extend(item)
-    return found

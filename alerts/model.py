@@ -165,9 +165,9 @@ class Alert:
     ) -> Alert:
         """A new alert whose condition started holding at ``at_seconds``."""
         return cls(
-            labels=labels,  # type: ignore[arg-type]  # coerced in __post_init__
+            labels=LabelSet.coerce(labels, "labels"),
             state=AlertState.PENDING,
-            annotations=annotations if annotations is not None else LabelSet(field="annotations"),  # type: ignore[arg-type]
+            annotations=LabelSet.coerce(annotations or {}, "annotations"),
             active_at_seconds=at_seconds,
             value=value,
             generator_url=generator_url,

@@ -109,8 +109,8 @@ class _JSONPoster:
         try:
             for attempt in range(self._retry.max_attempts):
                 outcome = self._attempt(client, body)
-                if outcome.failure is None:
-                    return Delivery(attempt + 1, outcome.status_code, tuple(delays))  # type: ignore[arg-type]
+                if outcome.failure is None and outcome.status_code is not None:
+                    return Delivery(attempt + 1, outcome.status_code, tuple(delays))
                 attempts = attempt + 1
                 if not outcome.is_retryable or attempts == self._retry.max_attempts:
                     verdict = (

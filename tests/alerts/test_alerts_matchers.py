@@ -102,6 +102,10 @@ def test_rejects_like_alertmanager_with_the_matcher_named(text, fragment):
         ("a++", "possessive"),
         ("a{1001}", "repeat count of 1001"),
         ("a{2,1001}", "repeat count of 1001"),
+        ("(?x) a b", "verbose flag"),
+        ("(?x:a b)c", "verbose flag"),
+        ("[[:alpha:]]+", "POSIX class"),
+        ("a{,3}", "literal text"),
     ],
 )
 def test_regexes_outside_re2_are_refused(pattern, fragment):
@@ -110,7 +114,7 @@ def test_regexes_outside_re2_are_refused(pattern, fragment):
 
 
 def test_re2_constructs_are_accepted():
-    for pattern in ("a{1000}", "a{2,}", "(?i)abc", "[a-z]+", "(?P<n>x)", r"\d+", "a|b"):
+    for pattern in ("a{1000}", "a{2,}", "(?i)abc", "[a-z]+", "(?P<n>x)", r"\d+", "a|b", r"\{,3}"):
         Matcher("x", RE, pattern)
 
 
