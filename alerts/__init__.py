@@ -29,6 +29,7 @@ from alerts.payloads import (
     AlertGroup,
     group_alerts,
     postable_alerts,
+    postable_silence,
     valid_until_seconds,
     webhook_message,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "parse_matcher",
     "parse_matchers",
     "postable_alerts",
+    "postable_silence",
     "silenced_alerts",
     "silenced_by",
     "valid_until_seconds",

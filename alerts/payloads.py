@@ -5,6 +5,7 @@
   written for Alertmanager's webhooks reads Tailwatch's unchanged.
 - :func:`postable_alerts`: the body of Alertmanager's ``POST /api/v2/alerts``
   (``api/v2/openapi.yaml`` ``postableAlerts``), shaped as Prometheus sends it.
+- :func:`postable_silence`: the body of ``POST /api/v2/silences``.
 
 Only firing and resolved alerts are sent; a pending or inactive one is an error (Prometheus
 never sends pending alerts).
@@ -17,7 +18,9 @@ from typing import Any, NamedTuple
 
 from alerts.errors import AlertError
 from alerts.labels import LabelSet
+from alerts.matchers import MatchType
 from alerts.model import Alert, AlertState
+from alerts.silences import Silence
 from slo.window import format_utc
 
 #: The webhook payload format version Alertmanager 0.25 sends.
@@ -130,6 +133,26 @@ def webhook_message(
             }
             for alert in alerts
         ],
+    }
+
+
+def postable_silence(silence: Silence) -> dict[str, Any]:
+    """The body of Alertmanager's ``POST /api/v2/silences`` for ``silence`` (the
+    ``postableSilence`` schema; Alertmanager assigns its own id, so ours is not sent)."""
+    return {
+        "matchers": [
+            {
+                "name": m.name,
+                "value": m.value,
+                "isRegex": m.type in (MatchType.REGEX, MatchType.NOT_REGEX),
+                "isEqual": m.type in (MatchType.EQUAL, MatchType.REGEX),
+            }
+            for m in silence.matchers
+        ],
+        "startsAt": _rfc3339(silence.starts_at_seconds),
+        "endsAt": _rfc3339(silence.ends_at_seconds),
+        "createdBy": silence.created_by,
+        "comment": silence.comment,
     }
 
 

@@ -4,10 +4,12 @@ webhook payloads, group keys and inhibition agree with ours."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from datetime import datetime
 
+import httpx
 import pytest
 
 from alerts import (
@@ -15,7 +17,10 @@ from alerts import (
     Alert,
     AlertmanagerNotifier,
     RetryPolicy,
+    Silence,
     inhibited_alerts,
+    postable_silence,
+    silenced_by,
     webhook_message,
 )
 from alerts.payloads import GO_ZERO_TIME, group_key
@@ -153,6 +158,68 @@ def test_inhibition_agrees_with_alertmanager(stack):
     states = {a["fingerprint"]: a["status"]["state"] for a in server.alerts()}
     assert states[alerts[1].fingerprint] == "suppressed"
     assert {states[a.fingerprint] for a in alerts if a is not alerts[1]} == {"active"}
+
+
+def test_silences_agree_with_alertmanager(stack):
+    server, _ = stack
+    now = time.time()
+    silences = [
+        Silence.create(text, now, now + 3600, "test", "conformance", now, silence_id=name)
+        for name, text in [
+            ("targets-a-or-b", 'alertname="TwSilenced", target=~"a|b"'),  # anchored: not "ab"
+            ("no-team", 'alertname="TwSilenced", team=""'),  # absent label reads as ""
+            ("not-a-prefixed", 'alertname="TwSilenced", target!~"a.*"'),
+            ("code-5xx", 'alertname="TwSilenced", code=~"5.."'),  # not "1500"
+            ("infra", 'alertname="TwSilenced", team!="infra", target="ab"'),
+        ]
+    ]
+    alerts = [
+        Alert.pending({"alertname": "TwSilenced", **labels}, now - 60).fire(now - 30)
+        for labels in (
+            {"target": "a", "team": "web"},
+            {"target": "ab", "team": "web"},
+            {"target": "ab", "team": "infra"},
+            {"target": "b"},
+            {"target": "c", "team": "web", "code": "500"},
+            {"target": "a", "team": "web", "code": "1500"},
+        )
+    ]
+    ours = {a.fingerprint: silenced_by(a.labels, silences, now) for a in alerts}
+    assert any(ours.values()) and not all(ours.values())
+
+    am_ids = {}
+    for silence in silences:
+        response = httpx.post(
+            f"{server.url}/api/v2/silences", json=postable_silence(silence), timeout=30
+        )
+        assert response.status_code == 200, response.text
+        am_ids[response.json()["silenceID"]] = silence.id
+    _notifier(server).notify(alerts, now)
+
+    def theirs() -> dict[str, tuple[str, ...]] | None:
+        listed = {a["fingerprint"]: a for a in server.alerts()}
+        if not all(a.fingerprint in listed for a in alerts):
+            return None
+        return {
+            a.fingerprint: tuple(
+                sorted(am_ids[i] for i in listed[a.fingerprint]["status"]["silencedBy"])
+            )
+            for a in alerts
+        }
+
+    wait_for("Alertmanager to list the alerts", theirs)
+    # NOTE: silences apply when Alertmanager answers; poll a while, then compare for the diff
+    with contextlib.suppress(AssertionError):
+        wait_for("Alertmanager's silencedBy", lambda: True if theirs() == ours else None, 15)
+    assert theirs() == ours
+    assert ours == {
+        alerts[0].fingerprint: ("targets-a-or-b",),
+        alerts[1].fingerprint: ("infra",),
+        alerts[2].fingerprint: (),
+        alerts[3].fingerprint: ("no-team", "not-a-prefixed", "targets-a-or-b"),
+        alerts[4].fingerprint: ("code-5xx", "not-a-prefixed"),
+        alerts[5].fingerprint: ("targets-a-or-b",),
+    }
 
 
 def _seconds(rfc3339: str) -> float:

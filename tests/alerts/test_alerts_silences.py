@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts import Alert, Silence, SilenceError, SilenceState, silenced_alerts, silenced_by
+from alerts import (
+    Alert,
+    Silence,
+    SilenceError,
+    SilenceState,
+    postable_silence,
+    silenced_alerts,
+    silenced_by,
+)
 from alerts.matchers import parse_matchers
 
 NOW = 1_800_000_000.0
@@ -123,3 +131,19 @@ def test_exactly_one_state_and_mute_only_when_active(start, duration, now):
         }[now < start]
     )
     assert silence.mutes({"a": "1"}, now) is (state is SilenceState.ACTIVE)
+
+
+def test_postable_silence_is_alertmanagers_v2_shape():
+    silence = make('alertname="X", a!="1", b=~"2|3", c!~"4"')
+    assert postable_silence(silence) == {
+        "matchers": [
+            {"name": "alertname", "value": "X", "isRegex": False, "isEqual": True},
+            {"name": "a", "value": "1", "isRegex": False, "isEqual": False},
+            {"name": "b", "value": "2|3", "isRegex": True, "isEqual": True},
+            {"name": "c", "value": "4", "isRegex": True, "isEqual": False},
+        ],
+        "startsAt": "2027-01-15T08:00:00.000Z",
+        "endsAt": "2027-01-15T09:00:00.000Z",
+        "createdBy": "oncall@example",
+        "comment": "known: drill",
+    }
