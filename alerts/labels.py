@@ -142,6 +142,8 @@ class LabelSet(Mapping[str, str]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LabelSet):
             return self._items == other._items
+        if isinstance(other, Mapping):
+            return self._by_name == dict(other)
         return NotImplemented
 
     def __repr__(self) -> str:

@@ -107,6 +107,8 @@ def test_label_set_is_an_immutable_hashable_mapping():
     assert list(labels) == ["a", "b"]
     assert labels.pairs == (("a", "1"), ("b", "2"))
     assert {labels: 1}[LabelSet({"a": "1", "b": "2"})] == 1
+    assert labels == {"a": "1", "b": "2"}
+    assert labels != {"a": "1"}
     assert labels.merged({"c": "3", "a": "9"}).as_dict() == {"a": "9", "b": "2", "c": "3"}
     with pytest.raises(TypeError):
         labels["a"] = "x"  # type: ignore[index]
