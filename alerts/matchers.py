@@ -153,7 +153,13 @@ def parse_matcher(text: str) -> Matcher:
             "(a label name is letters, digits, '_' or ':', not starting with a digit)",
         )
     name, operator, raw = found.groups()
-    return Matcher(name, MatchType(operator), _unquote(text, raw))
+    try:
+        return Matcher(name, MatchType(operator), _unquote(text, raw))
+    except MatcherError as error:
+        if error.text == text:
+            raise
+        # NOTE: name the matcher as the user wrote it, not as Matcher.__str__ re-escapes it.
+        raise MatcherError(text, error.problem) from None
 
 
 def _unquote(text: str, raw: str) -> str:
