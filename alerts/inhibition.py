@@ -29,7 +29,7 @@ from alerts.conventions import SEVERITY, SEVERITY_PAGE, SEVERITY_TICKET, SLO
 from alerts.errors import InhibitRuleError, LabelError, MatcherError
 from alerts.labels import check_label_name
 from alerts.matchers import Matcher, MatchType, matches_all, parse_matchers
-from alerts.model import Alert, AlertState
+from alerts.model import Alert, AlertState, unique_by_fingerprint
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,7 @@ def inhibited_alerts(
     NOTE: O(alerts² × rules) — the firing set is small (tens), and Alertmanager's own
     ``hasEqual`` scans its source cache the same way."""
     rules = tuple(rules)
+    alerts = unique_by_fingerprint(alerts)
     muted: dict[str, str] = {}
     for target in alerts:
         source = inhibited_by(target, alerts, rules)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -207,3 +208,20 @@ class Alert:
 
     def _moved(self, state: AlertState, value: float | None, **times: Any) -> Alert:
         return replace(self, state=state, value=self.value if value is None else value, **times)
+
+
+def unique_by_fingerprint(alerts: Iterable[Alert]) -> list[Alert]:
+    """``alerts`` as a list, refusing two alerts with one label set (one fingerprint): an alert
+    set holds each alert once, and results keyed by fingerprint would silently keep one."""
+    listed = list(alerts)
+    seen: dict[str, Alert] = {}
+    for alert in listed:
+        other = seen.get(alert.fingerprint)
+        if other is not None:
+            raise AlertError(
+                "alerts",
+                f"two alerts share the labels {alert.labels!r} (fingerprint {alert.fingerprint}, "
+                f"{other.state.value} and {alert.state.value}); pass each alert once",
+            )
+        seen[alert.fingerprint] = alert
+    return listed

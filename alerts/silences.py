@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from alerts.errors import SilenceError
 from alerts.matchers import Matcher, format_matchers, parse_matchers
-from alerts.model import Alert
+from alerts.model import Alert, unique_by_fingerprint
 
 
 class SilenceState(enum.Enum):
@@ -170,7 +170,7 @@ def silenced_alerts(
     mutes are absent."""
     active = [s for s in silences if s.state(now_seconds) is SilenceState.ACTIVE]
     muted: dict[str, tuple[str, ...]] = {}
-    for alert in alerts:
+    for alert in unique_by_fingerprint(alerts):
         ids = tuple(sorted(s.id for s in active if s.matches(alert.labels)))
         if ids:
             muted[alert.fingerprint] = ids

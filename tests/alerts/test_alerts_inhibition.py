@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from alerts import (
     DEFAULT_INHIBIT_RULES,
     Alert,
+    AlertError,
+    AlertState,
     InhibitRule,
     InhibitRuleError,
+    LabelSet,
     inhibited_alerts,
     inhibited_by,
 )
@@ -107,3 +112,52 @@ def test_invalid_rules_name_the_rule_and_field(kwargs, field, fragment):
         InhibitRule(**arguments)
     assert caught.value.field == field
     assert fragment in str(caught.value)
+
+
+values = st.sampled_from(["", "page", "ticket", "x"])
+label_sets = st.fixed_dictionaries(
+    {"alertname": st.sampled_from(["A", "B"])},
+    optional={"severity": values, "slo": values, "team": values},
+)
+states = st.sampled_from(["pending", "firing", "resolved"])
+matcher_texts = st.sampled_from(
+    ['severity="page"', 'severity="ticket"', 'slo=~".+"', 'team!="x"', 'alertname=~"A|B"', 'slo=""']
+)
+
+
+def _in_state(labels, state):
+    alert = Alert.pending(labels, 1.0)
+    if state == "pending":
+        return alert
+    alert = alert.fire(2.0)
+    return alert if state == "firing" else alert.resolve(3.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    # one alert per label set, as in a real alert set (the fingerprint is the identity)
+    st.lists(st.tuples(label_sets, states), max_size=6, unique_by=lambda spec: LabelSet(spec[0])),
+    st.lists(matcher_texts, min_size=1, max_size=2),
+    st.lists(matcher_texts, min_size=1, max_size=2),
+    st.lists(st.sampled_from(["slo", "team", "alertname"]), max_size=2, unique=True),
+)
+def test_inhibition_invariants(specs, source, target, equal):
+    rule = InhibitRule("r", ", ".join(source), ", ".join(target), tuple(equal))
+    alerts = [_in_state(labels, state) for labels, state in specs]
+    by_fingerprint = {a.fingerprint: a for a in alerts}
+    for muted, inhibitor in inhibited_alerts(alerts, [rule]).items():
+        source_alert = by_fingerprint[inhibitor]
+        target_alert = by_fingerprint[muted]
+        assert source_alert.state is AlertState.FIRING
+        assert rule.is_source(source_alert) and rule.is_target(target_alert)
+        assert all(
+            source_alert.labels.get_value(n) == target_alert.labels.get_value(n) for n in equal
+        )
+        assert inhibitor != muted  # never itself
+        assert not (rule.is_source(target_alert) and rule.is_target(source_alert))
+
+
+def test_an_alert_set_holding_one_label_set_twice_is_refused():
+    twin = Alert.pending(dict(PAGE_TTFT.labels), 100.0)  # same labels, pending
+    with pytest.raises(AlertError, match="two alerts share the labels"):
+        inhibited_alerts([PAGE_TTFT, TICKET_TTFT, twin])

@@ -147,3 +147,9 @@ def test_postable_silence_is_alertmanagers_v2_shape():
         "createdBy": "oncall@example",
         "comment": "known: drill",
     }
+
+
+def test_silenced_alerts_refuses_one_label_set_twice():
+    alert = _alert(target="a")
+    with pytest.raises(ValueError, match="pass each alert once"):
+        silenced_alerts([alert, alert], [make()], NOW)
