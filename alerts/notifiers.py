@@ -157,6 +157,7 @@ class WebhookNotifier:
         receiver: str = "tailwatch",
         group_by: Sequence[str] = ("alertname",),
         external_url: str = "",
+        max_alerts: int = 0,
         timeout_seconds: float = 10.0,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -179,6 +180,11 @@ class WebhookNotifier:
         for name in group_by:
             if not is_valid_label_name(name):
                 raise NotifierConfigError(f"group_by: {name!r} is not a valid label name")
+        if isinstance(max_alerts, bool) or not isinstance(max_alerts, int) or max_alerts < 0:
+            raise NotifierConfigError(
+                f"max_alerts must be an integer >= 0 (0: no limit), not {max_alerts!r}"
+            )
+        self.max_alerts = max_alerts
         self.receiver = receiver
         self.group_by = group_by
         self.external_url = external_url
@@ -186,7 +192,9 @@ class WebhookNotifier:
     def notify(self, alerts: Sequence[Alert], now_seconds: float) -> Delivery:
         """Send one notification for ``alerts`` (one group). ``now_seconds`` is unused: the
         payload carries each alert's own times."""
-        message = webhook_message(alerts, self.receiver, self.group_by, self.external_url)
+        message = webhook_message(
+            alerts, self.receiver, self.group_by, self.external_url, self.max_alerts
+        )
         return self._poster.post(message)
 
 

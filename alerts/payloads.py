@@ -99,8 +99,13 @@ def webhook_message(
     receiver: str,
     group_by: Sequence[str] = ("alertname",),
     external_url: str = "",
+    max_alerts: int = 0,
 ) -> dict[str, Any]:
     """The version-4 webhook payload for one group of alerts.
+
+    ``max_alerts`` (0: no limit) keeps the first ``max_alerts`` alerts and counts the rest in
+    ``truncatedAlerts``, as Alertmanager's ``max_alerts`` does (before anything else is
+    computed, so ``status`` and the common labels describe the alerts sent).
 
     ``groupLabels`` are the ``group_by`` labels the alerts share; ``status`` is ``firing`` if
     any alert fires, else ``resolved``. A firing alert's ``endsAt`` is Go's zero time, as
@@ -109,12 +114,15 @@ def webhook_message(
     alerts = _sendable(alerts)
     if not alerts:
         raise AlertError("alerts", "a webhook notification needs at least one alert")
+    truncated = 0
+    if max_alerts and len(alerts) > max_alerts:
+        alerts, truncated = alerts[:max_alerts], len(alerts) - max_alerts
     common_labels = _common([a.labels for a in alerts])
     group_labels = {name: common_labels[name] for name in group_by if name in common_labels}
     return {
         "version": WEBHOOK_VERSION,
         "groupKey": group_key(group_labels),
-        "truncatedAlerts": 0,
+        "truncatedAlerts": truncated,
         "status": "firing" if any(a.is_firing for a in alerts) else "resolved",
         "receiver": receiver,
         "groupLabels": group_labels,

@@ -225,6 +225,7 @@ def test_notifiers_satisfy_the_protocol():
         (lambda: AlertmanagerNotifier("http://127.0.0.1/", resend_delay_seconds=-1), "resend"),
         (lambda: WebhookNotifier("http://127.0.0.1/", receiver=""), "receiver"),
         (lambda: WebhookNotifier("http://127.0.0.1/", group_by=["bad-name"]), "group_by"),
+        (lambda: WebhookNotifier("http://127.0.0.1/", max_alerts=-1), "max_alerts"),
         (lambda: RetryPolicy(max_attempts=0), "max_attempts"),
         (lambda: RetryPolicy(max_attempts=1.5), "max_attempts"),
         (lambda: RetryPolicy(base_delay_seconds=-1), "base_delay_seconds"),
@@ -262,3 +263,15 @@ def test_group_alerts_splits_by_the_group_by_labels_like_the_dispatcher():
         ({"alertname": "TargetDown"}, (bare,)),  # a group_by label it lacks is left out
     ]
     assert group_alerts([kv_a, queue], ())[0].alerts == (kv_a, queue)  # no group_by: one group
+
+
+def test_max_alerts_truncates_and_counts_like_alertmanager():
+    firing = [_firing(target=str(i), team="a" if i else "b") for i in range(3)]
+    with receiver() as rx:
+        _webhook(rx.url, Sleeps(), max_alerts=2).notify(
+            [firing[1], firing[2].resolve(T0 + 90), firing[0]], T0 + 100
+        )
+    body = rx.received[0].body
+    assert body["truncatedAlerts"] == 1
+    assert [a["labels"]["target"] for a in body["alerts"]] == ["1", "2"]
+    assert body["commonLabels"]["team"] == "a"  # computed over the alerts sent
