@@ -30,6 +30,9 @@ WEBHOOK_VERSION = "4"
 GO_ZERO_TIME = "0001-01-01T00:00:00Z"
 #: Prometheus's default ``--rules.alert.resend-delay``.
 DEFAULT_RESEND_DELAY_SECONDS = 60.0
+#: How long Prometheus keeps re-sending a resolved alert (``rules/alerting.go``
+#: ``resolvedRetention``), so one lost request does not leave it firing in Alertmanager.
+RESOLVED_RETENTION_SECONDS = 15 * 60.0
 
 
 def _sendable(alerts: Iterable[Alert]) -> list[Alert]:
