@@ -23,11 +23,12 @@ from alerts.matchers import (
     parse_matcher,
     parse_matchers,
 )
-from alerts.model import Alert, AlertState
+from alerts.model import Alert, AlertState, unique_by_fingerprint
 from alerts.notifiers import AlertmanagerNotifier, Delivery, Notifier, WebhookNotifier
 from alerts.payloads import (
     AlertGroup,
     group_alerts,
+    group_key,
     postable_alerts,
     postable_silence,
     valid_until_seconds,
@@ -64,6 +65,7 @@ __all__ = [
     "fingerprint_hex",
     "format_matchers",
     "group_alerts",
+    "group_key",
     "inhibited_alerts",
     "inhibited_by",
     "is_retryable_status",
@@ -74,6 +76,7 @@ __all__ = [
     "postable_silence",
     "silenced_alerts",
     "silenced_by",
+    "unique_by_fingerprint",
     "valid_until_seconds",
     "webhook_message",
 ]
