@@ -10,6 +10,8 @@ go green by skipping.
   fresh database per use and drops it afterwards.
 - ``TAILWATCH_PROMETHEUS_BIN`` or ``prometheus`` on ``PATH``: tests start their own server on
   loopback with :func:`prometheus_binary`.
+- ``TAILWATCH_ALERTMANAGER_BIN`` or ``prometheus-alertmanager`` (Debian's name) or
+  ``alertmanager`` on ``PATH``: tests start their own server with :func:`alertmanager_binary`.
 - :class:`PrivatePostgres`: a throwaway cluster of the test's own (``initdb`` + ``pg_ctl``
   from the same package), for tests that stop and restart the database.
 """
@@ -30,6 +32,7 @@ import pytest
 REQUIRE_ENV = "TAILWATCH_REQUIRE_SERVICES"
 PG_URL_ENV = "TAILWATCH_TEST_PG_URL"
 PROMETHEUS_ENV = "TAILWATCH_PROMETHEUS_BIN"
+ALERTMANAGER_ENV = "TAILWATCH_ALERTMANAGER_BIN"
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
 
@@ -72,6 +75,21 @@ def prometheus_binary() -> str:
     if not path or not os.access(path, os.X_OK):
         missing_service(
             f"no Prometheus server binary: install Debian's prometheus or set {PROMETHEUS_ENV}"
+        )
+    return path  # type: ignore[return-value]
+
+
+def alertmanager_binary() -> str:
+    """Path of the Alertmanager binary, or skip/fail."""
+    path = (
+        os.environ.get(ALERTMANAGER_ENV)
+        or shutil.which("prometheus-alertmanager")
+        or shutil.which("alertmanager")
+    )
+    if not path or not os.access(path, os.X_OK):
+        missing_service(
+            "no Alertmanager binary: install Debian's prometheus-alertmanager or set "
+            f"{ALERTMANAGER_ENV}"
         )
     return path  # type: ignore[return-value]
 
