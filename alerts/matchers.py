@@ -13,8 +13,8 @@ its ``amtool``), case for case:
 A label that is absent matches as the empty string (``{team=""}`` matches alerts without
 ``team``). Regular expressions are fully anchored (``=~"5.."`` matches ``500``, not ``1500``).
 
-NOTE: Alertmanager compiles regexes with Go's RE2; we compile with Python's ``re`` restricted
-to the RE2-compatible subset (:mod:`alerts.re2` says what is refused and what still differs).
+NOTE: Alertmanager compiles regexes with Go's ``regexp`` (RE2 syntax); we compile them with
+RE2 itself (:mod:`alerts.re2`), so a pattern has one meaning in both.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+import re2
+
 from alerts.errors import MatcherError
-from alerts.re2 import RE2SubsetError, compile_re2_subset
+from alerts.re2 import RE2Error, compile_re2
 
 #: Alertmanager 0.25's matcher pattern. NOTE: ``[ \t\n\f\r]`` spelled out: Go's ``\s`` is ASCII
 #: whitespace, Python's is Unicode's; ``=~`` before ``=`` so ``a=~b`` is not ``a = "~b"``.
@@ -54,7 +56,7 @@ class Matcher:
     name: str
     type: MatchType
     value: str
-    _regex: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _regex: re2._Regexp | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         text = f"{self.name}{getattr(self.type, 'value', self.type)}{self.value!r}"
@@ -73,8 +75,8 @@ class Matcher:
             raise MatcherError(text, f"value {self.value!r} is not valid UTF-8") from None
         if self.type in (MatchType.REGEX, MatchType.NOT_REGEX):
             try:
-                object.__setattr__(self, "_regex", compile_re2_subset(self.value))
-            except RE2SubsetError as error:
+                object.__setattr__(self, "_regex", compile_re2(self.value))
+            except RE2Error as error:
                 raise MatcherError(str(self), str(error)) from None
 
     def matches_value(self, value: str) -> bool:

@@ -93,19 +93,18 @@ def test_rejects_like_alertmanager_with_the_matcher_named(text, fragment):
 @pytest.mark.parametrize(
     ("pattern", "fragment"),
     [
-        ("(?=x)y", "lookahead/lookbehind"),
-        ("(?<!x)y", "lookahead/lookbehind"),
-        (r"(a)\1", "backreferences"),
-        ("(?P<n>a)(?P=n)", "backreferences"),
-        ("(a)?(?(1)b|c)", "conditional"),
-        ("(?>ab)", "atomic"),
-        ("a++", "possessive"),
-        ("a{1001}", "repeat count of 1001"),
-        ("a{2,1001}", "repeat count of 1001"),
-        ("(?x) a b", "verbose flag"),
-        ("(?x:a b)c", "verbose flag"),
-        ("[[:alpha:]]+", "POSIX class"),
-        ("a{,3}", "literal text"),
+        ("(?=x)y", "invalid perl operator"),  # lookahead
+        ("(?<!x)y", "invalid perl operator"),  # lookbehind
+        (r"(a)\1", "invalid escape sequence"),  # backreference
+        ("(?P<n>a)(?P=n)", "invalid perl operator"),
+        ("(a)?(?(1)b|c)", "invalid perl operator"),  # conditional group
+        ("(?>ab)", "invalid perl operator"),  # atomic group
+        ("a++", "bad repetition operator"),  # possessive
+        ("a{1001}", "invalid repetition size"),
+        ("a{2,1001}", "invalid repetition size"),
+        ("(?x) a b", "invalid perl operator"),  # verbose flag
+        ("(?x:a b)c", "invalid perl operator"),
+        ("(a", "missing \\)"),
     ],
 )
 def test_regexes_outside_re2_are_refused(pattern, fragment):
@@ -116,6 +115,20 @@ def test_regexes_outside_re2_are_refused(pattern, fragment):
 def test_re2_constructs_are_accepted():
     for pattern in ("a{1000}", "a{2,}", "(?i)abc", "[a-z]+", "(?P<n>x)", r"\d+", "a|b", r"\{,3}"):
         Matcher("x", RE, pattern)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "expected"),
+    [
+        ("[[:alpha:]]+", "abc", True),  # a POSIX class in RE2, not a set of ":alph["
+        ("[[:alpha:]]+", ":", False),
+        ("a{,3}", "a{,3}", True),  # literal text in RE2 (and Go), not a repeat
+        ("a{,3}", "aaa", False),
+        ("(?i)é", "É", True),  # RE2 folds case across Unicode
+    ],
+)
+def test_regexes_mean_what_they_mean_in_re2(pattern, value, expected):
+    assert Matcher("x", RE, pattern).matches_value(value) is expected
 
 
 @pytest.mark.parametrize(
