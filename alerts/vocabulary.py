@@ -1,0 +1,118 @@
+"""The names rules, triage and the drills share: built-in alert names, triage causes and the
+action each cause recommends. One place, so a scenario's ``expects`` can name what the
+evaluator raises and what triage concludes, and a typo is an error rather than a silent miss.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class AlertName(enum.StrEnum):
+    """The built-in rules' ``alertname``s (``docs/alerts.md`` describes each)."""
+
+    SLO_BURN_RATE = "slo-burn-rate"
+    TAIL_LATENCY_INCIDENT = "tail-latency-incident"
+    QUEUE_GROWTH = "queue-growth"
+    KV_SATURATION = "kv-saturation"
+    PREFIX_HIT_DROP = "prefix-hit-drop"
+    REPLICA_IMBALANCE = "replica-imbalance"
+    ERROR_RATE = "error-rate"
+    TARGET_DOWN = "target-down"
+    GPU_HEALTH = "gpu-health"
+    METRIC_ABSENT = "metric-absent"
+
+
+class Cause(enum.StrEnum):
+    """What triage can conclude a latency incident comes from."""
+
+    PREFILL_INTERFERENCE = "prefill-interference"  # long prompts stall every decode in a step
+    KV_EXHAUSTION = "kv-exhaustion"  # the KV cache is full: preemption by recompute
+    PREFIX_BREAK = "prefix-break"  # a prompt change broke the shared prefix
+    PREFIX_SCATTER = "prefix-scatter"  # routing spreads prefix groups over cold replicas
+    OVERLOAD = "overload"  # arrivals above capacity: TTFT becomes queueing
+    SLOW_REPLICA = "slow-replica"  # one replica is slower than the rest
+
+
+class Direction(enum.StrEnum):
+    LOWER = "lower"
+    RAISE = "raise"
+    CHANGE = "change"
+
+
+@dataclass(frozen=True)
+class Action:
+    """What to do about a cause: the knob to turn (an engine or router setting; ``None`` when
+    the fix is outside the engine, e.g. the prompt's order), which way, and why."""
+
+    summary: str
+    knob: str | None
+    direction: Direction | None
+    why: str
+
+
+#: The recommended actions per cause, most direct first.
+ACTIONS: dict[Cause, tuple[Action, ...]] = {
+    Cause.PREFILL_INTERFERENCE: (
+        Action(
+            "lower max_num_batched_tokens (chunked prefill)",
+            "max_num_batched_tokens",
+            Direction.LOWER,
+            "a step's prefill tokens delay every decode in it; a smaller budget bounds ITL",
+        ),
+    ),
+    Cause.KV_EXHAUSTION: (
+        Action(
+            "give the KV cache more memory",
+            "gpu_memory_utilization",
+            Direction.RAISE,
+            "preemption recomputes evicted sequences; more blocks keep them resident",
+        ),
+        Action(
+            "lower max_num_seqs",
+            "max_num_seqs",
+            Direction.LOWER,
+            "fewer concurrent sequences need fewer blocks at once",
+        ),
+    ),
+    Cause.PREFIX_BREAK: (
+        Action(
+            "restore prefix-friendly prompt order",
+            None,
+            None,
+            "prefix caching matches from the first token: dynamic content goes after the "
+            "stable prefix",
+        ),
+    ),
+    Cause.PREFIX_SCATTER: (
+        Action(
+            "route by prefix (prefix-aware routing)",
+            "routing",
+            Direction.CHANGE,
+            "round-robin spreads each prefix group over every replica, each cold",
+        ),
+    ),
+    Cause.OVERLOAD: (
+        Action(
+            "scale out",
+            "replicas",
+            Direction.RAISE,
+            "arrivals exceed what the replicas serve; the queue grows until load drops",
+        ),
+        Action(
+            "admission control: lower max_waiting_requests",
+            "max_waiting_requests",
+            Direction.LOWER,
+            "a bounded queue answers 429 with Retry-After instead of queueing without end",
+        ),
+    ),
+    Cause.SLOW_REPLICA: (
+        Action(
+            "drain the slow replica",
+            "active_replicas",
+            Direction.LOWER,
+            "fleet percentiles hide one bad replica; take it out and investigate it",
+        ),
+    ),
+}
