@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, select, text
 
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind
 from collectors.store import LayoutChangeError, ScrapeRecord, Store
+from collectors.store.maintenance import RetentionPolicy
 from collectors.store.models import (
     HistogramRollup,
     HistogramSnapshotRow,
@@ -24,7 +25,8 @@ from collectors.store.models import (
     Scrape,
     ValueSample,
 )
-from collectors.store.rollups import RetentionPolicy, minute_start, step_bounds
+from collectors.store.raw import minute_start
+from collectors.store.windows import step_bounds
 from slo import (
     ClassicHistogram,
     HistogramSnapshot,
