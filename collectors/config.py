@@ -58,7 +58,7 @@ from collectors.scrape import (
     Target,
 )
 from collectors.store.connection import DB_URL_ENV
-from collectors.store.maintenance import MIN_RETENTION_SECONDS, RetentionPolicy
+from collectors.store.retention import MIN_RETENTION_SECONDS, RetentionPolicy
 
 DEFAULT_LISTEN = "127.0.0.1:4318"
 GPU_MODES = ("auto", "on", "off")

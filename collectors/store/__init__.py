@@ -6,7 +6,6 @@
 """
 
 from collectors.store.connection import DB_URL_ENV, DEFAULT_PATH, default_url, sqlite_url
-from collectors.store.maintenance import MaintenanceReport, RetentionPolicy
 from collectors.store.protocols import MetricsReader, RequestReader, ScrapeStore, TraceStore
 from collectors.store.records import (
     CounterStep,
@@ -20,6 +19,7 @@ from collectors.store.records import (
     StoredExemplar,
 )
 from collectors.store.repository import Store
+from collectors.store.retention import MaintenanceReport, RetentionPolicy
 from collectors.store.schema import SchemaOutOfDateError
 from collectors.store.window_semantics import LayoutChangeError, WindowSemantics
 

@@ -94,12 +94,14 @@ def raw_values(session: Session, sid: int, a: float, b: float) -> list[RawValue]
 def pair_increase(prev: RawSnapshot, cur: RawSnapshot) -> tuple[list[float], float | None]:
     """A pair's increase (counts, sum): the difference, or the later snapshot itself after a
     reset (any bucket going down), as ``slo.histogram_increase`` does."""
-    before, after = prev.counts, cur.counts
+    # NOTE: unpacked, not read by name: this runs once per stored pair of every raw read.
+    _, _, before, before_sum = prev
+    _, _, after, after_sum = cur
     is_reset = any(x < y for x, y in zip(after, before, strict=True))
     counts = list(after) if is_reset else [x - y for x, y in zip(after, before, strict=True)]
-    if prev.sum_value is None or cur.sum_value is None:
+    if before_sum is None or after_sum is None:
         return counts, None
-    return counts, cur.sum_value if is_reset else cur.sum_value - prev.sum_value
+    return counts, after_sum if is_reset else after_sum - before_sum
 
 
 def value_increase(before: float, after: float) -> float:

@@ -23,7 +23,7 @@ from collectors.canonical import Labels
 from collectors.request_records import RequestRecord, SpanRecord
 from collectors.store.catalog import Catalog
 from collectors.store.connection import default_url, make_engine
-from collectors.store.maintenance import Maintenance, MaintenanceReport, RetentionPolicy
+from collectors.store.maintenance import Maintenance
 from collectors.store.protocols import DEFAULT_STEP_SECONDS
 from collectors.store.reads import GaugeMinute, MetricReads
 from collectors.store.records import (
@@ -35,6 +35,7 @@ from collectors.store.records import (
     SeriesInfo,
     StoredExemplar,
 )
+from collectors.store.retention import MaintenanceReport, RetentionPolicy
 from collectors.store.schema import require_current_schema, upgrade_schema
 from collectors.store.traces import Traces
 from collectors.store.window_semantics import WindowSemantics

@@ -17,7 +17,6 @@ from sqlalchemy import delete, func, select, text
 
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind
 from collectors.store import LayoutChangeError, ScrapeRecord, Store
-from collectors.store.maintenance import RetentionPolicy
 from collectors.store.models import (
     HistogramRollup,
     HistogramSnapshotRow,
@@ -26,6 +25,7 @@ from collectors.store.models import (
     ValueSample,
 )
 from collectors.store.raw import minute_start
+from collectors.store.retention import RetentionPolicy
 from collectors.store.windows import step_bounds
 from slo import (
     ClassicHistogram,
