@@ -68,7 +68,9 @@ class MetricReads:
         """Cumulative histogram snapshots with ``start <= t <= end``, per series, in order."""
         with self._sessions() as session:
             chosen = self._catalog.select(session, family, labels)
-            return {s.info.labels: self._snapshots(session, s.series_id, start, end) for s in chosen}  # fmt: skip
+            return {
+                s.info.labels: self._snapshots(session, s.series_id, start, end) for s in chosen
+            }
 
     def scrapes(self, target: str) -> list[ScrapeStatus]:
         """Every stored scrape of ``target``, oldest first."""

@@ -86,6 +86,8 @@ def require_current_schema(engine: Engine) -> None:
     revision = current_revision(engine)
     if revision != head:
         script = ScriptDirectory.from_config(alembic_config())
-        is_known = revision is not None and revision in {r.revision for r in script.walk_revisions()}  # fmt: skip
+        is_known = revision is not None and revision in {
+            r.revision for r in script.walk_revisions()
+        }
         masked = engine.url.render_as_string(hide_password=True)
         raise SchemaOutOfDateError(masked, revision, head, is_known=is_known)

@@ -113,10 +113,12 @@ class StepEngine:
                 return [
                     HistogramSnapshot(
                         s.timestamp_seconds,
-                        ClassicHistogram(layout(session, s.layout_id), tuple(s.counts), s.sum_value),
+                        ClassicHistogram(
+                            layout(session, s.layout_id), tuple(s.counts), s.sum_value
+                        ),
                     )
                     for s in raw_snapshots(session, sid, a, b)
-                ]  # fmt: skip
+                ]
 
             return prometheus_histogram_steps(session, ids, bounds, semantics, snapshots_of)
         steps = len(bounds) - 1
@@ -197,7 +199,8 @@ class StepEngine:
                 second,
             )
         item.counts = [x + y for x, y in zip(item.counts, counts, strict=True)]
-        item.sum_value = None if item.sum_value is None or sum_value is None else item.sum_value + sum_value  # fmt: skip
+        if item.sum_value is not None:
+            item.sum_value = None if sum_value is None else item.sum_value + sum_value
 
     def counter_steps(
         self,

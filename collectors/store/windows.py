@@ -1,5 +1,6 @@
 """Windows and step series of the selected series: the reads the alert evaluator, triage
-and the console ask for (``MetricsReader``), over the :class:`~collectors.store.step_engine.StepEngine`.
+and the console ask for (``MetricsReader``), computed by
+:class:`~collectors.store.step_engine.StepEngine`.
 
 A window ``[start, end]`` (and each step ``(t - step, t]`` of a series query) is the sum of
 the increases of consecutive snapshot pairs whose later snapshot lies in it, resets

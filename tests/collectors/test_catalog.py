@@ -25,7 +25,9 @@ def _histogram(bounds: tuple[float, ...], target: str) -> CanonicalHistogram:
 def test_layout_bounds_are_read_once_and_the_cache_stays_bounded(store: Store, monkeypatch) -> None:
     layouts = [(0.1, math.inf), (0.1, 1.0, math.inf), (0.5, 1.0, 2.0, math.inf)]
     for i, bounds in enumerate(layouts):
-        assert store.write_scrape(ScrapeRecord(f"t{i}", 1.0, histograms=(_histogram(bounds, f"t{i}"),)))  # fmt: skip
+        assert store.write_scrape(
+            ScrapeRecord(f"t{i}", 1.0, histograms=(_histogram(bounds, f"t{i}"),))
+        )
     monkeypatch.setattr(catalog_module, "MAX_CACHED_IDS", 2)
     statements: list[str] = []
     event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))

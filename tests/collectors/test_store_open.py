@@ -132,7 +132,9 @@ def _fingerprint(url: str, backend: str) -> object:
     try:
         with engine.connect() as connection:
             tables = sorted(inspect_schema(connection).get_table_names())
-            counts = {t: connection.execute(text(f'SELECT count(*) FROM "{t}"')).scalar() for t in tables}  # fmt: skip
+            counts = {
+                t: connection.execute(text(f'SELECT count(*) FROM "{t}"')).scalar() for t in tables
+            }
             return counts, current_revision(engine)
     finally:
         engine.dispose()
