@@ -28,9 +28,9 @@ from collectors.scrape_writer import (
     BUFFER_FILE_FORMAT,
     DEFAULT_MAX_BUFFERED_SCRAPES,
     DEFAULT_WRITE_BATCH_SIZE,
-    ScrapeStore,
     ScrapeWriter,
 )
+from collectors.store.protocols import ScrapeStore
 from collectors.store.records import ScrapeRecord
 from collectors.target_status import TargetBook, TargetStatus
 

@@ -63,7 +63,7 @@ from collectors.scrape import (
     Target,
 )
 from collectors.store.connection import DB_URL_ENV
-from collectors.store.rollups import MIN_RETENTION_SECONDS, RetentionPolicy
+from collectors.store.retention import MIN_RETENTION_SECONDS, RetentionPolicy
 from slo import SLOSpec, SLOSpecError, load_slos
 
 DEFAULT_LISTEN = "127.0.0.1:4318"

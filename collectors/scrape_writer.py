@@ -19,13 +19,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from collectors import spill
 from collectors.collector_metrics import DROPPED_BUFFER_FULL, DROPPED_REJECTED, CollectorMetrics
 from collectors.event_wait import wait_for_event
+from collectors.store.protocols import ScrapeStore
 from collectors.store.records import ScrapeRecord
 
 logger = logging.getLogger("tailwatch.collector")
@@ -35,13 +35,6 @@ DEFAULT_MAX_BUFFERED_SCRAPES = 10_000
 DEFAULT_WRITE_BATCH_SIZE = 250
 #: The first item of a saved-buffer file (:meth:`ScrapeWriter.save`).
 BUFFER_FILE_FORMAT = "tailwatch-collector-buffer-v1"
-
-
-class ScrapeStore(Protocol):
-    """What the writer needs of the store: ``write_scrapes`` (one transaction; one flag per
-    record, ``False`` = already stored). A store with only ``write_scrape`` also works."""
-
-    def write_scrapes(self, records: list[ScrapeRecord]) -> list[bool]: ...
 
 
 @dataclass(slots=True)

@@ -12,9 +12,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -28,6 +26,7 @@ from collectors.collector_metrics import (
 from collectors.event_wait import wait_for_event
 from collectors.otlp import ReceiverBusy
 from collectors.request_records import RequestRecord, SpanRecord, request_records
+from collectors.store.protocols import TraceStore
 
 logger = logging.getLogger(__name__)
 
@@ -39,12 +38,6 @@ DEFAULT_FLUSH_TIMEOUT_SECONDS = 10.0
 #: The first item of a file of spans saved at shutdown (``TraceWriter(spill_path=...)``).
 SPILL_FORMAT = "tailwatch-trace-queue-v1"
 _RETRY_INITIAL_SECONDS, _RETRY_MAX_SECONDS = 0.1, 5.0
-
-
-class TraceStore(Protocol):
-    def write_spans(self, spans: Sequence[SpanRecord]) -> int: ...
-
-    def write_requests(self, records: Sequence[RequestRecord]) -> int: ...
 
 
 def is_transient(error: BaseException) -> bool:

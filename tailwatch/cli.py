@@ -13,6 +13,7 @@ from tailwatch.engine_cli import engine_app
 from tailwatch.load_cli import load_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
+from tailwatch.store_cli import store_app
 
 app = typer_app(
     name="tailwatch",
@@ -24,6 +25,7 @@ app.add_typer(engine_app, name="engine")
 app.command()(collect)
 app.add_typer(load_app, name="load")
 app.add_typer(scenario_app, name="scenario")
+app.add_typer(store_app, name="store")
 
 
 @app.command()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collectors.gpu import GpuTelemetry
     from collectors.promql import PrometheusSource
     from collectors.store import Store
-    from collectors.store.rollups import RetentionPolicy
+    from collectors.store.retention import RetentionPolicy
 
 
 async def run_daemon(

@@ -68,7 +68,7 @@ def store_report(db_url: str, target: str, start: float, end: float) -> StoreRep
     """What the store holds of ``target`` over [start, end]; raises what the store raises."""
     from collectors.store import Store
 
-    store = Store(db_url)
+    store = Store(db_url, migrate=False)  # NOTE: a report reads; the collector migrated
     try:
         scrapes = [s for s in store.scrapes(target) if start <= s[0] <= end]
         records = store.requests(start, end, limit=10_000_000)

@@ -31,7 +31,7 @@ from collectors.store.records import (
     SeriesInfo,
     StoredExemplar,
 )
-from collectors.store.windows import WindowSemantics
+from collectors.store.window_semantics import WindowSemantics
 from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, HistogramSnapshot, Sample
 
 #: A label selector: every pair must match; ``None`` selects every series of the family.

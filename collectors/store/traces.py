@@ -1,5 +1,4 @@
-"""The store's spans and request records (OTLP): the ``Store`` methods that write and read
-them live here, mixed into :class:`collectors.store.repository.Store`.
+"""The store's spans and request records (OTLP): their writes, reads and expiry.
 
 Writes are bulk and idempotent on ``(trace_id, span_id)``: an exporter that retries an
 export whose reply it lost stores nothing twice. They use only portable SQL (look up the
@@ -13,18 +12,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import insert, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from collectors.request_records import RequestRecord, SpanEvent, SpanRecord
 from collectors.store.models import RequestRow, SpanRow
+from collectors.store.sql import chunks
 
-#: Ids looked up per ``IN (...)``: far below SQLite's and PostgreSQL's parameter limits.
-_LOOKUP_CHUNK = 500
 #: ``String(n)`` limits of the models; longer text is cut so PostgreSQL never refuses a span
 #: for a long name (SQLite does not enforce them).
 _NAME, _SHORT = 255, 64
@@ -32,8 +32,13 @@ _NAME, _SHORT = 255, 64
 _Row = TypeVar("_Row", SpanRow, RequestRow)
 
 
-class TracesMixin:
-    """Spans and request records. Uses ``self._sessions`` (a ``sessionmaker``) of ``Store``."""
+class Traces:
+    """Spans and request records, written one writer at a time (``write_lock``, shared with
+    the store's other writers)."""
+
+    def __init__(self, sessions: sessionmaker[Session], write_lock: threading.Lock) -> None:
+        self._sessions = sessions
+        self._write_lock = write_lock
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -52,12 +57,12 @@ class TracesMixin:
             return 0
         # NOTE: one writer at a time per Store (scrapes, spans, maintenance): SQLite takes one
         # writer per file, and a second would wait out its busy timeout and fail.
-        with self._write_lock:  # type: ignore[attr-defined]
+        with self._write_lock:
             return self._write_new_locked(table, rows)
 
     def _write_new_locked(self, table: type[_Row], rows: list[dict[str, Any]]) -> int:
         for attempt in range(2):
-            with self._sessions() as session:  # type: ignore[attr-defined]
+            with self._sessions() as session:
                 try:
                     new = _new_rows(session, table, rows)
                     if new:
@@ -101,7 +106,7 @@ class TracesMixin:
             if value is not None:
                 query = query.where(column == value)
         query = query.order_by(RequestRow.arrival_seconds, RequestRow.id).limit(limit)
-        with self._sessions() as session:  # type: ignore[attr-defined]
+        with self._sessions() as session:
             return [_request_record(row) for row in session.scalars(query)]
 
     def request(self, request_id: str) -> RequestRecord | None:
@@ -112,7 +117,7 @@ class TracesMixin:
             .order_by(RequestRow.arrival_seconds, RequestRow.id)
             .limit(1)
         )
-        with self._sessions() as session:  # type: ignore[attr-defined]
+        with self._sessions() as session:
             row = session.scalar(query)
             return _request_record(row) if row is not None else None
 
@@ -123,14 +128,14 @@ class TracesMixin:
             .where(SpanRow.trace_id == trace_id.lower())
             .order_by(SpanRow.start_seconds, SpanRow.id)
         )
-        with self._sessions() as session:  # type: ignore[attr-defined]
+        with self._sessions() as session:
             return [_span_record(row) for row in session.scalars(query)]
 
 
 def _new_rows(session: Session, table: type[_Row], rows: list[dict[str, Any]]) -> list[dict]:
     """``rows`` whose (trace_id, span_id) is neither stored nor earlier in ``rows``."""
     seen: set[tuple[str, str]] = set()
-    for chunk in _chunks(sorted({row["trace_id"] for row in rows}), _LOOKUP_CHUNK):
+    for chunk in chunks(sorted({row["trace_id"] for row in rows})):
         found = session.execute(
             select(table.trace_id, table.span_id).where(table.trace_id.in_(chunk))
         )
@@ -144,9 +149,37 @@ def _new_rows(session: Session, table: type[_Row], rows: list[dict[str, Any]]) -
     return new
 
 
-def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+@dataclass(frozen=True)
+class TraceExpiry:
+    """What one :func:`expire_traces` call deleted; ``more_to_do``: a batch limit stopped it."""
+
+    spans_deleted: int
+    request_records_deleted: int
+    more_to_do: bool
+
+
+def expire_traces(
+    session: Session, *, span_cutoff_seconds: float, request_cutoff_seconds: float, limit: int
+) -> TraceExpiry:
+    """Delete spans that started before ``span_cutoff_seconds`` and request records that
+    arrived before ``request_cutoff_seconds``, oldest first, at most ``limit`` of each."""
+    deleted: list[int] = []
+    more_to_do = False
+    for table, column, cutoff in (
+        (SpanRow, SpanRow.start_seconds, span_cutoff_seconds),
+        (RequestRow, RequestRow.arrival_seconds, request_cutoff_seconds),
+    ):
+        ids = list(
+            session.scalars(
+                select(table.id).where(column < cutoff).order_by(column).limit(limit + 1)
+            )
+        )
+        more_to_do = more_to_do or len(ids) > limit
+        ids = ids[:limit]
+        for chunk in chunks(ids):
+            session.execute(delete(table).where(table.id.in_(chunk)))
+        deleted.append(len(ids))
+    return TraceExpiry(deleted[0], deleted[1], more_to_do)
 
 
 def _clip(text: str | None, size: int) -> str | None:

@@ -323,7 +323,7 @@ def test_the_daemon_serves_its_metrics_and_stops_cleanly_on_sigterm(base_url, tm
 
 def test_the_daemons_maintenance_is_counted_in_its_metrics(base_url, store):
     from collectors.collector_metrics import MaintenanceMetrics
-    from collectors.store.rollups import RetentionPolicy
+    from collectors.store.retention import RetentionPolicy
     from tailwatch.collect_daemon import _maintain
 
     collector = make_collector(base_url, store)

@@ -24,7 +24,9 @@ from collectors.store.models import (
     Scrape,
     ValueSample,
 )
-from collectors.store.rollups import RetentionPolicy, minute_start, step_bounds
+from collectors.store.raw import minute_start
+from collectors.store.retention import RetentionPolicy
+from collectors.store.windows import step_bounds
 from slo import (
     ClassicHistogram,
     HistogramSnapshot,

@@ -30,6 +30,7 @@ from collectors.store import (
     Store,
     sqlite_url,
 )
+from collectors.store.catalog import Catalog
 from collectors.store.connection import StoreDriverError
 from collectors.store.models import Base, HistogramSnapshotRow, Scrape, ValueSample
 from collectors.store.schema import alembic_config
@@ -491,7 +492,7 @@ def test_ids_made_by_a_rolled_back_write_are_not_reused(store: Store, monkeypatc
         raise RuntimeError("disk full")
 
     with monkeypatch.context() as patch:
-        patch.setattr(store, "_resolve_layouts", fail)
+        patch.setattr(Catalog, "resolve_layouts", fail)
         with pytest.raises(RuntimeError, match="disk full"):
             _write(store, "new", 1.0, _counter(1.0, target="new"), _hist((1, 2, 3), target="new"))
     assert store.scrapes("new") == [] and store.series("prompt_tokens_total") == []

@@ -33,7 +33,7 @@ from collectors import collector_metrics as cm
 from collectors.otlp import ReceiverBusy
 from collectors.request_records import RequestRecord, SpanEvent, SpanRecord, request_record
 from collectors.store import Store, sqlite_url
-from collectors.store.rollups import RetentionPolicy
+from collectors.store.retention import RetentionPolicy
 from collectors.trace_writer import TraceWriter
 from tailwatch.collect_daemon import daemon_app
 
