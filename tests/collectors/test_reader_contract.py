@@ -1,7 +1,8 @@
 """The reader contract: the same cases on :class:`FakeMetricsReader` / :class:`FakeRequestReader`,
 on SQLite and on PostgreSQL, each asserting the same hand-worked figures, so the three agree
 (and agree with the rules of ``collectors.store.protocols``). Random scrape sequences are in
-``test_reader_contract_property.py``.
+``test_reader_contract_property.py``; the request reader's contract in
+``test_reader_contract_requests.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collectors.canonical import (
     Kind,
     RawSample,
 )
-from collectors.request_records import RequestRecord, SpanEvent, SpanRecord
 from collectors.store import (
     DuplicateSeriesError,
     LayoutChangeError,
@@ -30,8 +30,8 @@ from collectors.store import (
     Store,
     sqlite_url,
 )
-from collectors.store.fake import FakeMetricsReader, FakeRequestReader
-from collectors.store.protocols import MetricsReader, RequestReader
+from collectors.store.fake import FakeMetricsReader
+from collectors.store.protocols import MetricsReader
 from collectors.store.records import CounterStep, ScrapeStatus, StoredExemplar
 from slo import ClassicHistogram, LayoutMismatchError, RangeSemantics, Sample, extrapolated_increase
 from tests.collectors.conftest import _empty_postgres
@@ -44,7 +44,8 @@ TTFT, TOKENS = "ttft_seconds", "prompt_tokens_total"
 # -- fixtures -------------------------------------------------------------------------------
 
 
-def _open(kind: str, request: pytest.FixtureRequest, tmp_path, fake: Callable) -> Iterator:
+def open_reader(kind: str, request: pytest.FixtureRequest, tmp_path, fake: Callable) -> Iterator:
+    """Yield ``fake()`` or a :class:`Store` on an empty SQLite / PostgreSQL database."""
     if kind == "fake":
         yield fake()
         return
@@ -63,14 +64,7 @@ def _open(kind: str, request: pytest.FixtureRequest, tmp_path, fake: Callable) -
 @pytest.fixture(params=READERS)
 def metrics(request: pytest.FixtureRequest, tmp_path) -> Iterator[FakeMetricsReader | Store]:
     """An empty metrics reader that can be written: the fake, SQLite or PostgreSQL."""
-    yield from _open(request.param, request, tmp_path, FakeMetricsReader)
-
-
-@pytest.fixture(params=READERS)
-def requests_reader(
-    request: pytest.FixtureRequest, tmp_path
-) -> Iterator[FakeRequestReader | Store]:
-    yield from _open(request.param, request, tmp_path, FakeRequestReader)
+    yield from open_reader(request.param, request, tmp_path, FakeMetricsReader)
 
 
 # -- data -----------------------------------------------------------------------------------
@@ -124,7 +118,6 @@ def _h(counts, sum_value) -> ClassicHistogram:
 
 def test_every_reader_is_a_metrics_reader(metrics) -> None:
     assert isinstance(metrics, MetricsReader)
-    assert isinstance(FakeRequestReader(), RequestReader)
 
 
 def test_windows_correct_resets_and_merge_targets(metrics) -> None:
@@ -234,7 +227,7 @@ def test_an_exact_window_takes_infinite_edges(metrics) -> None:
 
 @pytest.fixture(params=("sqlite", "postgresql"))
 def sql_metrics(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
-    yield from _open(request.param, request, tmp_path, FakeMetricsReader)
+    yield from open_reader(request.param, request, tmp_path, FakeMetricsReader)
 
 
 @pytest.mark.xfail(
@@ -401,80 +394,3 @@ def test_scrapes_failed_ones_included_and_stored_once(metrics) -> None:
     with pytest.raises(DuplicateSeriesError, match="prompt_tokens_total"):
         metrics.write_scrapes([_record("z", SCRAPES["a"][1]), twice])
     assert metrics.scrapes("z") == []  # nothing of the batch was kept
-
-
-# -- requests -------------------------------------------------------------------------------
-
-T0 = 1_700_000_000.0
-
-
-def _span(i: int, trace: int = 0xABC, start: float = T0) -> SpanRecord:
-    return SpanRecord(
-        trace_id=f"{trace:032X}",  # upper case: kept in lower case
-        span_id=f"{0xA0 + i:016X}",
-        parent_span_id=None if i == 0 else f"{0xA0:016X}",
-        name=f"step {i}",
-        kind=1,
-        start=start + i,
-        end=start + i + 0.5,
-        attributes={"n": i, "stops": ("\n", "END"), "x": math.inf},
-        events=(SpanEvent("scheduled", start + i + 0.01, {"k": [1, 2]}),),
-        status_code=0,
-        status_message="",
-        resource={"service.name": "engine"},
-        scope="tailwatch.engine",
-    )
-
-
-def _request(i: int, arrival: float, **fields) -> RequestRecord:
-    base = dict(
-        request_id=f"req-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", service="engine",
-        tenant="acme", model="tiny", replica="r1", arrival=arrival, queue_seconds=0.01,
-        ttft_seconds=0.2, prefill_seconds=0.1, decode_seconds=0.5, tpot_seconds=0.01,
-        e2e_seconds=0.7, input_tokens=10, output_tokens=50, cached_tokens=0, preemptions=0,
-        finish_reason="stop", is_error=False,
-    )  # fmt: skip
-    return RequestRecord(**{**base, **fields})
-
-
-def test_request_records_filters_order_limit(requests_reader) -> None:
-    records = [
-        _request(1, T0 + 20),
-        _request(2, T0 + 10, tenant="zeta", finish_reason="length"),
-        _request(3, T0 + 10, model="big", replica="r2"),  # same arrival: after 2, as written
-        _request(4, T0 + 30, tenant=None, ttft_seconds=math.nan, e2e_seconds=math.inf),
-        _request(5, T0 + 5, trace_id="AB" * 16, request_id="req-1"),  # a second req-1, earlier
-    ]
-    assert requests_reader.write_requests(records) == 5
-    assert requests_reader.write_requests(records[:2]) == 0
-    ids = [r.span_id for r in requests_reader.requests(0, math.inf)]
-    assert ids == [f"{i:016x}" for i in (5, 2, 3, 1, 4)]
-    assert [r.span_id[-1] for r in requests_reader.requests(T0 + 10, T0 + 20)] == ["2", "3", "1"]
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, limit=2)] == ["5", "2"]
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, tenant="acme")] == ["5", "3", "1"]  # fmt: skip
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, model="big", replica="r2")] == ["3"]  # fmt: skip
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, finish_reason="length")] == ["2"]  # fmt: skip
-    assert requests_reader.requests(0, math.inf, replica="r9") == []
-    earliest = requests_reader.request("req-1")
-    assert earliest.trace_id == "ab" * 16 and earliest.arrival == T0 + 5
-    assert requests_reader.request("nope") is None
-    odd = requests_reader.request("req-4")
-    assert (odd.ttft_seconds, odd.e2e_seconds, odd.tenant) == (None, None, None)
-    assert requests_reader.request("req-2") == records[1]
-    with pytest.raises(ValueError, match="limit=0"):
-        requests_reader.requests(0, 1, limit=0)
-
-
-def test_spans_by_trace_in_start_order_stored_once(requests_reader) -> None:
-    spans = [_span(2), _span(0), _span(1), _span(0, trace=0xDEF)]
-    assert requests_reader.write_spans(spans) == 4
-    assert requests_reader.write_spans([spans[0], _span(3)]) == 1
-    got = requests_reader.trace(f"{0xABC:032x}")
-    assert [s.span_id for s in got] == [f"{0xA0 + i:016x}" for i in range(4)]
-    first = got[0]
-    assert (first.trace_id, first.parent_span_id) == (f"{0xABC:032x}", None)
-    assert got[1].parent_span_id == f"{0xA0:016x}"
-    assert first.attributes == {"n": 0, "stops": ["\n", "END"], "x": math.inf}  # as JSON reads
-    assert first.events == (SpanEvent("scheduled", T0 + 0.01, {"k": [1, 2]}),)
-    assert requests_reader.trace(f"{0xDEF:032X}")[0].start == T0
-    assert requests_reader.trace("f" * 32) == []
