@@ -55,6 +55,7 @@ DEFAULT_STEP_SECONDS = 60.0
 RAW_KIND = "raw"
 
 _Identity = tuple[str, Labels, frozenset[str]]
+_NO_FLAGS: frozenset[c.Flag] = frozenset()
 
 
 @dataclass
@@ -96,17 +97,12 @@ class FakeMetricsReader:
         if t in seen:
             return False
         seen[t] = ScrapeStatus(t, record.is_up, record.error.replace("\x00", "\ufffd"))
-        for s in record.samples:
-            if s.value == s.value:  # NOTE: a NaN reading is no reading, as in the store
-                self._at(s.family, s.labels, s.flags, s.kind.value, record).insert_value(
-                    Sample(t, s.value)
-                )
-            else:
-                self._at(s.family, s.labels, s.flags, s.kind.value, record)
-        for r in record.raw:
-            stored = self._at(c.RAW_PREFIX + r.name, r.labels, frozenset(), RAW_KIND, record)
-            if r.value == r.value:
-                stored.insert_value(Sample(t, r.value))
+        values = [(s.family, s.labels, s.flags, s.kind.value, s.value) for s in record.samples]
+        values += [(c.RAW_PREFIX + r.name, r.labels, _NO_FLAGS, RAW_KIND, r.value) for r in record.raw]  # fmt: skip
+        for family, labels, flags, kind, value in values:
+            stored = self._at(family, labels, flags, kind, record)  # the series exists anyway
+            if value == value:  # NOTE: a NaN reading is no reading, as in the store
+                stored.insert_value(Sample(t, value))
         for h in record.histograms:
             stored = self._at(h.family, h.labels, h.flags, c.Kind.HISTOGRAM.value, record)
             if h.count != h.count or any(n != n for n in h.cumulative_counts):
@@ -335,7 +331,7 @@ def _canonical(labels: Labels) -> Labels:
 
 def _require_distinct_series(record: ScrapeRecord) -> None:
     keys = [_identity(s.family, s.labels, s.flags) for s in record.samples]
-    keys += [_identity(c.RAW_PREFIX + r.name, r.labels, frozenset()) for r in record.raw]
+    keys += [_identity(c.RAW_PREFIX + r.name, r.labels, _NO_FLAGS) for r in record.raw]
     keys += [_identity(h.family, h.labels, h.flags) for h in record.histograms]
     seen: set[_Identity] = set()
     for key in keys:

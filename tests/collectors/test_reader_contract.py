@@ -120,6 +120,15 @@ def test_every_reader_is_a_metrics_reader(metrics) -> None:
     assert isinstance(metrics, MetricsReader)
 
 
+def test_the_fake_is_built_from_the_records_the_store_takes() -> None:
+    records = [_record(t, s) for t, snaps in SCRAPES.items() for s in snaps]
+    built, written = FakeMetricsReader(records), FakeMetricsReader()
+    assert [written.add(r) for r in reversed(records)] == [True] * len(records)  # any order
+    assert built.add(records[0]) is False  # a scrape is kept once per target and timestamp
+    for reader in (built, written):
+        assert reader.histogram_window(TTFT, None, 0, 120) == _h((4, 8, 13), 7.25)
+
+
 def test_windows_correct_resets_and_merge_targets(metrics) -> None:
     _write(metrics)
     # a: (1,2,3)+(0,1,1) reset+(1,1,2)+(0,1,2); b from its first snapshot: (1,1,1)+(0,1,2)+(1,1,2)
