@@ -27,10 +27,13 @@ from collectors.canonical import Labels
 from collectors.store.fake_requests import FakeRequestReader
 from collectors.store.fake_windows import (
     SeriesData,
+    WindowSemantics,
     exact_counter_steps,
     exact_histogram_steps,
+    parse_semantics,
     prometheus_counter_steps,
     prometheus_histogram_steps,
+    require_finite_edges,
     step_bounds,
 )
 from collectors.store.records import (
@@ -44,7 +47,6 @@ from collectors.store.records import (
     SeriesInfo,
     StoredExemplar,
 )
-from collectors.store.windows import WindowSemantics, parse_semantics, require_finite_edges
 from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, HistogramSnapshot, Sample
 
 __all__ = ["FakeMetricsReader", "FakeRequestReader"]

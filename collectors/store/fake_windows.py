@@ -26,13 +26,28 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from collectors.store.records import SeriesInfo
-from collectors.store.windows import (
-    LayoutChangeError,
-    SeriesName,
-    WindowSemantics,
-    layouts_differ_error,
-    require_finite_edges,
-)
+
+# NOTE: the semantics option, its argument checks and the layout errors are pure (no SQL):
+# shared with the store so that both word an error alike. The store's split (issue 11) moves
+# them from ``windows`` into ``window_semantics``; this reads them from either.
+try:
+    from collectors.store.window_semantics import (
+        LayoutChangeError,
+        SeriesName,
+        WindowSemantics,
+        layouts_differ_error,
+        parse_semantics,
+        require_finite_edges,
+    )
+except ImportError:
+    from collectors.store.windows import (  # type: ignore[no-redef]
+        LayoutChangeError,
+        SeriesName,
+        WindowSemantics,
+        layouts_differ_error,
+        parse_semantics,
+        require_finite_edges,
+    )
 from slo import ClassicHistogram, HistogramSnapshot, RangeSemantics, Sample, merge_histograms
 from slo.window import (
     extrapolated_increase,
@@ -40,6 +55,19 @@ from slo.window import (
     prometheus_histogram_increase,
     samples_in_range,
 )
+
+__all__ = [
+    "MAX_STEPS",
+    "SeriesData",
+    "WindowSemantics",
+    "exact_counter_steps",
+    "exact_histogram_steps",
+    "parse_semantics",
+    "prometheus_counter_steps",
+    "prometheus_histogram_steps",
+    "require_finite_edges",
+    "step_bounds",
+]
 
 #: Most steps one series read may return (the store's limit: 30 days at 1-minute steps is
 #: 43 200).

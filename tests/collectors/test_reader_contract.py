@@ -242,9 +242,9 @@ def sql_metrics(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
 @pytest.mark.xfail(
     strict=True,
     raises=OverflowError,
-    reason="Store._plan takes math.ceil(start / 60) of the window's start to find roll-up "
-    "minutes, so an exact window from -inf with use_rollups=True (the default) raises "
-    "OverflowError, though the exact window is documented to take any bounds (the fake, "
+    reason="the roll-up planner (Store._plan; step_engine.py after the split) takes math.ceil(start / 60) of the window's start "
+    "to find roll-up minutes, so an exact window from -inf with use_rollups=True (the default) "
+    "raises OverflowError, though the exact window is documented to take any bounds (the fake, "
     "and the store with use_rollups=False, answer 52: test_an_exact_window_takes_infinite_edges)",
 )
 def test_the_store_takes_minus_infinity_with_rollups(sql_metrics: Store) -> None:
