@@ -1,9 +1,9 @@
 """The reader contract on random scrape sequences: :class:`FakeMetricsReader` and the SQLite
 store answer every read the same, on raw data and once maintenance has rolled minutes up.
 
-Sequences have resets, failed scrapes, a bucket-layout change now and then, 1-3 targets
-scraped at offsets of their own, written in time order or shuffled (late data); reads are
-random windows (``end <= start`` included), step series and raw reads, on each semantics.
+Sequences have resets, failed scrapes, exemplars, a bucket-layout change now and then, 1-3
+targets scraped at offsets of their own, written in time order or shuffled (late data); reads
+are random windows (``end <= start`` included), step series and raw reads, on each semantics.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind
+from collectors.canonical import CanonicalHistogram, CanonicalSample, Exemplar, Kind
 from collectors.store import ScrapeRecord, Store, sqlite_url
 from collectors.store.fake import FakeMetricsReader
 from slo import ClassicHistogram
@@ -55,7 +55,13 @@ def _target(draw: st.DrawFn, name: str) -> list[ScrapeRecord]:
         observed += 0.1 * draw(st.integers(0, 30))  # tenths: float sums that round
         value += 0.1 * draw(st.integers(0, 500))
         counts = tuple(float(sum(per_bucket[: i + 1])) for i in range(len(bounds)))
-        histogram = CanonicalHistogram(TTFT, labels, bounds, counts, observed, counts[-1])
+        exemplars = ()
+        if event == 2:  # an exemplar now and then, on a bucket of the current layout
+            trace = (("trace_id", f"{tick:032x}"),)
+            exemplars = (Exemplar(draw(st.sampled_from(bounds)), 0.1 * tick, trace),)
+        histogram = CanonicalHistogram(
+            TTFT, labels, bounds, counts, observed, counts[-1], exemplars=exemplars
+        )
         sample = CanonicalSample(TOKENS, labels, value, Kind.COUNTER)
         records.append(ScrapeRecord(name, t, (sample,), (histogram,)))
     return records
@@ -143,6 +149,9 @@ def _agree(fake: FakeMetricsReader, store: Store, windows, steps, *, use_rollups
                 args = (labels, start, start + width, step)
                 _same_answer(fake, store, "histogram_series", TTFT, *args, exact=exact, **kw)
                 _same_answer(fake, store, "counter_series", TOKENS, *args, exact=exact, **kw)
+    for start, end in windows:  # the store promises no order of exemplars
+        want = sorted(fake.exemplars(TTFT, None, start, end))
+        assert sorted(store.exemplars(TTFT, None, start, end)) == want
     for target in ("t0", "t1", "t2", "nobody"):
         assert store.scrapes(target) == fake.scrapes(target)
 
