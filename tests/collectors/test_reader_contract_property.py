@@ -1,9 +1,10 @@
 """The reader contract on random scrape sequences: :class:`FakeMetricsReader` and the SQLite
 store answer every read the same, on raw data and once maintenance has rolled minutes up.
 
-Sequences have resets, failed scrapes, exemplars, a bucket-layout change now and then, 1-3
-targets scraped at offsets of their own, written in time order or shuffled (late data); reads
-are random windows (``end <= start`` included), step series and raw reads, on each semantics.
+Sequences have resets, failed scrapes, NaN readings, exemplars, a bucket-layout change now
+and then, 1-3 targets scraped at offsets of their own, written in time order or shuffled
+(late data); reads are random windows (``end <= start`` included), step series and raw reads,
+on each semantics.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ def _target(draw: st.DrawFn, name: str) -> list[ScrapeRecord]:
         if event == 2:  # an exemplar now and then, on a bucket of the current layout
             trace = (("trace_id", f"{tick:032x}"),)
             exemplars = (Exemplar(draw(st.sampled_from(bounds)), 0.1 * tick, trace),)
+        is_nan = event == 3  # a NaN reading is no reading; a NaN count drops the snapshot
         histogram = CanonicalHistogram(
-            TTFT, labels, bounds, counts, observed, counts[-1], exemplars=exemplars
-        )
-        sample = CanonicalSample(TOKENS, labels, value, Kind.COUNTER)
+            TTFT, labels, bounds, counts, math.nan if is_nan else observed,
+            math.nan if is_nan and tick % 2 else counts[-1], exemplars=exemplars,
+        )  # fmt: skip
+        sample = CanonicalSample(TOKENS, labels, math.nan if is_nan else value, Kind.COUNTER)
         records.append(ScrapeRecord(name, t, (sample,), (histogram,)))
     return records
 
