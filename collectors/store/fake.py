@@ -100,7 +100,9 @@ class FakeMetricsReader:
             return False
         seen[t] = ScrapeStatus(t, record.is_up, record.error.replace("\x00", "\ufffd"))
         values = [(s.family, s.labels, s.flags, s.kind.value, s.value) for s in record.samples]
-        values += [(c.RAW_PREFIX + r.name, r.labels, _NO_FLAGS, RAW_KIND, r.value) for r in record.raw]  # fmt: skip
+        values += [
+            (c.RAW_PREFIX + r.name, r.labels, _NO_FLAGS, RAW_KIND, r.value) for r in record.raw
+        ]
         for family, labels, flags, kind, value in values:
             stored = self._at(family, labels, flags, kind, record)  # the series exists anyway
             if value == value:  # NOTE: a NaN reading is no reading, as in the store

@@ -63,8 +63,12 @@ class FakeRequestReader:
         order written), at most ``limit``; each filter given must match exactly."""
         if limit < 1:
             raise ValueError(f"limit={limit!r}: must be a positive integer")
-        wanted = {"tenant": tenant, "model": model, "replica": replica}
-        wanted["finish_reason"] = finish_reason
+        wanted = {
+            "tenant": tenant,
+            "model": model,
+            "replica": replica,
+            "finish_reason": finish_reason,
+        }
         chosen = [
             r
             for r in self._in_order()

@@ -98,15 +98,22 @@ def _record(target: str, snap: Snap, bounds=B, flags=frozenset(), exemplars=()) 
     t, counts, sum_value, value = snap
     labels = _labels(target)
     histogram = CanonicalHistogram(
-        TTFT, labels, bounds, tuple(map(float, counts)), sum_value, counts[-1], flags,
+        TTFT,
+        labels,
+        bounds,
+        tuple(map(float, counts)),
+        sum_value,
+        counts[-1],
+        flags,
         exemplars=exemplars,
-    )  # fmt: skip
+    )
     sample = CanonicalSample(TOKENS, labels, value, Kind.COUNTER, flags)
     return ScrapeRecord(target, t, (sample,), (histogram,))
 
 
 def _write(reader, scrapes: dict[str, list[Snap]] = SCRAPES, **kwargs) -> None:
-    assert all(reader.write_scrapes([_record(t, s, **kwargs) for t, snaps in scrapes.items() for s in snaps]))  # fmt: skip
+    records = [_record(t, s, **kwargs) for t, snaps in scrapes.items() for s in snaps]
+    assert all(reader.write_scrapes(records))
 
 
 def _h(counts, sum_value) -> ClassicHistogram:
@@ -315,9 +322,12 @@ def test_different_semantic_flags_are_refused_other_flags_merge(metrics) -> None
     }
     assert metrics.counter_window(TOKENS, {"target": "b"}, 0, 120) == 12.0
     # a flag that only records where a value came from is the same series as without it
-    renamed = replace(_record("a", (150.0, (1, 3, 6), 3.5, 31.0)), samples=(
-        CanonicalSample(TOKENS, _labels("a"), 31.0, Kind.COUNTER, frozenset({Flag.RENAMED})),
-    ))  # fmt: skip
+    renamed = replace(
+        _record("a", (150.0, (1, 3, 6), 3.5, 31.0)),
+        samples=(
+            CanonicalSample(TOKENS, _labels("a"), 31.0, Kind.COUNTER, frozenset({Flag.RENAMED})),
+        ),
+    )
     assert metrics.write_scrape(renamed)
     assert metrics.counter_window(TOKENS, {"target": "a"}, 120, 150) == 1.0
 
@@ -326,8 +336,9 @@ def test_a_breakdown_label_must_be_named_to_select_its_series(metrics) -> None:
     fleet = CanonicalSample("requests_total", _labels("a"), 10.0, Kind.COUNTER)
     acme = CanonicalSample("requests_total", _labels("a", tenant="acme"), 4.0, Kind.COUNTER)
     other = CanonicalSample("requests_total", _labels("a", tenant="zeta"), 6.0, Kind.COUNTER)
-    later = [replace(s, value=s.value * 2) for s in (fleet, acme, other)]
-    metrics.write_scrapes([ScrapeRecord("a", 0.0, (fleet, acme, other)), ScrapeRecord("a", 60.0, tuple(later))])  # fmt: skip
+    later = tuple(replace(s, value=s.value * 2) for s in (fleet, acme, other))
+    first, second = ScrapeRecord("a", 0.0, (fleet, acme, other)), ScrapeRecord("a", 60.0, later)
+    metrics.write_scrapes([first, second])
     assert [s.labels for s in metrics.series("requests_total", {"model": "m"})] == [_labels("a")]
     assert metrics.counter_window("requests_total", {"model": "m"}, 0, 60) == 10.0  # not 20
     chosen = metrics.series("requests_total", {"tenant": "acme"})
@@ -351,7 +362,8 @@ def test_samples_and_snapshots_in_closed_ranges(metrics) -> None:
     )
     assert metrics.write_scrape(raw)
     samples = metrics.samples(TOKENS, {"target": "a"}, 30, 120)
-    assert samples == {_labels("a"): [Sample(30.0, 20.0), Sample(60.0, 5.0), Sample(90.0, 15.0), Sample(120.0, 30.0)]}  # fmt: skip
+    readings = [Sample(30.0, 20.0), Sample(60.0, 5.0), Sample(90.0, 15.0), Sample(120.0, 30.0)]
+    assert samples == {_labels("a"): readings}
     assert metrics.samples(TOKENS, {"target": "a"}, 121, 200) == {_labels("a"): []}
     assert metrics.samples(TTFT, {"target": "b"}, 0, 200) == {_labels("b"): []}  # not a counter
     assert metrics.samples("raw:odd_total", None, 0, 200) == {

@@ -62,9 +62,14 @@ def _target(draw: st.DrawFn, name: str) -> list[ScrapeRecord]:
             exemplars = (Exemplar(draw(st.sampled_from(bounds)), 0.1 * tick, trace),)
         is_nan = event == 3  # a NaN reading is no reading; a NaN count drops the snapshot
         histogram = CanonicalHistogram(
-            TTFT, labels, bounds, counts, math.nan if is_nan else observed,
-            math.nan if is_nan and tick % 2 else counts[-1], exemplars=exemplars,
-        )  # fmt: skip
+            TTFT,
+            labels,
+            bounds,
+            counts,
+            math.nan if is_nan else observed,
+            math.nan if is_nan and tick % 2 else counts[-1],
+            exemplars=exemplars,
+        )
         sample = CanonicalSample(TOKENS, labels, math.nan if is_nan else value, Kind.COUNTER)
         records.append(ScrapeRecord(name, t, (sample,), (histogram,)))
     return records
@@ -112,9 +117,10 @@ def _close(got: Any, want: Any, *, exact: bool) -> bool:
     if isinstance(got, ClassicHistogram):
         return (
             isinstance(want, ClassicHistogram)
-            and (got.upper_bounds, got.cumulative_counts) == (want.upper_bounds, want.cumulative_counts)
+            and got.upper_bounds == want.upper_bounds
+            and got.cumulative_counts == want.cumulative_counts
             and _close(got.sum_value, want.sum_value, exact=False)
-        )  # fmt: skip
+        )
     if isinstance(got, float):
         return isinstance(want, float) and math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-9)
     if isinstance(got, list | tuple):
@@ -146,8 +152,9 @@ def _agree(fake: FakeMetricsReader, store: Store, windows, steps, *, use_rollups
             # Prometheus ranges read raw snapshots: the same additions as the fake's
             exact = not use_rollups or semantics != "exact"
             for start, end in windows:
-                _same_answer(fake, store, "histogram_window", TTFT, labels, start, end, exact=exact, **kw)  # fmt: skip
-                _same_answer(fake, store, "counter_window", TOKENS, labels, start, end, exact=exact, **kw)  # fmt: skip
+                args = (labels, start, end)
+                _same_answer(fake, store, "histogram_window", TTFT, *args, exact=exact, **kw)
+                _same_answer(fake, store, "counter_window", TOKENS, *args, exact=exact, **kw)
             for start, width, step in steps:
                 args = (labels, start, start + width, step)
                 _same_answer(fake, store, "histogram_series", TTFT, *args, exact=exact, **kw)

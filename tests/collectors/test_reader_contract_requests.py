@@ -55,13 +55,33 @@ def _span(i: int, trace: int = 0xABC, start: float = T0) -> SpanRecord:
 
 def _request(i: int, arrival: float, **fields) -> RequestRecord:
     base = dict(
-        request_id=f"req-{i}", trace_id=f"{i:032x}", span_id=f"{i:016x}", service="engine",
-        tenant="acme", model="tiny", replica="r1", arrival=arrival, queue_seconds=0.01,
-        ttft_seconds=0.2, prefill_seconds=0.1, decode_seconds=0.5, tpot_seconds=0.01,
-        e2e_seconds=0.7, input_tokens=10, output_tokens=50, cached_tokens=0, preemptions=0,
-        finish_reason="stop", is_error=False,
-    )  # fmt: skip
+        request_id=f"req-{i}",
+        trace_id=f"{i:032x}",
+        span_id=f"{i:016x}",
+        service="engine",
+        tenant="acme",
+        model="tiny",
+        replica="r1",
+        arrival=arrival,
+        queue_seconds=0.01,
+        ttft_seconds=0.2,
+        prefill_seconds=0.1,
+        decode_seconds=0.5,
+        tpot_seconds=0.01,
+        e2e_seconds=0.7,
+        input_tokens=10,
+        output_tokens=50,
+        cached_tokens=0,
+        preemptions=0,
+        finish_reason="stop",
+        is_error=False,
+    )
     return RequestRecord(**{**base, **fields})
+
+
+def _ids(records: list[RequestRecord]) -> list[str]:
+    """The last hex digit of each record's span id: which of the records below it is."""
+    return [r.span_id[-1] for r in records]
 
 
 def test_request_records_filters_order_limit(requests_reader) -> None:
@@ -76,11 +96,11 @@ def test_request_records_filters_order_limit(requests_reader) -> None:
     assert requests_reader.write_requests(records[:2]) == 0
     ids = [r.span_id for r in requests_reader.requests(0, math.inf)]
     assert ids == [f"{i:016x}" for i in (5, 2, 3, 1, 4)]
-    assert [r.span_id[-1] for r in requests_reader.requests(T0 + 10, T0 + 20)] == ["2", "3", "1"]
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, limit=2)] == ["5", "2"]
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, tenant="acme")] == ["5", "3", "1"]  # fmt: skip
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, model="big", replica="r2")] == ["3"]  # fmt: skip
-    assert [r.span_id[-1] for r in requests_reader.requests(0, math.inf, finish_reason="length")] == ["2"]  # fmt: skip
+    assert _ids(requests_reader.requests(T0 + 10, T0 + 20)) == ["2", "3", "1"]
+    assert _ids(requests_reader.requests(0, math.inf, limit=2)) == ["5", "2"]
+    assert _ids(requests_reader.requests(0, math.inf, tenant="acme")) == ["5", "3", "1"]
+    assert _ids(requests_reader.requests(0, math.inf, model="big", replica="r2")) == ["3"]
+    assert _ids(requests_reader.requests(0, math.inf, finish_reason="length")) == ["2"]
     assert requests_reader.requests(0, math.inf, replica="r9") == []
     earliest = requests_reader.request("req-1")
     assert earliest.trace_id == "ab" * 16 and earliest.arrival == T0 + 5
