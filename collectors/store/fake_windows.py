@@ -28,26 +28,15 @@ from typing import TypeVar
 from collectors.store.records import SeriesInfo
 
 # NOTE: the semantics option, its argument checks and the layout errors are pure (no SQL):
-# shared with the store so that both word an error alike. The store's split (issue 11) moves
-# them from ``windows`` into ``window_semantics``; this reads them from either.
-try:
-    from collectors.store.window_semantics import (
-        LayoutChangeError,
-        SeriesName,
-        WindowSemantics,
-        layouts_differ_error,
-        parse_semantics,
-        require_finite_edges,
-    )
-except ImportError:
-    from collectors.store.windows import (  # type: ignore[no-redef]
-        LayoutChangeError,
-        SeriesName,
-        WindowSemantics,
-        layouts_differ_error,
-        parse_semantics,
-        require_finite_edges,
-    )
+# shared with the store so that both word an error alike.
+from collectors.store.window_semantics import (
+    LayoutChangeError,
+    SeriesName,
+    WindowSemantics,
+    layouts_differ_error,
+    parse_semantics,
+    require_finite_edges,
+)
 from slo import ClassicHistogram, HistogramSnapshot, RangeSemantics, Sample, merge_histograms
 from slo.window import (
     extrapolated_increase,

@@ -288,14 +288,36 @@ def rollup_coverage(session: Session) -> float:
     return max(clean, horizon)
 
 
+def _rollup_extent(session: Session) -> tuple[float, float] | None:
+    """The first and the last rolled-up minute's start over both roll-up tables (``None``: no
+    roll-ups); each an index lookup."""
+    starts = [
+        session.scalar(select(func.min(table.start_seconds)))
+        for table in (HistogramRollup, SampleRollup)
+    ]
+    ends = [
+        session.scalar(select(func.max(table.start_seconds)))
+        for table in (HistogramRollup, SampleRollup)
+    ]
+    known = [t for t in starts if t is not None]
+    if not known:
+        return None
+    return min(known), max(t for t in ends if t is not None)
+
+
 def _plan(session: Session, bounds: list[float], use_rollups: bool) -> _Plan:
     """The minutes read from roll-ups (each inside one step, before the coverage) and the
     ``(a, b]`` intervals read raw (everything else)."""
     low, high = bounds[0], bounds[-1]
     minutes: list[float] = []
-    if use_rollups and len(bounds) > 1:
-        limit = min(high, rollup_coverage(session))
-        m = math.ceil(low / MINUTE) * MINUTE
+    extent = _rollup_extent(session) if use_rollups and len(bounds) > 1 else None
+    if extent is not None:
+        # NOTE: only minutes that may hold roll-up rows are planned, so a window reaching
+        # from -inf or to +inf (or over years) costs what its data costs, not one step per
+        # minute of its span; the minutes outside are read raw, where they are empty too.
+        first, last = extent
+        limit = min(high, rollup_coverage(session), last + MINUTE)
+        m = math.ceil(max(low, first) / MINUTE) * MINUTE
         while m + MINUTE <= limit:
             k = bisect.bisect_right(bounds, m) - 1
             if bounds[k + 1] >= m + MINUTE:

@@ -24,6 +24,7 @@ from collectors.canonical import (
 from collectors.store import (
     DuplicateSeriesError,
     LayoutChangeError,
+    RetentionPolicy,
     ScrapeRecord,
     SemanticsMismatchError,
     SeriesInfo,
@@ -246,17 +247,19 @@ def sql_metrics(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
     yield from open_reader(request.param, request, tmp_path, FakeMetricsReader)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="the roll-up planner (Store._plan; step_engine.py after the split) takes math.ceil(start / 60) of the window's start "
-    "to find roll-up minutes, so an exact window from -inf with use_rollups=True (the default) "
-    "raises OverflowError, though the exact window is documented to take any bounds (the fake, "
-    "and the store with use_rollups=False, answer 52: test_an_exact_window_takes_infinite_edges)",
-)
-def test_the_store_takes_minus_infinity_with_rollups(sql_metrics: Store) -> None:
+def test_the_store_takes_infinite_edges_with_rollups(sql_metrics: Store) -> None:
+    # NOTE: the roll-up planner once took math.ceil(-inf / 60) (OverflowError) and, once every
+    # scrape had settled, walked minute by minute up to +inf (it never returned).
     _write(sql_metrics)
     assert sql_metrics.counter_window(TOKENS, None, -math.inf, 120) == 52.0
+    policy = RetentionPolicy(rollup_lag_seconds=0, settle_seconds=0)
+    for _ in range(5):  # a pass settles what the previous one rolled up
+        sql_metrics.maintain(10_000.0, policy)
+    assert sql_metrics.rollup_coverage() == math.inf
+    assert sql_metrics.counter_window(TOKENS, None, -math.inf, math.inf) == 52.0
+    assert sql_metrics.counter_window(TOKENS, None, 0, math.inf) == 52.0
+    everything = _h((4, 8, 13), 7.25)
+    assert sql_metrics.histogram_window(TTFT, None, -math.inf, math.inf) == everything
 
 
 # -- metrics: what may not be merged ---------------------------------------------------------
