@@ -39,18 +39,18 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
     R, D = ChangeKind.RATIO, ChangeKind.DIFFERENCE
     return [
         make_row(
-            EvidenceKey.TTFT_MEAN, "TTFT mean (s)", inc.ttft_mean_seconds, base.ttft_mean_seconds, R
+            EvidenceKey.TTFT_MEAN, "TTFT mean", inc.ttft_mean_seconds, base.ttft_mean_seconds, R
         ),
         make_row(
             EvidenceKey.QUEUE_MEAN,
-            "  queue mean (s)",
+            "  queue mean",
             inc.queue_mean_seconds,
             base.queue_mean_seconds,
             R,
         ),
         make_row(
             EvidenceKey.PREFILL_MEAN,
-            "  prefill mean (s)",
+            "  prefill mean",
             inc.prefill_mean_seconds,
             base.prefill_mean_seconds,
             R,
@@ -58,10 +58,8 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
         make_row(
             EvidenceKey.QUEUE_SHARE, "queue share of TTFT", queue_share(inc), queue_share(base), D
         ),
-        make_row(
-            EvidenceKey.TTFT_P95, "TTFT p95 (s)", inc.ttft_p95_seconds, base.ttft_p95_seconds, R
-        ),
-        make_row(EvidenceKey.ITL_P99, "ITL p99 (s)", inc.itl_p99_seconds, base.itl_p99_seconds, R),
+        make_row(EvidenceKey.TTFT_P95, "TTFT p95", inc.ttft_p95_seconds, base.ttft_p95_seconds, R),
+        make_row(EvidenceKey.ITL_P99, "ITL p99", inc.itl_p99_seconds, base.itl_p99_seconds, R),
         make_row(
             EvidenceKey.PROMPT_P95,
             "prompt length p95 (tokens)",
@@ -78,7 +76,7 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
         ),
         make_row(
             EvidenceKey.ARRIVAL_RATE,
-            "arrivals (req/s)",
+            "arrivals",
             inc.arrival_rate_per_second,
             base.arrival_rate_per_second,
             R,
