@@ -111,7 +111,13 @@ def _skew(
     if not skews:
         return None
     key, target = min(skews)
-    return target, Measure(-key if pick_max else key, known[target].source, known[target].note)
+    # NOTE: the skew compares replicas whose figures may come from different sources (one
+    # replica's histogram places its values, another's does not): say so per replica.
+    sources = {m.source for m in known.values()}
+    notes = [f"{t}: {m.note}" for t, m in sorted(known.items()) if m.note]
+    if len(sources) > 1:
+        notes.insert(0, ", ".join(f"{t} from {m.source.value}" for t, m in sorted(known.items())))
+    return target, Measure(-key if pick_max else key, known[target].source, "; ".join(notes))
 
 
 def over(value: float, median: float) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from rich.console import Group
@@ -58,3 +59,10 @@ def test_seconds_are_formatted_in_their_unit(x: float, text: str) -> None:
 
 def test_the_renderable_is_a_rich_group() -> None:
     assert isinstance(triage_renderable(triage(tc.overload())), Group)
+
+
+def test_the_docs_example_is_the_rendering_of_its_test_input() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "alerts.md").read_text(encoding="utf-8")
+    block = docs.split("<!-- triage-example:start -->\n```text\n")[1].split("\n```\n")[0]
+    rendered = render_text(triage(tc.slow_replica()), width=110)
+    assert block == "\n".join(line.rstrip() for line in rendered.splitlines())
