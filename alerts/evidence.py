@@ -10,6 +10,7 @@ every fleet figure is a sum, a max, a min or a median, and ties go to the lowest
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from alerts.evidence_rows import (
@@ -23,19 +24,40 @@ from alerts.evidence_rows import (
     queue_share,
 )
 from alerts.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
-from alerts.triage_data import NAN, Measure, Measurements, Source, TriageInput
+from alerts.triage_data import NAN, Source, TriageInput
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
 
 
-def _kv_max(fleet: Measurements, replicas: Iterable[Measurements]) -> Measure:
-    known = [m.kv_usage_max for m in (fleet, *replicas) if m.kv_usage_max.is_known]
-    return max(known, key=lambda m: (m.value, m.source.value, m.note)) if known else Measure()
+def _kv_row(data: TriageInput) -> EvidenceRow:
+    """The fullest replica's KV usage against its own baseline (the fleet's without
+    per-replica data): a squeeze on one replica is a fact about that replica."""
+    known = [(-p.incident.kv_usage_max.value, t) for t, p in data.replicas.items()]
+    known = sorted(k for k in known if math.isfinite(k[0]))
+    what, kind = "KV cache usage, max", ChangeKind.DIFFERENCE
+    if not known:
+        fleet = data.fleet
+        return make_row(
+            EvidenceKey.KV_USAGE_MAX,
+            what,
+            fleet.incident.kv_usage_max,
+            fleet.baseline.kv_usage_max,
+            kind,
+        )
+    target = known[0][1]
+    pair = data.replicas[target]
+    return make_row(
+        EvidenceKey.KV_USAGE_MAX,
+        what,
+        pair.incident.kv_usage_max,
+        pair.baseline.kv_usage_max,
+        kind,
+        scope=target,
+    )
 
 
 def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
     inc, base = data.fleet.incident, data.fleet.baseline
-    reps = [data.replicas[t] for t in sorted(data.replicas)]
     R, D = ChangeKind.RATIO, ChangeKind.DIFFERENCE
     return [
         make_row(
@@ -88,13 +110,7 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
             preemptions_per_request(base),
             D,
         ),
-        make_row(
-            EvidenceKey.KV_USAGE_MAX,
-            "KV cache usage, max",
-            _kv_max(inc, (r.incident for r in reps)),
-            _kv_max(base, (r.baseline for r in reps)),
-            D,
-        ),
+        _kv_row(data),
         make_row(EvidenceKey.PREFIX_HIT_RATE, "prefix hit rate", hit_rate(inc), hit_rate(base), D),
         make_row(
             EvidenceKey.WAITING_MEAN,

@@ -70,6 +70,7 @@ def test_knob_changes_show_as_rows_and_with_the_recommendation() -> None:
         Source.COUNTER,
     )
     assert [c.knob for c in report.recommendation.recent_changes] == ["num_usable_gpu_blocks"]
+    assert report.recommendation.target == "r0"  # the fullest replica's KV cache
     assert [
         a.knob for a in (report.recommendation.action, *report.recommendation.alternatives)
     ] == [

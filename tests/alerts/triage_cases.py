@@ -24,7 +24,7 @@ BASELINE = TimeWindow(1_800_000_000.0, 1_800_000_600.0)
 _SOURCES = {
     "num_requests": Source.COUNTER,
     "arrival_rate_per_second": Source.REQUEST_RECORDS,
-    "ttft_mean_seconds": Source.HISTOGRAM,
+    "ttft_mean_seconds": Source.REQUEST_RECORDS,
     "queue_mean_seconds": Source.REQUEST_RECORDS,
     "prefill_mean_seconds": Source.REQUEST_RECORDS,
     "ttft_p95_seconds": Source.HISTOGRAM,
