@@ -52,14 +52,25 @@ class _Replica:
         self.n = 0
         self.e2e_counts = [0.0] * len(E2E_BOUNDS)
         self.e2e_sum = 0.0
+        self.hits = 0.0
 
-    def scrape(self, t: float, *, e2e: float, waiting: float, knob: float | None, exemplar=None):
+    def scrape(
+        self,
+        t: float,
+        *,
+        e2e: float,
+        waiting: float,
+        knob: float | None,
+        exemplar=None,
+        hits_per_interval: float = 800.0,
+    ):
         if t > 0:
             self.n += 1
             for i, bound in enumerate(E2E_BOUNDS):
                 if e2e <= bound:
                     self.e2e_counts[i] += 10
             self.e2e_sum += 10 * e2e
+            self.hits += hits_per_interval
         ttft_counts, ttft_sum = _cumulative(TTFT_BOUNDS, [(0.03, 10)], self.n)
         lab = _labels(self.target)
         histograms = (
@@ -81,7 +92,7 @@ class _Replica:
             CanonicalSample(c.REQUESTS_TOTAL, lab, 10.0 * self.n, counter),
             CanonicalSample(c.PREEMPTIONS_TOTAL, lab, 0.0, counter),
             CanonicalSample(c.PREFIX_CACHE_QUERIES_TOTAL, lab, 1000.0 * self.n, counter),
-            CanonicalSample(c.PREFIX_CACHE_HITS_TOTAL, lab, 800.0 * self.n, counter),
+            CanonicalSample(c.PREFIX_CACHE_HITS_TOTAL, lab, self.hits, counter),
             CanonicalSample(
                 c.HTTP_RESPONSES_TOTAL, _labels(self.target, code="200"), 10.0 * self.n, counter
             ),
@@ -196,6 +207,31 @@ def test_a_slow_replica_is_found_with_exact_times_where_buckets_are_too_coarse(s
     assert slowest.sources == {Source.EXEMPLARS, Source.REQUEST_RECORDS}
     assert (slowest.request_id, slowest.target, slowest.e2e_seconds) == ("cmpl-uuid-b-30", "b", 4.2)
     assert len({r.trace_id for r in report.slowest_requests}) == len(report.slowest_requests)
+
+
+def test_replicas_added_cold_under_round_robin_read_as_prefix_scatter(store) -> None:
+    """c and d join at t=60 with cold caches (hit rate 0.33); a and b keep theirs (0.73)."""
+    replicas = {name: _Replica(name) for name in "abcd"}
+    for t in range(0, 130, 10):
+        scrapes = []
+        for name, replica in replicas.items():
+            if name in "cd" and t < 60:
+                continue  # not routed to (nor scraped) before the scale-out
+            hits = 730.0 if name in "ab" else 330.0
+            scrapes.append(
+                replica.scrape(float(t), e2e=0.2, waiting=0.0, knob=None, hits_per_interval=hits)
+            )
+        store.write_scrapes(scrapes)
+    report = triage(gather(store, store, INCIDENT, BASELINE))
+    rows = rows_by_key(report.evidence)
+    assert rows[EvidenceKey.PREFIX_HIT_RATE].baseline == pytest.approx(0.73)
+    assert rows[EvidenceKey.PREFIX_HIT_RATE].incident == pytest.approx(0.53)
+    assert rows[EvidenceKey.STEADY_HIT_RATE].incident == pytest.approx(0.73)
+    assert rows[EvidenceKey.NEW_REPLICA_QUERY_SHARE].note == "new since baseline: c, d"
+    assert rows[EvidenceKey.NEW_REPLICA_QUERY_SHARE].incident == pytest.approx(0.5)
+    top, runner_up = report.hypotheses[:2]
+    assert (top.cause, top.score) == (Cause.PREFIX_SCATTER, pytest.approx(1.0))
+    assert runner_up.score < 0.3
 
 
 def test_without_request_records_the_histograms_are_used_and_say_they_are_coarse(store) -> None:
