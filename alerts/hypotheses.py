@@ -68,12 +68,19 @@ def _reason(
     hi: float,
     *,
     is_required: bool = True,
+    falls: bool = False,
 ) -> Reason:
+    """``ramp(value, lo, hi)`` of one side of a row; ``falls``: a fall of at least ``lo``
+    starts the ramp (``ramp(-value, lo, hi)``, shown as the ends ``-lo..-hi``)."""
     row = rows.get(key)
+    shown_lo, shown_hi = (-lo, -hi) if falls else (lo, hi)
     if row is None:
-        return Reason(key, key.value, FLEET, uses, math.nan, lo, hi, math.nan, is_required)
+        return Reason(
+            key, key.value, FLEET, uses, math.nan, shown_lo, shown_hi, math.nan, is_required
+        )
     value = {"incident": row.incident, "change": row.change, "baseline": row.baseline}[uses]
-    return Reason(key, row.what, row.scope, uses, value, lo, hi, ramp(value, lo, hi), is_required)
+    sub = ramp(-value if falls else value, lo, hi)
+    return Reason(key, row.what, row.scope, uses, value, shown_lo, shown_hi, sub, is_required)
 
 
 def _sub(reason: Reason) -> float:
@@ -109,31 +116,12 @@ def _kv_exhaustion(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 def _prefix_break(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: the drop is read on replicas that served in both windows, so cold replicas added
     # since the baseline (prefix-scatter) do not count as a broken prefix.
-    drop = _as_fall(_reason(rows, K.STEADY_HIT_RATE, "change", 0, 0), 0.1, 0.4)
+    drop = _reason(rows, K.STEADY_HIT_RATE, "change", 0.1, 0.4, falls=True)
     return _hypothesis(Cause.PREFIX_BREAK, _sub(drop), (drop,))
 
 
-def _falling(change: float, lo: float, hi: float) -> float:
-    """A ramp on a fall: ``ramp(-change, lo, hi)``."""
-    return ramp(-change, lo, hi)
-
-
-def _as_fall(reason: Reason, lo: float, hi: float) -> Reason:
-    return Reason(
-        reason.key,
-        reason.what,
-        reason.scope,
-        reason.uses,
-        reason.value,
-        -lo,
-        -hi,
-        _falling(reason.value, lo, hi),
-        reason.is_required,
-    )
-
-
 def _prefix_scatter(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
-    fleet = _as_fall(_reason(rows, K.PREFIX_HIT_RATE, "change", 0, 0), 0.05, 0.2)
+    fleet = _reason(rows, K.PREFIX_HIT_RATE, "change", 0.05, 0.2, falls=True)
     new = _reason(rows, K.NEW_REPLICA_QUERY_SHARE, "incident", 0.1, 0.4)
     return _hypothesis(Cause.PREFIX_SCATTER, _sub(fleet) * _sub(new), (fleet, new))
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from alerts.evidence import EvidenceKey, rows_by_key
 from alerts.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather
@@ -19,6 +21,7 @@ from collectors.canonical import CanonicalHistogram, CanonicalSample, Exemplar, 
 from collectors.request_records import RequestRecord
 from collectors.store import ScrapeRecord, Store, sqlite_url
 from collectors.store.protocols import MetricsReader, RequestReader
+from slo import ClassicHistogram
 
 BASELINE = TimeWindow(0.0, 60.0)
 INCIDENT = TimeWindow(60.0, 120.0)
@@ -276,3 +279,14 @@ def test_an_empty_store_gives_not_enough_data(store) -> None:
 def test_exact_quantile_is_nearest_rank(values, q, expected) -> None:
     got = exact_quantile(values, q)
     assert got == expected or (math.isnan(got) and math.isnan(expected))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=50),
+    st.floats(min_value=0.01, max_value=1.0),
+)
+def test_exact_quantile_lies_in_the_bucket_the_histogram_names(values, q) -> None:
+    """The records' value is the one the histogram's quantile interval brackets."""
+    result = ClassicHistogram.from_observations(values, (0.3, 1.0, 5.0, 20.0)).quantile(q)
+    assert result.lower_bound <= exact_quantile(values, q) <= result.upper_bound
