@@ -290,3 +290,48 @@ def test_exact_quantile_lies_in_the_bucket_the_histogram_names(values, q) -> Non
     """The records' value is the one the histogram's quantile interval brackets."""
     result = ClassicHistogram.from_observations(values, (0.3, 1.0, 5.0, 20.0)).quantile(q)
     assert result.lower_bound <= exact_quantile(values, q) <= result.upper_bound
+
+
+ITL_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, math.inf)
+PROMPT_BOUNDS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, math.inf)
+
+
+def _histogram(family, bounds, observations, target="a"):
+    """A cumulative histogram of ``observations`` (value, count) pairs."""
+    counts = tuple(float(sum(n for v, n in observations if v <= b)) for b in bounds)
+    total = float(sum(v * n for v, n in observations))
+    return CanonicalHistogram(family, _labels(target), bounds, counts, total, counts[-1])
+
+
+def test_long_prompts_next_to_chat_read_as_prefill_interference(store) -> None:
+    """From t=60 a batch tenant adds 480-token prompts; 3% of ITL gaps stall to 0.25 s."""
+    itl, prompts = [], []
+    for t in range(0, 130, 10):
+        if t > 0:
+            itl.append((0.06, 400))
+            prompts.append((32, 40))
+            if t > 60:
+                itl.append((0.25, 12))
+                prompts.append((480, 30))
+        lab = _labels("a")
+        store.write_scrape(
+            ScrapeRecord(
+                "a",
+                float(t),
+                (CanonicalSample(c.REQUESTS_TOTAL, lab, 4.0 * t, Kind.COUNTER),),
+                (
+                    _histogram(c.ITL_SECONDS, ITL_BOUNDS, itl),
+                    _histogram(c.PROMPT_TOKENS, PROMPT_BOUNDS, prompts),
+                ),
+            )
+        )
+    report = triage(gather(store, None, INCIDENT, BASELINE))
+    rows = rows_by_key(report.evidence)
+    itl_row, prompt_row = rows[EvidenceKey.ITL_P99], rows[EvidenceKey.PROMPT_P95]
+    assert itl_row.source is Source.HISTOGRAM and 0.2 < itl_row.incident <= 0.3
+    assert 0.05 < itl_row.baseline <= 0.075
+    assert prompt_row.source is Source.HISTOGRAM and 200 < prompt_row.incident <= 500
+    assert 20 < prompt_row.baseline <= 50
+    top = report.hypotheses[0]
+    assert (top.cause, top.score) == (Cause.PREFILL_INTERFERENCE, 1.0)
+    assert report.recommendation.action.knob == "max_num_batched_tokens"
