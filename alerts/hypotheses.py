@@ -1,0 +1,173 @@
+"""Ranked hypotheses: each :class:`~alerts.vocabulary.Cause` scored in [0, 1] from evidence rows.
+
+Every score is built from *ramps*: ``ramp(x, lo, hi)`` is 0 at or below ``lo``, 1 at or above
+``hi``, linear between. A cause's rule (below, and ``docs/alerts.md``, "Triage") multiplies
+the ramps of the signals it needs and takes the max of alternatives; each ramp is kept as a
+:class:`Reason` (the row, its value, the ramp's ends and what it contributed), so a score can
+be recomputed by hand from the report. A *required* signal that is unknown makes the score 0
+and the hypothesis says "not enough data"; an *optional* one that is unknown counts as 0.
+Deterministic: no randomness, ties ranked in :class:`Cause`'s declaration order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from alerts.evidence import FLEET, EvidenceKey, EvidenceRow, rows_by_key
+from alerts.vocabulary import Cause
+
+K = EvidenceKey
+
+
+def ramp(x: float, lo: float, hi: float) -> float:
+    """0 at or below ``lo``, 1 at or above ``hi``, linear between; NaN stays NaN."""
+    if math.isnan(x):
+        return math.nan
+    if x <= lo:
+        return 0.0
+    if x >= hi:
+        return 1.0
+    return (x - lo) / (hi - lo)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One signal behind a score: which row and side, its value, and the ramp it went through.
+
+    ``uses`` is ``"incident"``, ``"change"`` (the row's incident-vs-baseline change) or
+    ``"baseline"``; ``sub_score`` is ``ramp(value, lo, hi)`` (NaN: the value is unknown)."""
+
+    key: EvidenceKey
+    what: str
+    scope: str
+    uses: str
+    value: float
+    lo: float
+    hi: float
+    sub_score: float
+    is_required: bool = True
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    cause: Cause
+    score: float  # in [0, 1]
+    reasons: tuple[Reason, ...]
+    scope: str = FLEET  # the replica the cause points at, when it points at one
+    has_enough_data: bool = True
+    note: str = ""
+
+
+def _reason(
+    rows: dict[EvidenceKey, EvidenceRow],
+    key: EvidenceKey,
+    uses: str,
+    lo: float,
+    hi: float,
+    *,
+    is_required: bool = True,
+    falls: bool = False,
+) -> Reason:
+    """``ramp(value, lo, hi)`` of one side of a row; ``falls``: a fall of at least ``lo``
+    starts the ramp (``ramp(-value, lo, hi)``, shown as the ends ``-lo..-hi``)."""
+    row = rows.get(key)
+    shown_lo, shown_hi = (-lo, -hi) if falls else (lo, hi)
+    if row is None:
+        return Reason(
+            key, key.value, FLEET, uses, math.nan, shown_lo, shown_hi, math.nan, is_required
+        )
+    value = {"incident": row.incident, "change": row.change, "baseline": row.baseline}[uses]
+    sub = ramp(-value if falls else value, lo, hi)
+    return Reason(key, row.what, row.scope, uses, value, shown_lo, shown_hi, sub, is_required)
+
+
+def _sub(reason: Reason) -> float:
+    return 0.0 if math.isnan(reason.sub_score) else reason.sub_score
+
+
+def _hypothesis(
+    cause: Cause, score: float, reasons: Iterable[Reason], scope: str = FLEET, note: str = ""
+) -> Hypothesis:
+    reasons = tuple(reasons)
+    missing = [r.what.strip() for r in reasons if r.is_required and math.isnan(r.sub_score)]
+    if missing:
+        return Hypothesis(
+            cause, 0.0, reasons, scope, False, "not enough data: " + ", ".join(missing)
+        )
+    return Hypothesis(cause, min(1.0, max(0.0, score)), reasons, scope, True, note)
+
+
+def _prefill_interference(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    itl = _reason(rows, K.ITL_P99, "change", 1.2, 2.0)
+    prompt = _reason(rows, K.PROMPT_P95, "change", 1.5, 4.0)
+    return _hypothesis(Cause.PREFILL_INTERFERENCE, _sub(itl) * _sub(prompt), (itl, prompt))
+
+
+def _kv_exhaustion(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    preempt = _reason(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.02, 0.2)
+    kv = _reason(rows, K.KV_USAGE_MAX, "incident", 0.8, 0.98, is_required=False)
+    score = _sub(preempt) * (0.7 + 0.3 * _sub(kv))
+    scope = rows[K.KV_USAGE_MAX].scope if K.KV_USAGE_MAX in rows else FLEET
+    return _hypothesis(Cause.KV_EXHAUSTION, score, (preempt, kv), scope)
+
+
+def _prefix_break(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: the drop is read on replicas that served in both windows, so cold replicas added
+    # since the baseline (prefix-scatter) do not count as a broken prefix.
+    drop = _reason(rows, K.STEADY_HIT_RATE, "change", 0.1, 0.4, falls=True)
+    return _hypothesis(Cause.PREFIX_BREAK, _sub(drop), (drop,))
+
+
+def _prefix_scatter(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    fleet = _reason(rows, K.PREFIX_HIT_RATE, "change", 0.05, 0.2, falls=True)
+    new = _reason(rows, K.NEW_REPLICA_QUERY_SHARE, "incident", 0.1, 0.4)
+    return _hypothesis(Cause.PREFIX_SCATTER, _sub(fleet) * _sub(new), (fleet, new))
+
+
+def _overload(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    queue = _reason(rows, K.LEAST_QUEUE_SHARE, "incident", 0.25, 0.6, is_required=False)
+    growth = _reason(rows, K.ARRIVAL_RATE, "change", 1.25, 2.5, is_required=False)
+    rejected = _reason(rows, K.REJECTED_SHARE, "incident", 0.01, 0.1, is_required=False)
+    reasons = (queue, growth, rejected)
+    if all(math.isnan(r.sub_score) for r in (queue, rejected)):
+        return Hypothesis(
+            Cause.OVERLOAD,
+            0.0,
+            reasons,
+            FLEET,
+            False,
+            "not enough data: queue share of TTFT, 429 share of responses",
+        )
+    score = max(_sub(queue) * (0.5 + 0.5 * _sub(growth)), _sub(rejected))
+    return _hypothesis(Cause.OVERLOAD, score, reasons)
+
+
+def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    skew = _reason(rows, K.E2E_P50_SKEW, "incident", 1.5, 3.0)
+    base = rows.get(K.E2E_P50_SKEW)
+    # NOTE: a replica that was already that much slower in the baseline (other hardware) is no
+    # incident: the skew counts relative to its own baseline skew when that is known.
+    if base is not None and math.isfinite(base.baseline) and base.baseline > 1.0:
+        skew = _reason(rows, K.E2E_P50_SKEW, "change", 1.5, 3.0)
+    scope = base.scope if base is not None else FLEET
+    return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), scope)
+
+
+_RULES = (
+    _prefill_interference,
+    _kv_exhaustion,
+    _prefix_break,
+    _prefix_scatter,
+    _overload,
+    _slow_replica,
+)
+_ORDER = {cause: i for i, cause in enumerate(Cause)}
+
+
+def rank_hypotheses(rows: Iterable[EvidenceRow]) -> tuple[Hypothesis, ...]:
+    """Every cause scored from ``rows``, highest score first (ties: :class:`Cause` order)."""
+    by_key = rows_by_key(rows)
+    hypotheses = [rule(by_key) for rule in _RULES]
+    return tuple(sorted(hypotheses, key=lambda h: (-h.score, _ORDER[h.cause])))
