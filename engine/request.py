@@ -74,6 +74,9 @@ class Request:
     # (time scheduled, first position, number of tokens) of each prompt chunk computed,
     # recomputation after a preemption included.
     prefill_chunks: list[tuple[float, int, int]] = field(default_factory=list)
+    # The tokens the current admission (or resumption) must compute before sampling again:
+    # a step that starts below it is a prefill chunk, whatever its size.
+    prefill_end: int = 0
     finished_time: float | None = None
 
     _distinct_prompt_token_ids: frozenset[int] | None = field(default=None, init=False)

@@ -189,9 +189,11 @@ class Scheduler:
             request = self.requests.get(item.request_id)
             if request is None or request.status is not RequestStatus.RUNNING:
                 continue
-            if item.is_new or item.num_new_tokens > 1:
-                # NOTE: an admission (or resumption) is always a chunk, even of one
-                # token; a running request's step is one only past a single decode token.
+            if item.is_new:
+                request.prefill_end = request.num_tokens
+            if item.num_computed_tokens < request.prefill_end:
+                # NOTE: by position, not size: a budget of one token leaves one-token prompt
+                # chunks that look like decode steps, and a decode step is never a chunk.
                 request.prefill_chunks.append(
                     (output.scheduled_time, item.num_computed_tokens, item.num_new_tokens)
                 )
