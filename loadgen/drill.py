@@ -93,8 +93,8 @@ class DrillResult:
             "baseline": baseline,
             "perturbation": perturbed,
             "moved": bool(moved),
-            "alert": e.alert,
-            "triage_cause": e.triage_cause,
+            "alert": e.alert.value if e.alert else None,
+            "triage_cause": e.triage_cause.value if e.triage_cause else None,
             "phases": {name: self.signal(name) for name, _, _ in self.phase_bounds},
         }
 

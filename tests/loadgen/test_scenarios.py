@@ -9,20 +9,23 @@ import math
 import pytest
 import yaml
 
+from alerts.vocabulary import AlertName, Cause
 from loadgen.drill import run_drill
 from loadgen.errors import WorkloadError
 from loadgen.replicas import bundled_replicas
 from loadgen.scenario import builtin_names, load_scenario, load_scenario_file
 from tests.loadgen.conftest import ADMIN_TOKEN
 
-REQUIRED = {
-    "long-prompt-surge",
-    "kv-pressure",
-    "prefix-break",
-    "overload",
-    "scale-out-round-robin",
-    "slow-replica",
+#: What each drill must raise and what triage must conclude (docs/loadgen.md's table).
+EXPECTED = {
+    "long-prompt-surge": (AlertName.TAIL_LATENCY_INCIDENT, Cause.PREFILL_INTERFERENCE),
+    "kv-pressure": (AlertName.KV_SATURATION, Cause.KV_EXHAUSTION),
+    "prefix-break": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_BREAK),
+    "overload": (AlertName.QUEUE_GROWTH, Cause.OVERLOAD),
+    "scale-out-round-robin": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_SCATTER),
+    "slow-replica": (AlertName.REPLICA_IMBALANCE, Cause.SLOW_REPLICA),
 }
+REQUIRED = set(EXPECTED)
 
 
 def test_the_six_required_scenarios_are_built_in_and_complete():
@@ -32,7 +35,7 @@ def test_the_six_required_scenarios_are_built_in_and_complete():
         names = [phase.name for phase in scenario.phases]
         assert {"baseline", "perturbation", "recovery"} <= set(names), name
         assert scenario.description and scenario.teaches
-        assert scenario.expects.alert and scenario.expects.triage_cause
+        assert (scenario.expects.alert, scenario.expects.triage_cause) == EXPECTED[name]
         compressed = scenario.scaled(scenario.compressed_time_scale)
         assert sum(p.duration_seconds for p in compressed.phases) < 30, name
 
@@ -74,6 +77,16 @@ BASE = {
         ({"phases": [{"name": "baseline", "duration": 1}]}, "'perturbation'"),
         ({"phases": [{"name": "baseline", "duration": 0}]}, "phases[0].duration"),
         ({"routing": "random"}, "routing"),
+        (
+            {"expects": {"signal": "preemptions", "change": "rise", "alert": "kv-pressure"}},
+            "expects.alert: must be one of ['slo-burn-rate', ",
+        ),
+        (
+            {"expects": {"signal": "preemptions", "change": "rise", "triage_cause": "KV full"}},
+            "expects.triage_cause: must be one of ['prefill-interference', ",
+        ),
+        ({"expects": {"signal": "preemptions", "change": "rise", "alert": 3}}, "got 3"),
+        ({"expects": ["preemptions"]}, "expects: must be a mapping"),
         ({"workloads": [{"name": "chat", "rate": -2}]}, "arrivals.rate"),
         (
             {
