@@ -44,9 +44,18 @@ def run(
     output: Annotated[
         Path, typer.Option(help="Writes OUTPUT.jsonl (requests) and OUTPUT.json (verdict).")
     ] = Path("scenario"),
+    otlp_endpoint: Annotated[
+        str,
+        typer.Option(
+            help="Bundled replicas trace every request to this OTLP/HTTP URL "
+            "(…/v1/traces, e.g. a `tailwatch collect` receiver); default: tracing off."
+        ),
+    ] = "",
 ) -> None:
     """Run the phases (baseline, perturbation, recovery) and report the named signal per
-    phase. Admin changes need TAILWATCH_ADMIN_TOKEN when --url is given."""
+    phase. Admin changes need TAILWATCH_ADMIN_TOKEN when --url is given. The replicas'
+    ports and each phase's wall-clock start and end are printed and in OUTPUT.json, so a
+    collector and evaluator run alongside can be checked against them."""
     from loadgen.drill import run_drill
     from loadgen.errors import LoadgenError
     from loadgen.record import write_jsonl
@@ -59,6 +68,12 @@ def run(
         replica_urls = parse_urls(url, "--url") if url.strip() else []
     except ValueError as error:
         raise cli_error(str(error)) from None
+    endpoint = otlp_endpoint.strip() or None
+    if endpoint and replica_urls:
+        raise cli_error(
+            "--otlp-endpoint: applies to the bundled replicas only; with --url, turn tracing "
+            "on in the replicas themselves (tailwatch engine serve --otlp-endpoint)"
+        )
     try:
         scenario = load_scenario(name)
         if compressed:
@@ -69,14 +84,30 @@ def run(
         else:
             token = secrets.token_hex(16)
             typer.echo(f"starting {scenario.replicas} bundled replica(s)…", err=True)
-            with bundled_replicas(scenario.replicas, scenario.engine, admin_token=token) as urls:
+            with bundled_replicas(
+                scenario.replicas, scenario.engine, admin_token=token, otlp_endpoint=endpoint
+            ) as urls:
+                _print_replicas(urls)
                 result = asyncio.run(run_drill(scenario, urls, admin_token=token))
     except LoadgenError as error:
         raise cli_error(str(error)) from None
-    verdict = result.verdict()
+    verdict = {**result.verdict(), "otlp_endpoint": endpoint}
     save_output(jsonl_path, lambda path: write_jsonl(result.state.results, path))
     save_output(json_path, lambda path: path.write_text(json.dumps(verdict, indent=2) + "\n"))
-    for phase, value in verdict["phases"].items():
-        typer.echo(f"{phase:14s} {verdict['signal']} = {value:.4g}")
+    for times in verdict["phase_times"]:
+        phase = times["name"]
+        value, requests = verdict["phases"][phase], verdict["requests"][phase]
+        typer.echo(
+            f"{phase:14s} {times['start_utc']} → {times['end_utc']}  "
+            f"{verdict['signal']} = {value:.4g} · {requests['num_succeeded']} of "
+            f"{requests['num_scheduled']} served, {requests['num_429']} refused (429)"
+        )
     moved = "moved as expected" if verdict["moved"] else "did NOT move as expected"
     typer.echo(f"{scenario.name}: {verdict['signal']} {moved}; alert {verdict['alert']!r}")
+
+
+def _print_replicas(urls: list[str]) -> None:
+    from urllib.parse import urlsplit
+
+    for i, replica_url in enumerate(urls):
+        typer.echo(f"replica {i}: {replica_url} (port {urlsplit(replica_url).port})", err=True)
