@@ -48,7 +48,7 @@ def run(
         str,
         typer.Option(
             help="Bundled replicas trace every request to this OTLP/HTTP URL "
-            "(…/v1/traces, e.g. a `tailwatch collect` receiver); default: tracing off."
+            "(ending /v1/traces, e.g. a `tailwatch collect` receiver); default: off."
         ),
     ] = "",
 ) -> None:
