@@ -23,6 +23,10 @@ from loadgen.scenario import Expectation, Scenario
 from loadgen.workload import build_schedule
 
 Samples = dict[tuple[str, frozenset], float]
+# NOTE: the bundled engine's names (engine/metric_names.py), spelled here as loadgen speaks
+# HTTP only and never imports the engine outside loadgen.replicas.
+ENGINE_INFO_SAMPLE = "tailwatch:engine_info"
+INSTANCE_ID_LABEL = "instance_id"
 
 
 @dataclass
@@ -113,9 +117,18 @@ class DrillResult:
         ]
 
     def replicas(self) -> list[dict[str, Any]]:
-        """The replicas the run drove: index (as the scenario's ``replica:``), URL, port."""
+        """The replicas the run drove: index (as the scenario's ``replica:``), URL, port and
+        the engine's instance id (``tailwatch:engine_info``, the ``replica`` of its request
+        records; None for an engine that exports none, e.g. vLLM)."""
+        first = self.scrapes[0] if self.scrapes else [{} for _ in self.urls]
         return [
-            {"index": i, "url": url, "port": urlsplit(url).port} for i, url in enumerate(self.urls)
+            {
+                "index": i,
+                "url": url,
+                "port": urlsplit(url).port,
+                "instance_id": _instance_id(first[i]),
+            }
+            for i, url in enumerate(self.urls)
         ]
 
     def verdict(self) -> dict[str, Any]:
@@ -190,6 +203,16 @@ async def run_drill(
         # stragglers finished so the last phase counts them.
         result.scrapes[-1] = [await scrape(client, url) for url in urls]
     return result
+
+
+def _instance_id(samples: Samples) -> str | None:
+    ids = {
+        dict(labels).get(INSTANCE_ID_LABEL)
+        for name, labels in samples
+        if name == ENGINE_INFO_SAMPLE
+    }
+    ids.discard(None)
+    return ids.pop() if len(ids) == 1 else None
 
 
 def _iso_utc(epoch_seconds: float) -> str:

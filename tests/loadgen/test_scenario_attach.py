@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+import uuid
 from datetime import datetime
 
 import pytest
@@ -79,9 +80,11 @@ def test_a_traced_run_reports_ports_and_phase_times_and_its_spans_reach_the_rece
     # tracing reached the receiver: one request record per served request (the replicas
     # flush their spans when they stop, before the command returns)
     assert sorted(r.request_id for r in records) == sorted(r.response_id for r in results)
-    # and every record lies inside the phases it was sent in
+    # and every record lies inside the run, and names the replica's engine by its instance id
     for record in records:
         assert times[0]["start_epoch_seconds"] <= record.arrival <= after
+        assert record.replica == replica["instance_id"]
+    assert str(uuid.UUID(replica["instance_id"])) == replica["instance_id"]
 
 
 def test_otlp_endpoint_is_for_bundled_replicas_only():
