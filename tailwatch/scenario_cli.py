@@ -51,6 +51,13 @@ def run(
             "(ending /v1/traces, e.g. a `tailwatch collect` receiver); default: off."
         ),
     ] = "",
+    targets_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the replicas as a Prometheus file_sd targets file once they are up "
+            "(for a collector's targets_file); default: none."
+        ),
+    ] = None,
 ) -> None:
     """Run the phases (baseline, perturbation, recovery) and report the named signal per
     phase. Admin changes need TAILWATCH_ADMIN_TOKEN when --url is given. The replicas'
@@ -64,6 +71,8 @@ def run(
 
     jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
     check_writable_output([jsonl_path, json_path], "--output")
+    if targets_file is not None:
+        check_writable_output([targets_file], "--targets-file")
     try:
         replica_urls = parse_urls(url, "--url") if url.strip() else []
     except ValueError as error:
@@ -80,6 +89,7 @@ def run(
             scenario = scenario.scaled(scenario.compressed_time_scale)
         if replica_urls:
             token = os.environ.get("TAILWATCH_ADMIN_TOKEN")
+            _announce(replica_urls, scenario.name, targets_file)
             result = asyncio.run(run_drill(scenario, replica_urls, admin_token=token))
         else:
             token = secrets.token_hex(16)
@@ -87,7 +97,7 @@ def run(
             with bundled_replicas(
                 scenario.replicas, scenario.engine, admin_token=token, otlp_endpoint=endpoint
             ) as urls:
-                _print_replicas(urls)
+                _announce(urls, scenario.name, targets_file)
                 result = asyncio.run(run_drill(scenario, urls, admin_token=token))
     except LoadgenError as error:
         raise cli_error(str(error)) from None
@@ -106,8 +116,24 @@ def run(
     typer.echo(f"{scenario.name}: {verdict['signal']} {moved}; alert {verdict['alert']!r}")
 
 
-def _print_replicas(urls: list[str]) -> None:
+def _announce(urls: list[str], scenario: str, targets_file: Path | None) -> None:
+    """Print the replicas and, if asked, write them as a file_sd targets file: a collector
+    watching it starts scraping them (target names ``host:port``, as file_sd's)."""
     from urllib.parse import urlsplit
 
+    groups = []
     for i, replica_url in enumerate(urls):
-        typer.echo(f"replica {i}: {replica_url} (port {urlsplit(replica_url).port})", err=True)
+        parts = urlsplit(replica_url)
+        typer.echo(f"replica {i}: {replica_url} (port {parts.port})", err=True)
+        labels = {"__scheme__": parts.scheme, "scenario": scenario, "scenario_replica": str(i)}
+        groups.append({"targets": [parts.netloc], "labels": labels})
+    if targets_file is not None:
+        # NOTE: written whole and renamed into place, so a watcher never reads half a file
+        partial = targets_file.with_name(targets_file.name + ".partial")
+        try:
+            partial.write_text(json.dumps(groups, indent=2) + "\n", encoding="utf-8")
+            partial.replace(targets_file)
+        except OSError as error:
+            raise cli_error(
+                f"--targets-file: cannot write {targets_file}: {error.strerror or error}"
+            ) from None

@@ -15,6 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from collectors.otlp import otlp_app
+from collectors.targets_file import read_targets_file
 from loadgen.record import read_jsonl
 from tailwatch.cli import app
 from tests.collectors.test_scrape import serve_app
@@ -44,7 +45,7 @@ def test_a_traced_run_reports_ports_and_phase_times_and_its_spans_reach_the_rece
         ran = CliRunner().invoke(
             app,
             ["scenario", "run", str(scenario), "--otlp-endpoint", endpoint,
-             "--output", str(tmp_path / "out")],
+             "--output", str(tmp_path / "out"), "--targets-file", str(tmp_path / "t.json")],
         )  # fmt: skip
         after = time.time()
     assert ran.exit_code == 0, ran.output
@@ -56,6 +57,11 @@ def test_a_traced_run_reports_ports_and_phase_times_and_its_spans_reach_the_rece
     assert replica["index"] == 0 and replica["url"] == f"http://127.0.0.1:{replica['port']}"
     assert f"port {replica['port']}" in ran.output
     assert verdict["otlp_endpoint"] == endpoint
+    # and as a file_sd targets file a collector reads (collectors.targets_file)
+    (target,) = read_targets_file(tmp_path / "t.json")
+    assert target.url == f"{replica['url']}/metrics"
+    assert target.name == f"127.0.0.1:{replica['port']}"
+    assert dict(target.labels) == {"scenario": "short", "scenario_replica": "0"}
 
     # phase boundaries: contiguous, in order, inside the run, ISO and epoch forms agree
     times = verdict["phase_times"]
