@@ -17,7 +17,7 @@ from loadgen.client import _retry_after_seconds
 from loadgen.drill import DrillResult, run_drill
 from loadgen.errors import WorkloadError
 from loadgen.replicas import bundled_replicas
-from loadgen.scenario import builtin_names, load_scenario, load_scenario_file
+from loadgen.scenario import builtin_names, load_scenario, load_scenario_file, parse_scenario
 from tests.loadgen.conftest import ADMIN_TOKEN
 
 #: What each drill must raise and what triage must conclude (docs/loadgen.md's table).
@@ -196,3 +196,19 @@ def test_retry_after_forms():
     assert _retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") is None  # HTTP-date: not ours
     assert _retry_after_seconds("-1") is None
     assert _retry_after_seconds("inf") is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["alert", "triage_cause"]),
+    st.one_of(st.text(max_size=30), st.integers(), st.floats(), st.lists(st.text(max_size=3))),
+)
+def test_any_expects_name_outside_the_vocabulary_is_refused_naming_the_field(key, value):
+    allowed = {n.value for n in (AlertName if key == "alert" else Cause)}
+    expects = {"signal": "preemptions", "change": "rise", key: value}
+    if isinstance(value, str) and value in allowed:
+        assert getattr(parse_scenario({**BASE, "expects": expects}, "s").expects, key) == value
+        return
+    with pytest.raises(WorkloadError) as caught:
+        parse_scenario({**BASE, "expects": expects}, "s")
+    assert caught.value.field == f"s.expects.{key}"
