@@ -18,6 +18,7 @@ LABEL_TENANT = "tenant"
 LABEL_FINISHED_REASON = "finished_reason"
 LABEL_CODE = "code"
 LABEL_LE = "le"
+LABEL_INSTANCE_ID = "instance_id"  # an engine process's id: its spans' service.instance.id
 
 #: Labels that split a family into a breakdown of series that also exist without them
 #: (the bundled engine exports per-tenant series next to its fleet-wide ones).
@@ -56,6 +57,7 @@ HTTP_RESPONSES_TOTAL = "http_responses_total"
 REQUESTS_RUNNING = "requests_running"
 REQUESTS_WAITING = "requests_waiting"
 KV_CACHE_USAGE = "kv_cache_usage"  # a 0..1 fraction
+ENGINE_INFO = "engine_info"  # 1, labelled with the engine's instance_id (replica → target)
 
 FAMILIES: dict[str, Kind] = {
     TTFT_SECONDS: Kind.HISTOGRAM,
@@ -76,6 +78,7 @@ FAMILIES: dict[str, Kind] = {
     REQUESTS_RUNNING: Kind.GAUGE,
     REQUESTS_WAITING: Kind.GAUGE,
     KV_CACHE_USAGE: Kind.GAUGE,
+    ENGINE_INFO: Kind.GAUGE,
 }
 
 

@@ -123,6 +123,7 @@ TAILWATCH_RULES = (
     _r("tailwatch:tenant_generation_tokens", c.GENERATION_TOKENS_TOTAL),
     _r("tailwatch:tenant_time_to_first_token_seconds", c.TTFT_SECONDS),
     _r("tailwatch:http_responses", c.HTTP_RESPONSES_TOTAL),
+    _r("tailwatch:engine_info", c.ENGINE_INFO),
 )
 
 SGLANG_RULES = (

@@ -43,6 +43,9 @@ __all__ = [
 # Faults for incident drills; set with the knobs but kept out of EngineConfig.
 # ``fail_next_steps``: that many of the next steps (with a batch) raise after the model ran.
 FAULTS: tuple[str, ...] = ("step_delay_seconds", "fail_next_steps")
+# The front end's admission limits, live too (None: unbounded): the knob triage recommends
+# for overload (lower max_waiting_requests) can be turned without a restart.
+ADMISSION_KNOBS: tuple[str, ...] = ("max_waiting_requests", "max_concurrency_per_tenant")
 MAX_STEP_DELAY_SECONDS = 10.0
 MAX_FAIL_NEXT_STEPS = 1000
 
@@ -239,6 +242,7 @@ class AsyncEngine:
             **self.engine.knobs(),
             "step_delay_seconds": self._loop.step_delay_seconds,
             "fail_next_steps": self.engine.num_steps_to_fail,
+            **{knob: getattr(self._admission, knob) for knob in ADMISSION_KNOBS},
         }
 
     async def update_knobs(self, changes: Mapping[str, Any]) -> list[KnobChange]:
@@ -270,8 +274,25 @@ class AsyncEngine:
             raise ConfigError(
                 f"fail_next_steps={fail_steps}: must be between 0 and {MAX_FAIL_NEXT_STEPS}"
             )
-        knob_changes = {k: v for k, v in changes.items() if k not in FAULTS}
+        limits = {k: v for k, v in changes.items() if k in ADMISSION_KNOBS}
+        for knob, value in limits.items():
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"{knob}={value!r}: must be a positive integer or null")
+        knob_changes = {
+            k: v for k, v in changes.items() if k not in FAULTS and k not in ADMISSION_KNOBS
+        }
         applied = self.engine.update_knobs(knob_changes) if knob_changes else []
+        # NOTE: set here, in the engine thread, after everything validated (all or nothing);
+        # admission reads the int on the event loop, and one attribute store is atomic.
+        for knob, value in limits.items():
+            old = getattr(self._admission, knob)
+            if value != old:
+                setattr(self._admission, knob, value)
+                applied.append(
+                    KnobChange(knob, old, value, self.engine.clock(), self.engine.wall_clock())
+                )
         if fail_steps != self.engine.num_steps_to_fail:
             applied.append(
                 KnobChange(

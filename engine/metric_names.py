@@ -24,6 +24,7 @@ LABEL_SOURCE = "source"
 LABEL_TENANT = "tenant"
 LABEL_CODE = "code"
 LABEL_KNOB = "knob"
+LABEL_INSTANCE_ID = "instance_id"
 
 ENGINE_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE)
 FRONTEND_LABELS = (LABEL_MODEL_NAME,)  # front-end series: no engine label (as vLLM's)
@@ -278,6 +279,16 @@ KNOB_CHANGES = MetricSpec(
     (*ENGINE_LABELS, LABEL_KNOB),
 )
 
+# NOTE: the join key between this engine's scrapes and its spans: the same id is the
+# spans' resource ``service.instance.id``, so a collector can tell which scrape target served
+# a traced request whatever the target is called (docs/collectors.md, "Replica to target").
+ENGINE_INFO = MetricSpec(
+    "tailwatch:engine_info",
+    "This engine process: its instance id (the service.instance.id of its spans); always 1.",
+    "gauge",
+    (*ENGINE_LABELS, LABEL_INSTANCE_ID),
+)
+
 # Span delivery (``engine/span_metrics.py``): read from the tracer at scrape time, so not
 # in ALL_SPECS; exposed only while tracing is on.
 TRACE_SPANS_ENDED = "tailwatch:trace_spans_ended"
@@ -319,4 +330,5 @@ ALL_SPECS: tuple[MetricSpec, ...] = (
     TENANT_TIME_TO_FIRST_TOKEN,
     HTTP_RESPONSES,
     KNOB_CHANGES,
+    ENGINE_INFO,
 )

@@ -13,6 +13,7 @@ import inspect
 import logging
 import re
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,8 @@ class EngineMetrics:
     ``knobs`` (name → value, e.g. ``AsyncEngine.knobs()``) become the labels of
     ``vllm:cache_config_info``; values render as ``str(value)``, as vLLM's do. Without a
     ``registry`` a private one is made, so several engines can live in one process.
+    ``instance_id`` labels ``tailwatch:engine_info`` (the server passes the one its spans
+    carry as ``service.instance.id``); None makes a fresh UUID.
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class EngineMetrics:
         engine_index: str = "0",
         registry: CollectorRegistry | None = None,
         max_model_len: int = 2048,
+        instance_id: str | None = None,
     ) -> None:
         self._knobs = dict(knobs)
         bad = [k for k in self._knobs if not _LABEL_NAME.fullmatch(k) or k == mn.LABEL_ENGINE]
@@ -91,6 +95,8 @@ class EngineMetrics:
         }
         self._lock = threading.Lock()
         self._bind_children()
+        self.instance_id = instance_id or str(uuid.uuid4())
+        self.family(mn.ENGINE_INFO).labels(*self.labels, self.instance_id).set(1)
         self._info = Gauge(
             mn.CACHE_CONFIG_INFO_NAME,
             mn.CACHE_CONFIG_INFO_HELP,

@@ -98,11 +98,21 @@ class _CountingBatchProcessor(BatchSpanProcessor):
 
 class CountingTracerProvider(TracerProvider):
     """A provider sampling ``ParentBased(TraceIdRatioBased(ratio))`` that batches spans to
-    one exporter and counts their delivery (:meth:`delivery`)."""
+    one exporter and counts their delivery (:meth:`delivery`). ``instance_id``, when given,
+    is the resource's ``service.instance.id`` (OTel semantic conventions)."""
 
-    def __init__(self, service_name: str, sampling_ratio: float, exporter: SpanExporter) -> None:
+    def __init__(
+        self,
+        service_name: str,
+        sampling_ratio: float,
+        exporter: SpanExporter,
+        instance_id: str | None = None,
+    ) -> None:
+        attributes = {"service.name": service_name}
+        if instance_id is not None:
+            attributes["service.instance.id"] = instance_id
         super().__init__(
-            resource=Resource.create({"service.name": service_name}),
+            resource=Resource.create(attributes),
             sampler=ParentBased(TraceIdRatioBased(sampling_ratio)),
         )
         self._counts = _Counts()

@@ -52,11 +52,14 @@ class TracingConfig:
     ``otlp_endpoint`` is the full OTLP/HTTP URL, ``/v1/traces`` included (e.g.
     ``http://127.0.0.1:4318/v1/traces``). ``sampling_ratio`` applies to requests that
     arrive without a sampled parent; a client's sampling decision is always followed.
+    ``service_instance_id`` is the resource's ``service.instance.id``: the server sets the id
+    its ``tailwatch:engine_info`` series carries, so spans join the scrapes of the engine.
     """
 
     otlp_endpoint: str | None = None
     sampling_ratio: float = 1.0
     service_name: str = "tailwatch-engine"
+    service_instance_id: str | None = None
 
     def __post_init__(self) -> None:
         ratio = self.sampling_ratio
@@ -77,7 +80,9 @@ def build_tracer_provider(config: TracingConfig, exporter: SpanExporter) -> Trac
     """A provider sampling ``ParentBased(TraceIdRatioBased(ratio))`` that batches spans to
     ``exporter`` and counts their delivery (``engine.span_export``). Not installed
     globally: the engine passes it where it is needed."""
-    return CountingTracerProvider(config.service_name, config.sampling_ratio, exporter)
+    return CountingTracerProvider(
+        config.service_name, config.sampling_ratio, exporter, config.service_instance_id
+    )
 
 
 class RequestTracer:

@@ -8,6 +8,7 @@ one inter-token gap (a server that coalesces tokens into one chunk gives fewer g
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import httpx
@@ -65,6 +66,7 @@ async def send(
         async with client.stream("POST", base_url + route, json=body, headers=headers) as reply:
             result.status = reply.status_code
             if reply.status_code != 200:
+                result.retry_after_seconds = _retry_after_seconds(reply.headers.get("retry-after"))
                 text = (await reply.aread()).decode(errors="replace")
                 result.error = _error_code(text) or f"http_{reply.status_code}"
                 return
@@ -108,6 +110,18 @@ def _is_token_event(chunk: dict) -> bool:
     not one: a server may send it before any token exists."""
     choices = chunk.get("choices") or ()
     return any("role" not in (choice.get("delta") or {}) for choice in choices)
+
+
+def _retry_after_seconds(header: str | None) -> float | None:
+    """Retry-After as seconds: the delay-seconds form only (what vLLM and our engine send);
+    an HTTP-date or garbage is None rather than a guess."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header.strip())
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _error_code(text: str) -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -21,6 +23,10 @@ from loadgen.scenario import Expectation, Scenario
 from loadgen.workload import build_schedule
 
 Samples = dict[tuple[str, frozenset], float]
+# NOTE: the bundled engine's names (engine/metric_names.py), spelled here as loadgen speaks
+# HTTP only and never imports the engine outside loadgen.replicas.
+ENGINE_INFO_SAMPLE = "tailwatch:engine_info"
+INSTANCE_ID_LABEL = "instance_id"
 
 
 @dataclass
@@ -77,6 +83,54 @@ class DrillResult:
             return float(np.percentile(e2e, 50)) * 1000 if e2e else math.nan
         raise ValueError(f"unknown signal {e.signal!r}")
 
+    def phase_requests(self, name: str) -> dict[str, int]:
+        """How the phase's requests ended: served, refused with 429 (load shed), other
+        errors and never sent (the client's in-flight cap)."""
+        results = self.phase_results(name)
+        return {
+            "num_scheduled": len(results),
+            "num_succeeded": sum(r.succeeded for r in results),
+            "num_429": sum(r.status == 429 for r in results),
+            "num_errors": sum(
+                not r.succeeded and not r.dropped and r.status != 429 for r in results
+            ),
+            "num_dropped": sum(r.dropped for r in results),
+        }
+
+    def phase_times(self) -> list[dict[str, Any]]:
+        """Each phase's start and end: offsets from the run's start (seconds) and wall-clock
+        (epoch seconds and UTC ISO-8601), for lining the run up with a collector's store.
+        NOTE: these are the schedule's boundaries (arrivals switch exactly then); a
+        phase's admin change lands a scrape later, within milliseconds."""
+        t0 = self.state.started_at
+        return [
+            {
+                "name": name,
+                "start_offset_seconds": start,
+                "end_offset_seconds": end,
+                "start_epoch_seconds": t0 + start,
+                "end_epoch_seconds": t0 + end,
+                "start_utc": _iso_utc(t0 + start),
+                "end_utc": _iso_utc(t0 + end),
+            }
+            for name, start, end in self.phase_bounds
+        ]
+
+    def replicas(self) -> list[dict[str, Any]]:
+        """The replicas the run drove: index (as the scenario's ``replica:``), URL, port and
+        the engine's instance id (``tailwatch:engine_info``, the ``replica`` of its request
+        records; None for an engine that exports none, e.g. vLLM)."""
+        first = self.scrapes[0] if self.scrapes else [{} for _ in self.urls]
+        return [
+            {
+                "index": i,
+                "url": url,
+                "port": urlsplit(url).port,
+                "instance_id": _instance_id(first[i]),
+            }
+            for i, url in enumerate(self.urls)
+        ]
+
     def verdict(self) -> dict[str, Any]:
         """Baseline and perturbation values of the signal, and whether it moved as named."""
         e = self.scenario.expects
@@ -93,9 +147,13 @@ class DrillResult:
             "baseline": baseline,
             "perturbation": perturbed,
             "moved": bool(moved),
-            "alert": e.alert,
-            "triage_cause": e.triage_cause,
+            "alert": e.alert.value if e.alert else None,
+            "triage_cause": e.triage_cause.value if e.triage_cause else None,
             "phases": {name: self.signal(name) for name, _, _ in self.phase_bounds},
+            "requests": {name: self.phase_requests(name) for name, _, _ in self.phase_bounds},
+            "phase_times": self.phase_times(),
+            "replicas": self.replicas(),
+            "started_at_epoch_seconds": self.state.started_at,
         }
 
 
@@ -145,6 +203,21 @@ async def run_drill(
         # stragglers finished so the last phase counts them.
         result.scrapes[-1] = [await scrape(client, url) for url in urls]
     return result
+
+
+def _instance_id(samples: Samples) -> str | None:
+    ids = {
+        dict(labels).get(INSTANCE_ID_LABEL)
+        for name, labels in samples
+        if name == ENGINE_INFO_SAMPLE
+    }
+    ids.discard(None)
+    return ids.pop() if len(ids) == 1 else None
+
+
+def _iso_utc(epoch_seconds: float) -> str:
+    moment = datetime.fromtimestamp(epoch_seconds, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _phase_start(phase, router, urls, client, admin_token, take_scrape):

@@ -13,7 +13,9 @@ class RequestResult:
     """Times are seconds: ``scheduled_seconds``/``sent_seconds`` from the run's start,
     the rest durations from the send. ``itl_seconds`` holds every gap between streamed
     chunks that carried text. ``status`` is the HTTP status (0: no response);
-    ``error`` is empty on success. ``dropped``: never sent (the in-flight cap was hit)."""
+    ``error`` is empty on success. ``dropped``: never sent (the in-flight cap was hit).
+    ``retry_after_seconds``: recorded, not honoured, since the runner is open loop: a retry
+    would be a request the schedule does not have."""
 
     index: int
     scheduled_seconds: float
@@ -31,6 +33,7 @@ class RequestResult:
     stream: str = ""
     response_id: str = ""
     finish_reason: str = ""  # the server's, from the stream's last choice that had one
+    retry_after_seconds: float | None = None  # a refusal's Retry-After (delay-seconds form)
     dropped: bool = False
 
     @property

@@ -14,9 +14,12 @@ from typing import Any
 
 import httpx
 
-from loadgen.errors import TargetError
+from loadgen.errors import TargetError, WorkloadError
 
 READY_TIMEOUT_SECONDS = 120
+#: Scenario ``engine:`` keys that are the server's, not ``EngineConfig``'s: admission
+#: control in front of the engine (``engine.server.launch.ServeOptions``).
+SERVE_KNOBS = ("max_waiting_requests", "max_concurrency_per_tenant")
 
 
 @contextlib.contextmanager
@@ -26,26 +29,30 @@ def bundled_replicas(
     *,
     admin_token: str | None = None,
     tracers: list | None = None,
+    otlp_endpoint: str | None = None,
 ) -> Iterator[list[str]]:
-    """Start ``count`` servers of the bundled engine (``EngineConfig(**engine_knobs)``)
-    and yield their base URLs; they stop (drain skipped) when the block exits.
-    ``tracers``, when given, holds one ``RequestTracer`` per replica."""
+    """Start ``count`` servers of the bundled engine and yield their base URLs; they stop
+    (drain skipped) when the block exits. ``engine_knobs`` are ``EngineConfig`` fields
+    plus :data:`SERVE_KNOBS`; an unknown or bad one is a ``WorkloadError`` naming it.
+    ``tracers``, when given, holds one ``RequestTracer`` per replica; otherwise
+    ``otlp_endpoint`` (an OTLP/HTTP ``.../v1/traces`` URL) turns each replica's tracing on."""
     import uvicorn
 
-    from engine.config import EngineConfig
-    from engine.server.launch import ServeOptions, build_engine_server
+    from engine.errors import ConfigError
+    from engine.server.launch import build_engine_server
     from engine.server.uvicorn_server import listen_socket
 
+    engine_config, options = _engine_settings(engine_knobs, admin_token, otlp_endpoint)
     servers, threads, urls = [], [], []
     try:
         for i in range(count):
             tracer = tracers[i] if tracers else None
-            parts = build_engine_server(
-                EngineConfig(**engine_knobs),
-                ServeOptions(admin_token=admin_token, drain_timeout_seconds=0),
-                registry=_fresh_registry(),
-                tracer=tracer,
-            )
+            try:
+                parts = build_engine_server(
+                    engine_config, options, registry=_fresh_registry(), tracer=tracer
+                )
+            except ConfigError as error:  # e.g. max_waiting_requests: 0
+                raise WorkloadError("engine", str(error)) from None
             sock = listen_socket("127.0.0.1", 0)
             config = uvicorn.Config(parts.app, log_level="warning", access_log=False)
             server = uvicorn.Server(config)
@@ -62,6 +69,32 @@ def bundled_replicas(
             server.should_exit = True
         for thread in threads:
             thread.join(timeout=30)
+
+
+def _engine_settings(knobs: Mapping[str, Any], admin_token, otlp_endpoint):
+    """(``EngineConfig``, ``ServeOptions``) from a scenario's ``engine:`` mapping."""
+    from dataclasses import fields
+
+    from engine.config import EngineConfig
+    from engine.errors import ConfigError
+    from engine.server.launch import ServeOptions
+
+    allowed = sorted({f.name for f in fields(EngineConfig)} | set(SERVE_KNOBS))
+    for key in knobs:
+        if key not in allowed:
+            raise WorkloadError(f"engine.{key}", f"is not an engine knob; known: {allowed}")
+    serve = {k: v for k, v in knobs.items() if k in SERVE_KNOBS}
+    try:
+        config = EngineConfig(**{k: v for k, v in knobs.items() if k not in SERVE_KNOBS})
+        options = ServeOptions(
+            admin_token=admin_token,
+            drain_timeout_seconds=0,
+            otlp_endpoint=otlp_endpoint,
+            **serve,
+        )
+    except ConfigError as error:
+        raise WorkloadError("engine", str(error)) from None
+    return config, options
 
 
 def _fresh_registry():

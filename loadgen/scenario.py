@@ -11,17 +11,21 @@ should raise and the cause triage should name.
 from __future__ import annotations
 
 import copy
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+from alerts.vocabulary import AlertName, Cause
 from loadgen.errors import WorkloadError
 from loadgen.routing import POLICIES
 from loadgen.workload import Workload, parse_workload
+
+N = TypeVar("N", bound=enum.StrEnum)
 
 SIGNALS = (
     "prefix_hit_rate",  # Δ prefix-cache hits / Δ queries (tokens), server side
@@ -55,8 +59,8 @@ class Expectation:
     factor: float  # rise: perturbation >= factor × baseline; fall: <= factor × baseline
     stream: str | None = None
     replica: int | None = None
-    alert: str = ""
-    triage_cause: str = ""
+    alert: AlertName | None = None  # None: a scenario that names no alert (a user's own)
+    triage_cause: Cause | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,8 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
     if not {"baseline", "perturbation"} <= names:
         raise WorkloadError(f"{where}.phases", "needs phases named 'baseline' and 'perturbation'")
     expects = raw["expects"]
+    if not isinstance(expects, Mapping):
+        raise WorkloadError(f"{where}.expects", f"must be a mapping, got {expects!r}")
     if expects.get("signal") not in SIGNALS:
         raise WorkloadError(
             f"{where}.expects.signal",
@@ -175,10 +181,22 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
             factor=float(expects.get("factor", 1.0)),
             stream=expects.get("stream"),
             replica=expects.get("replica"),
-            alert=str(expects.get("alert", "")),
-            triage_cause=str(expects.get("triage_cause", "")),
+            alert=_vocabulary(expects, "alert", AlertName, where),
+            triage_cause=_vocabulary(expects, "triage_cause", Cause, where),
         ),
     )
+
+
+def _vocabulary(expects: Mapping[str, Any], key: str, names: type[N], where: str) -> N | None:
+    """``expects.alert`` / ``expects.triage_cause`` as the shared name (alerts.vocabulary),
+    so a drill names exactly what the evaluator raises and triage concludes."""
+    value = expects.get(key)
+    if value is None:
+        return None
+    allowed = [n.value for n in names]
+    if not isinstance(value, str) or value not in allowed:
+        raise WorkloadError(f"{where}.expects.{key}", f"must be one of {allowed}, got {value!r}")
+    return names(value)
 
 
 def _admin(raw: Any, where: str, replicas: int) -> AdminChange:

@@ -7,6 +7,7 @@ and the app.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,6 +56,7 @@ class EngineServer:
     metrics: EngineMetrics
     tracer: RequestTracer
     served_model_name: str
+    instance_id: str  # tailwatch:engine_info's instance_id and the spans' service.instance.id
 
 
 def build_engine_server(
@@ -79,8 +81,13 @@ def build_engine_server(
     from engine.tracing import RequestTracer, TracingConfig
 
     name = options.served_model_name or config.model
+    # NOTE: one id per serving process, on /metrics and on every span's resource: the key that
+    # joins request records to the scrape target that served them (docs/collectors.md).
+    instance_id = str(uuid.uuid4())
     # Cheap checks first: they fail before a (possibly large) model is loaded.
-    tracing = TracingConfig(options.otlp_endpoint, options.trace_sampling_ratio)
+    tracing = TracingConfig(
+        options.otlp_endpoint, options.trace_sampling_ratio, service_instance_id=instance_id
+    )
     for knob in ("max_waiting_requests", "max_concurrency_per_tenant"):
         value = getattr(options, knob)
         if value is not None and (
@@ -97,7 +104,9 @@ def build_engine_server(
     )
     # NOTE: a fault counts down by itself, so it is no label of vllm:cache_config_info.
     knobs = {k: v for k, v in async_engine.knobs().items() if k != "fail_next_steps"}
-    metrics = EngineMetrics(name, knobs, registry=registry, max_model_len=config.max_model_len)
+    metrics = EngineMetrics(
+        name, knobs, registry=registry, max_model_len=config.max_model_len, instance_id=instance_id
+    )
     async_engine.observers.extend([metrics, tracer, *extra_observers])
     metrics.registry.register(SpanDeliveryCollector(tracer.delivery, name))
     app = build_app(
@@ -108,4 +117,4 @@ def build_engine_server(
         admin_token=options.admin_token or None,
         drain_timeout_seconds=options.drain_timeout_seconds,
     )
-    return EngineServer(app, async_engine, metrics, tracer, name)
+    return EngineServer(app, async_engine, metrics, tracer, name, instance_id)

@@ -146,6 +146,53 @@ def test_async_engine_admission_control_and_faults():
     asyncio.run(scenario())
 
 
+def test_admission_limits_change_live_all_or_nothing_and_are_recorded():
+    async def scenario():
+        engine = LLMEngine(EngineConfig(max_model_len=256, num_gpu_blocks=64, max_num_seqs=1))
+        front = AsyncEngine(engine)
+        front.start()
+        try:
+            await front.warm_up()
+            assert front.knobs()["max_waiting_requests"] is None
+            for bad in (0, -1, True, 1.5, "8"):
+                with pytest.raises(ConfigError, match="max_waiting_requests="):
+                    await front.update_knobs({"max_waiting_requests": bad, "max_num_seqs": 2})
+                assert front.knobs()["max_num_seqs"] == 1  # all or nothing
+            (change,) = await front.update_knobs({"max_waiting_requests": 1})
+            assert (change.knob, change.old_value, change.new_value) == (
+                "max_waiting_requests", None, 1,
+            )  # fmt: skip
+            assert list(front.events)[-1] == change
+            long = SamplingParams(max_tokens=200, ignore_eos=True)
+
+            async def until(condition) -> None:  # bounded: 10 s
+                for _ in range(2000):
+                    if condition():
+                        return
+                    await asyncio.sleep(0.005)
+
+            # NOTE: an add the engine thread has not run yet counts as queued too
+            running = asyncio.create_task(_collect(front, "runs", long))
+            loop = front._loop
+            await until(lambda: front.num_in_flight == 1 and not loop.num_pending_adds)
+            await until(lambda: loop.num_waiting == 0)  # scheduled: it holds the one seq slot
+            waiting = asyncio.create_task(_collect(front, "waits", long))
+            await until(lambda: front._loop.num_waiting >= 1)
+            with pytest.raises(QueueFullError) as refused:
+                await _collect(front, "refused")
+            assert refused.value.reason == "max_num_queued_reqs"
+            await front.update_knobs({"max_waiting_requests": None})  # unbounded again
+            admitted = await _collect(front, "admitted")
+            assert admitted[-1].finished
+            assert all(r[-1].finished for r in await asyncio.gather(running, waiting))
+            assert front.max_waiting_requests is None
+            assert await front.update_knobs({"max_waiting_requests": None}) == []  # no change
+        finally:
+            front.shutdown()
+
+    asyncio.run(scenario())
+
+
 def test_async_engine_abort_on_close_frees_blocks():
     async def scenario():
         engine = LLMEngine(EngineConfig(max_model_len=256, num_gpu_blocks=64))

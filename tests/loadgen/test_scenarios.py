@@ -5,24 +5,31 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from loadgen.drill import run_drill
+from alerts.vocabulary import AlertName, Cause
+from loadgen.client import _retry_after_seconds
+from loadgen.drill import DrillResult, run_drill
 from loadgen.errors import WorkloadError
 from loadgen.replicas import bundled_replicas
-from loadgen.scenario import builtin_names, load_scenario, load_scenario_file
+from loadgen.scenario import builtin_names, load_scenario, load_scenario_file, parse_scenario
 from tests.loadgen.conftest import ADMIN_TOKEN
 
-REQUIRED = {
-    "long-prompt-surge",
-    "kv-pressure",
-    "prefix-break",
-    "overload",
-    "scale-out-round-robin",
-    "slow-replica",
+#: What each drill must raise and what triage must conclude (docs/loadgen.md's table).
+EXPECTED = {
+    "long-prompt-surge": (AlertName.TAIL_LATENCY_INCIDENT, Cause.PREFILL_INTERFERENCE),
+    "kv-pressure": (AlertName.KV_SATURATION, Cause.KV_EXHAUSTION),
+    "prefix-break": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_BREAK),
+    "overload": (AlertName.QUEUE_GROWTH, Cause.OVERLOAD),
+    "scale-out-round-robin": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_SCATTER),
+    "slow-replica": (AlertName.REPLICA_IMBALANCE, Cause.SLOW_REPLICA),
 }
+REQUIRED = set(EXPECTED)
 
 
 def test_the_six_required_scenarios_are_built_in_and_complete():
@@ -32,23 +39,52 @@ def test_the_six_required_scenarios_are_built_in_and_complete():
         names = [phase.name for phase in scenario.phases]
         assert {"baseline", "perturbation", "recovery"} <= set(names), name
         assert scenario.description and scenario.teaches
-        assert scenario.expects.alert and scenario.expects.triage_cause
+        assert (scenario.expects.alert, scenario.expects.triage_cause) == EXPECTED[name]
         compressed = scenario.scaled(scenario.compressed_time_scale)
         assert sum(p.duration_seconds for p in compressed.phases) < 30, name
 
 
+_RUNS: dict[str, DrillResult] = {}
+
+
+def compressed_run(name: str) -> DrillResult:
+    """One compressed run per scenario for the whole module (each costs ~20 s on 2 cores)."""
+    if name not in _RUNS:
+        scenario = load_scenario(name)
+        scenario = scenario.scaled(scenario.compressed_time_scale)
+        with bundled_replicas(scenario.replicas, scenario.engine, admin_token=ADMIN_TOKEN) as urls:
+            _RUNS[name] = asyncio.run(run_drill(scenario, urls, admin_token=ADMIN_TOKEN))
+    return _RUNS[name]
+
+
 @pytest.mark.parametrize("name", sorted(REQUIRED))
 def test_each_scenario_moves_its_signal(name):
-    scenario = load_scenario(name)
-    scenario = scenario.scaled(scenario.compressed_time_scale)
-    with bundled_replicas(scenario.replicas, scenario.engine, admin_token=ADMIN_TOKEN) as urls:
-        result = asyncio.run(run_drill(scenario, urls, admin_token=ADMIN_TOKEN))
+    result = compressed_run(name)
     verdict = result.verdict()
     assert not math.isnan(verdict["baseline"]) and not math.isnan(verdict["perturbation"])
     assert verdict["moved"], verdict
-    assert all(r.succeeded for r in result.state.results), {
+    # NOTE: only a scenario that bounds the queue may refuse (429, load shed); nothing fails
+    sheds = "max_waiting_requests" in result.scenario.engine
+    assert all(r.succeeded or (sheds and r.status == 429) for r in result.state.results), {
         r.error for r in result.state.results if not r.succeeded
     }
+
+
+def test_overload_sheds_load_in_the_perturbation_and_recovers():
+    result = compressed_run("overload")
+    requests = result.verdict()["requests"]
+    assert requests["baseline"]["num_429"] == 0, requests
+    shed = requests["perturbation"]
+    assert shed["num_429"] > 0 and shed["num_succeeded"] > 0, requests
+    assert shed["num_429"] + shed["num_succeeded"] == shed["num_scheduled"]  # none lost
+    refused = [r for r in result.state.results if r.status == 429]
+    assert all(r.error == "max_num_queued_reqs" for r in refused)
+    assert all(r.retry_after_seconds is not None and r.retry_after_seconds >= 1 for r in refused)
+    # recovery: what the queue held at the switch drains (a few refusals at most, bounded
+    # by max_waiting_requests worth of arrivals), then every request is served again
+    recovery = result.phase_results("recovery")
+    assert requests["recovery"]["num_429"] <= result.scenario.engine["max_waiting_requests"]
+    assert recovery and recovery[-1].succeeded
 
 
 def _write(tmp_path, document) -> str:
@@ -74,6 +110,16 @@ BASE = {
         ({"phases": [{"name": "baseline", "duration": 1}]}, "'perturbation'"),
         ({"phases": [{"name": "baseline", "duration": 0}]}, "phases[0].duration"),
         ({"routing": "random"}, "routing"),
+        (
+            {"expects": {"signal": "preemptions", "change": "rise", "alert": "kv-pressure"}},
+            "expects.alert: must be one of ['slo-burn-rate', ",
+        ),
+        (
+            {"expects": {"signal": "preemptions", "change": "rise", "triage_cause": "KV full"}},
+            "expects.triage_cause: must be one of ['prefill-interference', ",
+        ),
+        ({"expects": {"signal": "preemptions", "change": "rise", "alert": 3}}, "got 3"),
+        ({"expects": ["preemptions"]}, "expects: must be a mapping"),
         ({"workloads": [{"name": "chat", "rate": -2}]}, "arrivals.rate"),
         (
             {
@@ -121,3 +167,48 @@ def test_scenario_cli_lists_the_catalogue_and_rejects_an_unknown_name():
     unknown = CliRunner().invoke(app, ["scenario", "run", "no-such-scenario"])
     assert unknown.exit_code == 2
     assert "no scenario 'no-such-scenario'" in unknown.output
+
+
+@pytest.mark.parametrize(
+    ("engine", "message"),
+    [
+        ({"model": "tiny", "max_waiting_request": 8}, "engine.max_waiting_request: is not an"),
+        ({"model": "tiny", "max_waiting_requests": 0}, "max_waiting_requests=0"),
+        ({"model": "tiny", "max_concurrency_per_tenant": True}, "max_concurrency_per_tenant"),
+    ],
+)
+def test_a_bad_engine_knob_is_named_before_any_replica_serves(engine, message):
+    with pytest.raises(WorkloadError, match=re.escape(message)), bundled_replicas(1, engine):
+        pytest.fail("a replica started")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.none(), st.text(max_size=12), st.floats().map(str), st.integers().map(str)))
+def test_retry_after_is_recorded_as_seconds_or_none_never_a_guess(header):
+    seconds = _retry_after_seconds(header)
+    if seconds is not None:
+        assert math.isfinite(seconds) and seconds >= 0 and seconds == float(header)
+
+
+def test_retry_after_forms():
+    assert _retry_after_seconds("3") == 3.0
+    assert _retry_after_seconds(" 0 ") == 0.0
+    assert _retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") is None  # HTTP-date: not ours
+    assert _retry_after_seconds("-1") is None
+    assert _retry_after_seconds("inf") is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["alert", "triage_cause"]),
+    st.one_of(st.text(max_size=30), st.integers(), st.floats(), st.lists(st.text(max_size=3))),
+)
+def test_any_expects_name_outside_the_vocabulary_is_refused_naming_the_field(key, value):
+    allowed = {n.value for n in (AlertName if key == "alert" else Cause)}
+    expects = {"signal": "preemptions", "change": "rise", key: value}
+    if isinstance(value, str) and value in allowed:
+        assert getattr(parse_scenario({**BASE, "expects": expects}, "s").expects, key) == value
+        return
+    with pytest.raises(WorkloadError) as caught:
+        parse_scenario({**BASE, "expects": expects}, "s")
+    assert caught.value.field == f"s.expects.{key}"
