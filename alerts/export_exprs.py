@@ -327,11 +327,11 @@ def replica_imbalance(rule: ReplicaImbalanceRule, names: EngineNames) -> list[Pr
 def error_rate(rule: ErrorRateRule, names: EngineNames) -> list[PromRule]:
     reader = _Reader(names, rule)
     window = prom_duration(rule.window_seconds)
-    family = rule.sli.family.removesuffix("_total")
+    # NOTE: named by the rule: two error-rate rules may count different outcomes as errors.
     record = _record(
         reader,
         _group(rule),
-        f"{PREFIX}{family}:error_ratio_rate{window}",
+        f"{PREFIX}{metric_token(rule.name)}:error_ratio_rate{window}",
         _error_ratio(reader, rule.sli, {}, window, by=reader.fleet()),
     )
     expr = f"{record.record} > {rule.ratio_max!r}"

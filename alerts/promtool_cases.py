@@ -73,13 +73,19 @@ def gauge(value: float, samples: int) -> str:
 
 
 class _Builder:
-    def __init__(self, names: EngineNames, rule: Rule) -> None:
-        self.names, self.rule = names, rule
+    def __init__(self, names: EngineNames, rule: Rule, model: str = MODEL) -> None:
+        self.names, self.rule, self.model_value = names, rule, model
         self.model = names.label(c.LABEL_MODEL)
         self.instance = names.label(c.LABEL_TARGET)
 
     def labels(self, instance: str = REPLICA, **extra: str) -> dict[str, str]:
-        return {"job": JOB, self.instance: instance, self.model: MODEL, "engine": "0", **extra}
+        return {
+            "job": JOB,
+            self.instance: instance,
+            self.model: self.model_value,
+            "engine": "0",
+            **extra,
+        }
 
     def metric(self, family: str, part: str = "") -> str:
         name = self.names.metric(family, part)
@@ -138,7 +144,7 @@ def _edge_above(family: str, seconds: float, skip: int = 0) -> float:
 def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
     """Half of the SLO's requests bad, for every burn-rate rule of one SLO at once (they share
     the alert name, and promtool compares every alert of a name)."""
-    b = _Builder(names, rules[0])
+    b = _Builder(names, rules[0], rules[0].selector.model or MODEL)
     ratio = 0.5
     evals = max(r.for_seconds for r in rules) + 30 * INTERVAL_SECONDS
     n = b.samples(evals)
@@ -182,9 +188,9 @@ def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule
     fast = max([e for e in LAYOUTS[family] if e <= rule.median_max_seconds] or [LAYOUTS[family][0]])  # fmt: skip
     slow = _edge_above(family, rule.threshold_seconds, skip=1)
     per = 60.0 * INTERVAL_SECONDS
-    tail_share = (1 - rule.quantile) * 10  # ten times the tail the quantile looks at
-    if tail_share >= 0.5:
-        raise CaseError(f"rule {rule.name!r}: quantile {rule.quantile} is too close to the median")
+    # NOTE: the slow share lies halfway between the tail the quantile reads and the median,
+    # so the quantile lands in the slow bucket and the median in the fast one.
+    tail_share = round((1 - rule.quantile + 0.5) / 2, 3)
     hot = {fast: per * (1 - tail_share), slow: per * tail_share}
     records = []
     for record, q in zip([r for r in alert_records(alert)], (rule.quantile, 0.5), strict=False):
