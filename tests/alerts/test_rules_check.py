@@ -1,0 +1,55 @@
+"""``tailwatch rules check``: rules whose families have series on no target."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from alerts.builtin_rules import builtin_rule_set
+from alerts.rules_check import check_rules
+from collectors import canonical as c
+from tailwatch.cli import app
+
+
+class SeriesOnly:
+    """A reader that has series for some families, and counts the lookups."""
+
+    def __init__(self, families: set[str]) -> None:
+        self.families = families
+        self.lookups: list[str] = []
+
+    def series(self, family: str, labels: None = None) -> list[str]:
+        self.lookups.append(family)
+        return [family] if family in self.families else []
+
+
+def test_check_reports_the_missing_families_of_each_rule_once():
+    rules, _ = builtin_rule_set()
+    present = set(c.FAMILIES) - {c.PREEMPTIONS_TOTAL, c.PREFIX_CACHE_QUERIES_TOTAL}
+    reader = SeriesOnly(present)
+    results = {r.rule: r for r in check_rules(rules, reader)}
+    assert results["kv-saturation"].missing_families == (c.PREEMPTIONS_TOTAL,)
+    assert results["prefix-hit-drop"].missing_families == (c.PREFIX_CACHE_QUERIES_TOTAL,)
+    assert results["queue-growth"].missing_families == ()
+    assert results["target-down"].missing_families == ()
+    assert results["gpu-health"].missing_families == (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE)
+    assert set(results["metric-absent"].missing_families) == {
+        c.PREEMPTIONS_TOTAL,
+        c.PREFIX_CACHE_QUERIES_TOTAL,
+    }
+    assert len(reader.lookups) == len(set(reader.lookups))  # each family read once
+
+
+def test_cli_check_against_an_empty_store_lists_every_rule_and_exits_1(tmp_path):
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    result = CliRunner().invoke(app, ["rules", "check", "--db-url", url])
+    assert result.exit_code == 1, result.output
+    assert "queue-growth" in result.output and "MISSING requests_waiting" in result.output
+    assert "10 of 11 rules read series that no target has" in result.output
+
+
+def test_cli_check_reports_an_unopenable_store_in_one_line(tmp_path):
+    url = f"sqlite:///{tmp_path / 'missing' / 'dir' / 'x.db'}"
+    result = CliRunner().invoke(app, ["rules", "check", "--db-url", url])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: cannot open the store: ")
+    assert "Traceback" not in result.output
