@@ -51,22 +51,30 @@ def export_rules(rule_set, dialect: Dialect = Dialect.VLLM, notes: Sequence[str]
     """Every rule of ``rule_set`` as Prometheus rules on ``dialect``'s names."""
     names = EngineNames(dialect)
     groups: dict[str, list[PromRule]] = {}
-    records: dict[str, str] = {}
+    records: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
     out_notes = list(notes)
 
     def add(rules: list[PromRule]) -> None:
+        """Add one rule's rows, or none of them when a recording rule name is taken."""
+
+        def key(rule: PromRule) -> tuple[str, tuple[tuple[str, str], ...]]:
+            return rule.expr, tuple(sorted(rule.labels.items()))
+
+        for rule in rules:
+            if rule.record and records.get(rule.record, key(rule)) != key(rule):
+                raise ValueError(
+                    f"{rule.record} is already recorded by another rule, with other "
+                    "labels or another expression"
+                )
         for rule in rules:
             if rule.record:
                 if rule.record in records:
-                    if records[rule.record] != rule.expr:
-                        raise ValueError(
-                            f"two rules record {rule.record} with different expressions"
-                        )
                     continue
-                records[rule.record] = rule.expr
+                records[rule.record] = key(rule)
             groups.setdefault(rule.group, []).append(rule)
 
     burn = [r for r in rule_set if isinstance(r, BurnRateRule)]
+    skipped_slos: set[str] = set()
     for slo in dict.fromkeys(r.slo for r in burn):
         of_slo = [r for r in burn if r.slo == slo]
         windows = tuple(sorted({w for r in of_slo for w in r.window_lengths_seconds()}))
@@ -74,17 +82,25 @@ def export_rules(rule_set, dialect: Dialect = Dialect.VLLM, notes: Sequence[str]
             add(burn_rate_records(of_slo[0], names, windows))
         except Unexportable:
             continue  # NOTE: the SLO's alerts fail the same way below and are reported there
+        except ValueError as error:  # two SLO names with one metric token, a sub-ms window
+            skipped_slos.add(slo)
+            out_notes.append(f"not exported: SLO {slo!r}: {error}")
+            continue
         sli = of_slo[0].sli
         if isinstance(sli, LatencySLI):
             out_notes.append(
                 f"SLO {slo!r}: measures {sli.metric.value} {snapped_bound(sli).describe()}"
             )
     for rule in rule_set:
+        if isinstance(rule, BurnRateRule) and rule.slo in skipped_slos:
+            continue
         exporter = EXPORTERS[type(rule)]
         try:
             add(exporter(rule, names))
         except Unexportable as error:
             out_notes.append(f"not exported: {error}")
+        except ValueError as error:  # a window Prometheus cannot write (sub-millisecond)
+            out_notes.append(f"not exported: rule {rule.name!r}: {error}")
     return Export(dialect, tuple((g, tuple(rs)) for g, rs in groups.items()), tuple(out_notes))
 
 

@@ -113,7 +113,11 @@ def _apply(rule_set: Any, rules_raw: Mapping[Any, Any]) -> Any:
         if not isinstance(enabled, bool):
             raise RuleError(name, "enabled", f"must be true or false, got {enabled!r}")
         fields_raw = {k: v for k, v in body.items() if k != "enabled"}
-        if not targets:
+        if name == BURN_RATE_GROUP:  # NOTE: valid with no SLOs too: it then changes nothing
+            fields_raw.pop("kind", None)
+            for key in fields_raw:
+                _values(name, BurnRateRule, {key: fields_raw[key]})
+        if not targets and name != BURN_RATE_GROUP:
             changed.append(_new_rule(name, fields_raw))
             if not enabled:
                 disabled.add(name)

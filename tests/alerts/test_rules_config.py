@@ -192,3 +192,10 @@ def test_names_labels_and_urls_with_any_text_are_config_errors_or_load(name, lab
             alerts_of(section)
         except ConfigError as error:
             assert str(error).startswith("alerts: ")
+
+
+def test_the_burn_rate_group_key_is_valid_without_slos():
+    rules = alerts_of({"rules": {"slo-burn-rate": {"for": "1m"}}}).rules
+    assert not any(r.name.startswith("slo-burn-rate") for r in rules)
+    with pytest.raises(ConfigError, match="rule 'slo-burn-rate', field 'for'"):
+        alerts_of({"rules": {"slo-burn-rate": {"for": "soon"}}})

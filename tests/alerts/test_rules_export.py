@@ -215,3 +215,28 @@ def test_cli_export_reports_a_bad_config(tmp_path):
     result = CliRunner().invoke(app, ["rules", "export", "--config", str(config)])
     assert result.exit_code == 2
     assert "error: alerts: rule 'queue-growth', field 'for': " in result.output
+
+
+@pytest.mark.parametrize("scale", [1e-300, 0.3333, 1e-4, 7.0, 1e6])
+def test_any_window_scale_exports_or_reports_why_not(scale):
+    from collectors.config import ConfigError, parse_config
+
+    try:
+        config = parse_config({"slos": [], "alerts": {"window_scale": scale}})
+    except ConfigError as error:
+        assert str(error).startswith("alerts: rule ")
+        return
+    export = export_rules(config.alerts.rules)
+    exported = {r.rule for r in export.records() + export.alerts()}
+    for rule in config.alerts.rules:
+        assert rule.name in exported or any(rule.name in note for note in export.notes), rule.name
+
+
+def test_two_slos_with_one_metric_token_are_reported_not_merged():
+    from collectors.config import parse_config
+
+    slo = {"indicator": {"errors": {"source": "requests"}}, "target": 0.99, "period_days": 30}
+    config = parse_config({"slos": [{"name": "a-b", **slo}, {"name": "a_b", **slo}]})
+    export = export_rules(config.alerts.rules)
+    assert {a.labels.get("slo") for a in export.alerts() if a.alert == "slo-burn-rate"} == {"a-b"}
+    assert any(note.startswith("not exported: SLO 'a_b': ") for note in export.notes)
