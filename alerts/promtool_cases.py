@@ -3,19 +3,36 @@ fire and a clean one that keeps it silent, with the exact labels and annotations
 exact values for the recording rules it reads.
 
 Inputs are built from the rule's own thresholds and windows, so a changed threshold moves the
-input with it. Counts per interval are multiples of the interval in seconds, so every rate is
-an integer per second and every expected value is exact in binary (promtool 2.42 compares
-``exp_samples`` exactly). Quantile values come from :func:`slo.histogram_quantile`, the
+input with it. Counts per interval are whole numbers and samples sit on the window edges, so
+Prometheus's rates are plain quotients (no extrapolation) that Python computes to the same
+double; ratios are chosen exact in binary (0.5, 1, 0), since promtool 2.42 compares
+``exp_samples`` exactly. Quantile values come from :func:`slo.histogram_quantile`, the
 Prometheus-conformant implementation, on the same bucket rates.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
-from alerts.export_exprs import LAYOUTS, PromRule, quote, snapped_bound
+from alerts.export_exprs import LAYOUTS, PromRule, snapped_bound
 from alerts.export_names import EngineNames
+from alerts.promtool_series import (
+    INTERVAL_SECONDS,
+    JOB,
+    LE,
+    MODEL,
+    REPLICA,
+    Builder,
+    Case,
+    CaseError,
+    alert_records,
+    counter,
+    edge_above,
+    expected_quantile,
+    gauge,
+    go_float,
+    series,
+)
 from alerts.rules import (
     BurnRateRule,
     ErrorRateRule,
@@ -24,127 +41,18 @@ from alerts.rules import (
     PrefixHitDropRule,
     QueueGrowthRule,
     ReplicaImbalanceRule,
-    Rule,
     TailLatencyRule,
     TargetDownRule,
 )
 from alerts.sli import ErrorSLI, LatencySLI
 from collectors import canonical as c
-from slo import ErrorSource, histogram_quantile
-
-INTERVAL_SECONDS = 60.0
-REPLICA = "r1:8000"
-MODEL = "m"
-JOB = "vllm"
-_LE = "le"
-
-
-class CaseError(ValueError):
-    """The rule's thresholds admit no synthetic input (e.g. a threshold past the layout)."""
-
-
-@dataclass
-class Case:
-    """Input series (``(series, values)`` in promtool's notation) that fire the alert, and
-    clean ones; the evaluation time; the labels of every alert expected at that time; and
-    ``(expr, eval seconds, series, value)`` checks of recording rules on the firing input."""
-
-    firing: list[tuple[str, str]]
-    clean: list[tuple[str, str]]
-    eval_seconds: float
-    expected: list[dict[str, str]]
-    records: list[tuple[str, float, list[tuple[str, float]]]] = field(default_factory=list)
-    #: Annotations per expected alert; empty: every one has the exported alert's.
-    annotations: list[dict[str, str]] = field(default_factory=list)
-    interval_seconds: float = INTERVAL_SECONDS
-
-
-def series(metric: str, labels: dict[str, str]) -> str:
-    inner = ",".join(f"{k}={quote(v)}" for k, v in sorted(labels.items()))
-    return f"{metric}{{{inner}}}"
-
-
-def counter(per_interval: float, samples: int) -> str:
-    return f"0+{per_interval:g}x{samples}"
-
-
-def gauge(value: float, samples: int) -> str:
-    return f"{value:g}x{samples}"
-
-
-class _Builder:
-    def __init__(self, names: EngineNames, rule: Rule, model: str = MODEL) -> None:
-        self.names, self.rule, self.model_value = names, rule, model
-        self.model = names.label(c.LABEL_MODEL)
-        self.instance = names.label(c.LABEL_TARGET)
-
-    def labels(self, instance: str = REPLICA, **extra: str) -> dict[str, str]:
-        return {
-            "job": JOB,
-            self.instance: instance,
-            self.model: self.model_value,
-            "engine": "0",
-            **extra,
-        }
-
-    def metric(self, family: str, part: str = "") -> str:
-        name = self.names.metric(family, part)
-        assert name is not None, family
-        return name
-
-    def samples(self, eval_seconds: float) -> int:
-        return int(eval_seconds // INTERVAL_SECONDS) + 2
-
-    def eval_after(self, *windows: float) -> float:
-        """A whole number of intervals past every window and the ``for:``."""
-        seconds = max(windows, default=0.0) + self.rule.for_seconds + 2 * INTERVAL_SECONDS
-        return math.ceil(seconds / INTERVAL_SECONDS) * INTERVAL_SECONDS
-
-    def expect(self, **series_labels: str) -> dict[str, str]:
-        return {**series_labels, **self.rule.alert_labels()}
-
-    def histogram(
-        self, family: str, counts: dict[float, float], samples: int, instance: str = REPLICA
-    ) -> list[tuple[str, str]]:
-        """Bucket series of ``family``'s layout: ``counts`` maps an edge to the observations
-        per interval in that bucket (not cumulative)."""
-        edges = (*LAYOUTS[family], math.inf)
-        out, running = [], 0.0
-        for edge in edges:
-            running += counts.get(edge, 0.0)
-            le = "+Inf" if edge == math.inf else _go(edge)
-            labels = self.labels(instance, **{_LE: le})
-            out.append((series(self.metric(family, "_bucket"), labels), counter(running, samples)))
-        out.append((series(self.metric(family, "_count"), self.labels(instance)), counter(running, samples)))  # fmt: skip
-        return out
-
-
-def _go(value: float) -> str:
-    from prometheus_client.utils import floatToGoString
-
-    return floatToGoString(value)
-
-
-def _quantile(q: float, family: str, counts: dict[float, float]) -> float:
-    """The value histogram_quantile gives for per-interval bucket counts (rates per second)."""
-    running, buckets = 0.0, []
-    for edge in (*LAYOUTS[family], math.inf):
-        running += counts.get(edge, 0.0)
-        buckets.append((edge, running / INTERVAL_SECONDS))
-    return histogram_quantile(q, buckets).value
-
-
-def _edge_above(family: str, seconds: float, skip: int = 0) -> float:
-    edges = [e for e in LAYOUTS[family] if e > seconds]
-    if len(edges) <= skip:
-        raise CaseError(f"no bucket edge of {family} above {seconds:g} s")
-    return edges[skip]
+from slo import ErrorSource
 
 
 def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
     """Half of the SLO's requests bad, for every burn-rate rule of one SLO at once (they share
     the alert name, and promtool compares every alert of a name)."""
-    b = _Builder(names, rules[0], rules[0].selector.model or MODEL)
+    b = Builder(names, rules[0], rules[0].selector.model or MODEL)
     ratio = 0.5
     evals = max(r.for_seconds for r in rules) + 30 * INTERVAL_SECONDS
     n = b.samples(evals)
@@ -152,7 +60,7 @@ def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
     per = 60.0 * INTERVAL_SECONDS
     if isinstance(sli, LatencySLI):
         bound = snapped_bound(sli).bound_seconds
-        bucket = series(b.metric(sli.family, "_bucket"), b.labels(**{_LE: _go(bound)}))
+        bucket = series(b.metric(sli.family, "_bucket"), b.labels(**{LE: go_float(bound)}))
         count = series(b.metric(sli.family, "_count"), b.labels())
         firing = [(bucket, counter(per * (1 - ratio), n)), (count, counter(per, n))]
         clean = [(bucket, counter(per, n)), (count, counter(per, n))]
@@ -181,12 +89,12 @@ def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
 
 
 def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule) -> Case:
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     family = rule.families()[0]
     evals = b.eval_after(rule.window_seconds)
     n = b.samples(evals)
     fast = max([e for e in LAYOUTS[family] if e <= rule.median_max_seconds] or [LAYOUTS[family][0]])  # fmt: skip
-    slow = _edge_above(family, rule.threshold_seconds, skip=1)
+    slow = edge_above(family, rule.threshold_seconds, skip=1)
     per = 60.0 * INTERVAL_SECONDS
     # NOTE: the slow share lies halfway between the tail the quantile reads and the median,
     # so the quantile lands in the slow bucket and the median in the fast one.
@@ -194,7 +102,7 @@ def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule
     hot = {fast: per * (1 - tail_share), slow: per * tail_share}
     records = []
     for record, q in zip([r for r in alert_records(alert)], (rule.quantile, 0.5), strict=False):
-        value = _quantile(q, family, hot)
+        value = expected_quantile(q, family, hot)
         records.append((record, evals, [(series(record, {b.model: MODEL}), value)]))
     return Case(
         b.histogram(family, hot, n),
@@ -205,15 +113,8 @@ def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule
     )
 
 
-def alert_records(alert: PromRule) -> list[str]:
-    """The ``tailwatch:`` recording rules an alert expression reads, in order of appearance."""
-    import re
-
-    return list(dict.fromkeys(re.findall(r"tailwatch:[A-Za-z0-9_:]+", alert.expr)))
-
-
 def queue_growth_case(rule: QueueGrowthRule, names: EngineNames, alert: PromRule) -> Case:
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     evals = b.eval_after(rule.window_seconds)
     n = b.samples(evals)
     waiting = series(b.metric(c.REQUESTS_WAITING), b.labels())
@@ -232,7 +133,7 @@ def queue_growth_case(rule: QueueGrowthRule, names: EngineNames, alert: PromRule
 
 
 def kv_saturation_case(rule: KVSaturationRule, names: EngineNames, alert: PromRule) -> Case:
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     evals = b.eval_after(rule.window_seconds)
     n = b.samples(evals)
     usage = series(b.metric(c.KV_CACHE_USAGE), b.labels())
@@ -244,7 +145,7 @@ def kv_saturation_case(rule: KVSaturationRule, names: EngineNames, alert: PromRu
 
 
 def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: PromRule) -> Case:
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     w, base, wait = rule.window_seconds, rule.baseline_window_seconds, rule.for_seconds
     drop = base + w  # hits stop here; before it every query hits
     evals = math.ceil((drop + w + wait + 2 * INTERVAL_SECONDS) / INTERVAL_SECONDS) * INTERVAL_SECONDS  # fmt: skip
@@ -268,7 +169,7 @@ def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: Pro
 
 
 def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert: PromRule) -> Case:  # fmt: skip
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     evals = b.eval_after(rule.window_seconds)
     n = b.samples(evals)
     replicas = [f"r{i}:8000" for i in range(1, max(3, rule.replicas_min) + 1)]
@@ -280,13 +181,13 @@ def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert
     values = {}
     if rule.signal == "e2e_p50":
         first = LAYOUTS[c.E2E_SECONDS][0]
-        lower = _edge_above(c.E2E_SECONDS, rule.ratio_min * first + rule.excess_min + first)
-        slow_edge = _edge_above(c.E2E_SECONDS, lower)
+        lower = edge_above(c.E2E_SECONDS, rule.ratio_min * first + rule.excess_min + first)
+        slow_edge = edge_above(c.E2E_SECONDS, lower)
         for replica in replicas:
             counts = {slow_edge: per} if replica == slow_one else {first: per}
             firing += b.histogram(c.E2E_SECONDS, counts, n, replica)
             clean += b.histogram(c.E2E_SECONDS, {first: per}, n, replica)
-            values[replica] = _quantile(0.5, c.E2E_SECONDS, counts)
+            values[replica] = expected_quantile(0.5, c.E2E_SECONDS, counts)
     else:
         metric = b.metric(c.REQUESTS_WAITING)
         for replica in replicas:
@@ -300,7 +201,7 @@ def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert
 
 
 def error_rate_case(rule: ErrorRateRule, names: EngineNames, alert: PromRule) -> Case:
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     evals = b.eval_after(rule.window_seconds)
     n = b.samples(evals)
     sli = rule.sli
@@ -319,7 +220,7 @@ def error_rate_case(rule: ErrorRateRule, names: EngineNames, alert: PromRule) ->
 
 
 def target_down_case(rule: TargetDownRule, names: EngineNames, alert: PromRule) -> Case:
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     up_at = 10
     evals = (up_at + 2) * INTERVAL_SECONDS + b.eval_after()
     n = b.samples(evals)
@@ -331,7 +232,7 @@ def target_down_case(rule: TargetDownRule, names: EngineNames, alert: PromRule) 
 
 
 def metric_absent_case(rule: MetricAbsentRule, names: EngineNames, alert: PromRule) -> Case:
-    b = _Builder(names, rule)
+    b = Builder(names, rule)
     evals = b.eval_after()
     n = b.samples(evals)
     metric = alert.labels["metric"]
