@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from alerts.builtin_rules import builtin_rule_set
@@ -53,3 +55,51 @@ def test_cli_check_reports_an_unopenable_store_in_one_line(tmp_path):
     assert result.exit_code == 2
     assert result.output.startswith("error: cannot open the store: ")
     assert "Traceback" not in result.output
+
+
+def _store_with(tmp_path, fixture: str):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from collectors import normalise
+    from collectors.store import Store
+    from collectors.store.records import ScrapeRecord
+
+    text = (
+        Path(__file__).parents[1] / "collectors" / "fixtures" / "conformance" / fixture
+    ).read_text()
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    scrape = normalise(text_string_to_metric_families(text), "replica-a")
+    store.write_scrapes([ScrapeRecord.from_normalised("replica-a", 1_800_000_000.0, scrape)])
+    return store
+
+
+def test_check_against_a_store_with_a_real_vllm_scrape(tmp_path):
+    """vLLM 0.33's exposition has every family the engine rules read; only NVML is missing."""
+    store = _store_with(tmp_path, "vllm-0.33.txt")
+    try:
+        rules, _ = builtin_rule_set()
+        broken = {
+            r.rule: r.missing_families for r in check_rules(rules, store) if r.missing_families
+        }
+    finally:
+        store.close()
+    assert broken == {"gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE)}
+
+
+def test_check_against_an_old_vllm_scrape_names_what_it_lacks(tmp_path):
+    """vLLM ≈0.5 (V0) had no prefix-cache counters and no queue-time histogram."""
+    store = _store_with(tmp_path, "vllm-0.5-v0.txt")
+    try:
+        rules, _ = builtin_rule_set()
+        broken = {
+            r.rule: r.missing_families for r in check_rules(rules, store) if r.missing_families
+        }
+    finally:
+        store.close()
+    prefix = (c.PREFIX_CACHE_HITS_TOTAL, c.PREFIX_CACHE_QUERIES_TOTAL)
+    assert broken == {
+        "queue-growth": (c.QUEUE_SECONDS,),
+        "prefix-hit-drop": prefix,
+        "gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE),
+        "metric-absent": (c.QUEUE_SECONDS, *prefix),
+    }
