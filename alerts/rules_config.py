@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from alerts.builtin_rules import builtin_rule_set, with_rules
+from alerts.builtin_rules import RuleSet, builtin_rule_set, with_rules
 from alerts.errors import AlertsError, NotifierConfigError, RuleError
 from alerts.notifiers import AlertmanagerNotifier, Notifier, WebhookNotifier
 from alerts.rules import RULE_KINDS, BurnRateRule, Rule, check_number, config_key
@@ -72,7 +72,7 @@ class AlertsConfig:
     """The rules to evaluate (built-ins, overridden and added, scaled), why an SLO got no
     rule (``notes``), and the notifiers."""
 
-    rules: Any  # RuleSet (typed loosely to keep collectors.config's import light)
+    rules: RuleSet
     notes: tuple[str, ...] = ()
     notifiers: tuple[NotifierConfig, ...] = ()
     window_scale: float = 1.0
@@ -100,7 +100,7 @@ def load_alerts(raw: Any, slos: Sequence[SLOSpec] = ()) -> AlertsConfig:
     return AlertsConfig(rule_set, notes, notifiers, scale)
 
 
-def _apply(rule_set: Any, rules_raw: Mapping[Any, Any]) -> Any:
+def _apply(rule_set: RuleSet, rules_raw: Mapping[Any, Any]) -> RuleSet:
     disabled: set[str] = set()
     changed: list[Rule] = []
     for name, body in rules_raw.items():
@@ -132,11 +132,11 @@ def _apply(rule_set: Any, rules_raw: Mapping[Any, Any]) -> Any:
                 disabled.add(target.name)
             else:
                 changed.append(_override(target, name, fields_raw))
-    kept = type(rule_set)(tuple(r for r in rule_set.rules if r.name not in disabled))
+    kept = RuleSet(tuple(r for r in rule_set.rules if r.name not in disabled))
     return with_rules(kept, [r for r in changed if r.name not in disabled])
 
 
-def _targets(rule_set: Any, name: str) -> list[Rule]:
+def _targets(rule_set: RuleSet, name: str) -> list[Rule]:
     if name == BURN_RATE_GROUP:
         return [r for r in rule_set.rules if isinstance(r, BurnRateRule)]
     rule = rule_set.get(name)
