@@ -27,6 +27,9 @@ SEVERITIES = (SEVERITY_PAGE, SEVERITY_TICKET)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 #: Dataclass field → the key ``tailwatch.yaml`` spells it with (and errors name).
 CONFIG_KEYS = {"for_seconds": "for", "keep_firing_for_seconds": "keep_firing_for"}
+#: The longest window or ``for:`` a rule may have: ten years (Prometheus's durations end near
+#: 292 years; nothing meaningful is longer than a decade).
+MAX_DURATION_SECONDS = 10 * 365 * 86400.0
 #: Labels a rule's ``labels`` may not set: the alert's identity fields of their own.
 RESERVED_LABELS = ("alertname", SEVERITY)
 
@@ -108,7 +111,8 @@ class Rule:
                 raise RuleError(self.name, f"labels.{reserved}", "is set by the rule itself")
         object.__setattr__(self, "labels", labels)
         for key in ("for_seconds", "keep_firing_for_seconds"):
-            object.__setattr__(self, key, check_number(self.name, key, getattr(self, key)))
+            seconds = check_number(self.name, key, getattr(self, key), high=MAX_DURATION_SECONDS)
+            object.__setattr__(self, key, seconds)
         self.check()
 
     def check(self) -> None:

@@ -20,14 +20,16 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from alerts.errors import RuleError
-from alerts.rule_base import SEVERITIES, Rule, check_number, config_key
+from alerts.rule_base import MAX_DURATION_SECONDS, SEVERITIES, Rule, check_number, config_key
 from alerts.sli import LATENCY_FAMILIES, SLI, ErrorSLI, LatencySLI
 from collectors import canonical as c
 from slo import BurnRateWindow, ErrorRatioIndicator, LatencyMetric, Selector
 
 
 def _window(rule: Rule, name: str) -> float:
-    return check_number(rule.name, name, getattr(rule, name), low=0, low_open=True)
+    return check_number(
+        rule.name, name, getattr(rule, name), low=0, low_open=True, high=MAX_DURATION_SECONDS
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -199,3 +199,28 @@ def test_the_burn_rate_group_key_is_valid_without_slos():
     assert not any(r.name.startswith("slo-burn-rate") for r in rules)
     with pytest.raises(ConfigError, match="rule 'slo-burn-rate', field 'for'"):
         alerts_of({"rules": {"slo-burn-rate": {"for": "soon"}}})
+
+
+def _numeric_fields_of_each_builtin():
+    from dataclasses import fields as dataclass_fields
+
+    from alerts.builtin_rules import BUILTIN_RULES
+    from alerts.rules import config_key
+
+    for rule in BUILTIN_RULES:
+        for f in dataclass_fields(rule):
+            value = getattr(rule, f.name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                yield rule.name, config_key(f.name)
+
+
+@pytest.mark.parametrize(("target", "key"), list(_numeric_fields_of_each_builtin()))
+@pytest.mark.parametrize("value", EXTREMES, ids=repr)
+def test_every_numeric_field_of_every_builtin_at_each_extreme(target, key, value):
+    """Each built-in rule's own numeric fields: an extreme loads or names that rule and field."""
+    try:
+        rules = alerts_of({"rules": {target: {key: value}}}, SLOS).rules
+    except ConfigError as error:
+        assert f"rule '{target}', field '{key}'" in str(error)
+        return
+    assert rules.get(target) is not None  # accepted: then the rule is still there
