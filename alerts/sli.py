@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from collectors import canonical as c
-from slo import ErrorRatioIndicator, ErrorSource, LatencyMetric
-from slo.outcomes import FINISHED_REASON_OUTCOMES, Outcome
+from slo import ClassicHistogram, ErrorRatioIndicator, ErrorSource, LatencyMetric
+from slo.outcomes import FINISHED_REASON_OUTCOMES, Outcome, error_ratio_from_increases
 
 #: The histogram family each latency metric is read from; TPOT has none (request records only).
 LATENCY_FAMILIES: dict[LatencyMetric, str] = {
@@ -101,6 +101,19 @@ class LatencySLI:
     def scaled(self, factor: float) -> LatencySLI:
         return self
 
+    def error_ratio(self, window: ClassicHistogram) -> tuple[float, SnappedThreshold]:
+        """The fraction of one window's observations above the threshold snapped to the
+        window's own layout, ``1 - count(<= bound) / count``, as the exported PromQL computes
+        it (``1 - bucket{le=bound} / count``); and the snapped threshold. NaN without
+        observations (no traffic never fires). Counts are read as given (cumulative).
+        """
+        snapped = snap_threshold(self.threshold_seconds, window.upper_bounds)
+        total = window.cumulative_counts[-1]
+        if not total:
+            return math.nan, snapped
+        good = window.cumulative_counts[window.upper_bounds.index(snapped.bound_seconds)]
+        return 1.0 - good / total, snapped
+
 
 class CodePatterns(NamedTuple):
     """RE2 patterns over HTTP ``code`` values: ``bad`` are errors; ``valid`` minus
@@ -136,6 +149,11 @@ class ErrorSLI:
 
     def scaled(self, factor: float) -> ErrorSLI:
         return self
+
+    def error_ratio(self, increases: dict[str, float]) -> float:
+        """The error ratio of one window's counter increases keyed by ``label`` value
+        (``slo.outcomes.error_ratio_from_increases``); NaN without counted requests."""
+        return error_ratio_from_increases(increases, self.indicator).error_ratio
 
     def _counted(self) -> dict[Outcome, bool]:
         return {

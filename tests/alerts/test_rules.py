@@ -212,3 +212,21 @@ def test_with_rules_replaces_by_name_and_rebuilds_metric_absent():
 def test_every_kind_is_registered_once():
     assert sorted(RULE_KINDS) == sorted(k.kind for k in RULE_KINDS.values())
     assert len(RULE_KINDS) == 10
+
+
+def test_latency_sli_error_ratio_snaps_to_the_windows_layout():
+    from alerts.sli import LatencySLI
+    from slo import ClassicHistogram
+
+    window = ClassicHistogram((0.1, 0.25, 0.5, math.inf), (10.0, 60.0, 90.0, 100.0))
+    ratio, snapped = LatencySLI(LatencyMetric.TTFT, 0.3).error_ratio(window)
+    assert snapped.bound_seconds == 0.25 and ratio == 1 - 60 / 100
+    assert LatencySLI(LatencyMetric.TTFT, 0.5).error_ratio(window)[0] == pytest.approx(0.1)
+    empty = ClassicHistogram((0.1, math.inf), (0.0, 0.0))
+    assert math.isnan(LatencySLI(LatencyMetric.TTFT, 0.1).error_ratio(empty)[0])
+
+
+def test_error_sli_error_ratio_is_slo_outcomes():
+    sli = ErrorSLI(ErrorRatioIndicator(ErrorSource.REQUESTS, count_load_shedding=False))
+    assert sli.error_ratio({"stop": 90.0, "error": 10.0, "rejected": 50.0, "abort": 3}) == 0.1
+    assert math.isnan(sli.error_ratio({"abort": 3.0}))
