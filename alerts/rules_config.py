@@ -122,7 +122,7 @@ def _apply(rule_set: RuleSet, rules_raw: Mapping[Any, Any]) -> RuleSet:
             if not enabled:
                 disabled.add(name)
             continue
-        if "kind" in fields_raw and fields_raw["kind"] != targets[0].kind:
+        if targets and "kind" in fields_raw and fields_raw["kind"] != targets[0].kind:
             raise RuleError(
                 name, "kind", f"{name!r} is a built-in {targets[0].kind} rule; pick another name"
             )
@@ -153,7 +153,7 @@ def _allowed(kind: type[Rule]) -> list[str]:
 
 def _new_rule(name: str, body: Mapping[Any, Any]) -> Rule:
     kind_name = body.get("kind")
-    if kind_name not in RULE_KINDS or kind_name in ("slo-burn-rate", "metric-absent"):
+    if not isinstance(kind_name, str) or kind_name not in RULE_KINDS or kind_name in ("slo-burn-rate", "metric-absent"):  # fmt: skip
         kinds = [k for k in RULE_KINDS if k not in ("slo-burn-rate", "metric-absent")]
         raise RuleError(
             name,

@@ -224,3 +224,60 @@ def test_every_numeric_field_of_every_builtin_at_each_extreme(target, key, value
         assert f"rule '{target}', field '{key}'" in str(error)
         return
     assert rules.get(target) is not None  # accepted: then the rule is still there
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["queue-growth", "tail-latency", "5m", "for", "kind", "rules", "webhook"])
+)
+_YAMLISH = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "rules",
+                    "notifiers",
+                    "window_scale",
+                    "kind",
+                    "for",
+                    "enabled",
+                    "labels",
+                    "queue-growth",
+                    "e2e-tail",
+                    "metric",
+                    "webhook",
+                    "alertmanager",
+                    "source",
+                    "x",
+                ]
+            )
+            | st.text(max_size=8),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(section=_YAMLISH)
+def test_any_yaml_shaped_section_is_a_config_or_one_config_error(section):
+    for placed in (
+        section,
+        {"rules": section},
+        {"rules": {"queue-growth": section}},  # a built-in's fields
+        {"rules": {"e2e-tail": section}},  # a new rule's fields
+        {"rules": {"slo-burn-rate": section}},
+        {"notifiers": [section]},
+    ):
+        try:
+            alerts_of(placed, SLOS)
+        except ConfigError as error:
+            assert str(error).startswith("alerts: ")
