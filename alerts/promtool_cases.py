@@ -12,12 +12,9 @@ Prometheus-conformant implementation, on the same bucket rates.
 
 from __future__ import annotations
 
-import math
-
 from alerts.export_exprs import LAYOUTS, PromRule, snapped_bound
 from alerts.export_names import EngineNames
 from alerts.promtool_series import (
-    INTERVAL_SECONDS,
     JOB,
     LE,
     MODEL,
@@ -49,15 +46,21 @@ from collectors import canonical as c
 from slo import ErrorSource
 
 
+def _case(b: Builder, *args: object) -> Case:
+    case = Case(*args)  # type: ignore[arg-type]
+    case.interval_seconds = b.interval
+    return case
+
+
 def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
     """Half of the SLO's requests bad, for every burn-rate rule of one SLO at once (they share
     the alert name, and promtool compares every alert of a name)."""
     b = Builder(names, rules[0], rules[0].selector.model or MODEL)
     ratio = 0.5
-    evals = max(r.for_seconds for r in rules) + 30 * INTERVAL_SECONDS
+    evals = b.at_interval(max(r.for_seconds for r in rules) + 30 * b.interval)
     n = b.samples(evals)
     sli = rules[0].sli
-    per = 60.0 * INTERVAL_SECONDS
+    per = 60.0 * b.interval
     if isinstance(sli, LatencySLI):
         bound = snapped_bound(sli).bound_seconds
         bucket = series(b.metric(sli.family, "_bucket"), b.labels(**{LE: go_float(bound)}))
@@ -85,7 +88,9 @@ def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
         (name, evals, [(series(name, {"slo": rules[0].slo}), ratio)])
         for name in (slo_record_name(rules[0].slo, w) for w in windows)
     ]
-    return Case(firing, clean, evals, expected, records, [r.annotations() for r in firing_rules])
+    return _case(
+        b, firing, clean, evals, expected, records, [r.annotations() for r in firing_rules]
+    )
 
 
 def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule) -> Case:
@@ -93,18 +98,26 @@ def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule
     family = rule.families()[0]
     evals = b.eval_after(rule.window_seconds)
     n = b.samples(evals)
-    fast = max([e for e in LAYOUTS[family] if e <= rule.median_max_seconds] or [LAYOUTS[family][0]])  # fmt: skip
+    fast_edges = [e for e in LAYOUTS[family] if e <= rule.median_max_seconds]
+    if not fast_edges:
+        raise CaseError(
+            f"rule {rule.name!r}: median_max_seconds {rule.median_max_seconds:g} is below "
+            f"every edge of {family}"
+        )
+    fast = fast_edges[-1]
     slow = edge_above(family, rule.threshold_seconds, skip=1)
-    per = 60.0 * INTERVAL_SECONDS
+    # NOTE: tail_share has three decimals, so whole counts need a multiple of 1000.
+    per = 1000.0 * b.interval
     # NOTE: the slow share lies halfway between the tail the quantile reads and the median,
     # so the quantile lands in the slow bucket and the median in the fast one.
     tail_share = round((1 - rule.quantile + 0.5) / 2, 3)
     hot = {fast: per * (1 - tail_share), slow: per * tail_share}
     records = []
     for record, q in zip([r for r in alert_records(alert)], (rule.quantile, 0.5), strict=False):
-        value = expected_quantile(q, family, hot)
+        value = expected_quantile(q, family, hot, b.interval)
         records.append((record, evals, [(series(record, {b.model: MODEL}), value)]))
-    return Case(
+    return _case(
+        b,
         b.histogram(family, hot, n),
         b.histogram(family, {fast: per}, n),
         evals,
@@ -120,15 +133,15 @@ def queue_growth_case(rule: QueueGrowthRule, names: EngineNames, alert: PromRule
     waiting = series(b.metric(c.REQUESTS_WAITING), b.labels())
     queue = series(b.metric(c.QUEUE_SECONDS, "_sum"), b.labels())
     ttft = series(b.metric(c.TTFT_SECONDS, "_sum"), b.labels())
-    steps = rule.window_seconds / INTERVAL_SECONDS
+    steps = rule.window_seconds / b.interval
     rise = 2 * rule.growth_min / steps
-    per = 60.0 * INTERVAL_SECONDS
+    per = 60.0 * b.interval
     firing = [(waiting, f"{rule.waiting_min:g}+{rise:g}x{n}"), (queue, counter(per, n)), (ttft, counter(per, n))]  # fmt: skip
     clean = [(waiting, gauge(0, n)), (queue, gauge(0, n)), (ttft, counter(per, n))]
     if rule.waiting_min <= 0:
         raise CaseError(f"rule {rule.name!r}: waiting_min 0 holds for an empty queue")
     record = alert_records(alert)[0]
-    return Case(firing, clean, evals, [b.expect(**{b.model: MODEL})],
+    return _case(b, firing, clean, evals, [b.expect(**{b.model: MODEL})],
                 [(record, evals, [(series(record, {b.model: MODEL}), 1.0)])])  # fmt: skip
 
 
@@ -138,22 +151,22 @@ def kv_saturation_case(rule: KVSaturationRule, names: EngineNames, alert: PromRu
     n = b.samples(evals)
     usage = series(b.metric(c.KV_CACHE_USAGE), b.labels())
     preempt = series(b.metric(c.PREEMPTIONS_TOTAL), b.labels())
-    per = (2 * rule.preemptions_per_second_min + 1) * INTERVAL_SECONDS
+    per = (2 * rule.preemptions_per_second_min + 1) * b.interval
     firing = [(usage, gauge(max(rule.usage_min, 0.95), n)), (preempt, counter(per, n))]
     clean = [(usage, gauge(0.5 * rule.usage_min, n)), (preempt, gauge(0, n))]
-    return Case(firing, clean, evals, [b.expect(**{b.instance: REPLICA, b.model: MODEL})])
+    return _case(b, firing, clean, evals, [b.expect(**{b.instance: REPLICA, b.model: MODEL})])
 
 
 def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: PromRule) -> Case:
     b = Builder(names, rule)
     w, base, wait = rule.window_seconds, rule.baseline_window_seconds, rule.for_seconds
     drop = base + w  # hits stop here; before it every query hits
-    evals = math.ceil((drop + w + wait + 2 * INTERVAL_SECONDS) / INTERVAL_SECONDS) * INTERVAL_SECONDS  # fmt: skip
+    evals = b.at_interval(drop + w + wait + 2 * b.interval)  # fmt: skip
     if evals - w - drop > base * (1 - rule.baseline_hit_rate_min):
         raise CaseError(f"rule {rule.name!r}: for: is too long for its baseline window")
     n = b.samples(evals)
-    k = int(drop // INTERVAL_SECONDS)
-    per = 10.0 * INTERVAL_SECONDS
+    k = round(drop / b.interval)
+    per = 10.0 * b.interval
     queries = series(b.metric(c.PREFIX_CACHE_QUERIES_TOTAL), b.labels())
     hits = series(b.metric(c.PREFIX_CACHE_HITS_TOTAL), b.labels())
     firing = [(queries, counter(per, n)), (hits, f"0+{per:g}x{k} {per * k:g}x{n - k}")]
@@ -165,7 +178,7 @@ def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: Pro
         (baseline, drop, [(series(baseline, labels), 1.0)]),
         (now, evals, [(series(now, labels), 0.0)]),
     ]
-    return Case(firing, clean, evals, [b.expect(**labels)], records)
+    return _case(b, firing, clean, evals, [b.expect(**labels)], records)
 
 
 def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert: PromRule) -> Case:  # fmt: skip
@@ -175,7 +188,7 @@ def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert
     replicas = [f"r{i}:8000" for i in range(1, max(3, rule.replicas_min) + 1)]
     slow_one = replicas[-1]
     record = alert_records(alert)[0]
-    per = 60.0 * INTERVAL_SECONDS
+    per = 60.0 * b.interval
     firing: list[tuple[str, str]] = []
     clean: list[tuple[str, str]] = []
     values = {}
@@ -187,7 +200,7 @@ def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert
             counts = {slow_edge: per} if replica == slow_one else {first: per}
             firing += b.histogram(c.E2E_SECONDS, counts, n, replica)
             clean += b.histogram(c.E2E_SECONDS, {first: per}, n, replica)
-            values[replica] = expected_quantile(0.5, c.E2E_SECONDS, counts)
+            values[replica] = expected_quantile(0.5, c.E2E_SECONDS, counts, b.interval)
     else:
         metric = b.metric(c.REQUESTS_WAITING)
         for replica in replicas:
@@ -197,7 +210,9 @@ def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert
             clean.append((series(metric, b.labels(replica)), gauge(1, n)))
     samples = [(series(record, {b.instance: r, b.model: MODEL}), v) for r, v in values.items()]
     records = [(record, evals, samples)]
-    return Case(firing, clean, evals, [b.expect(**{b.instance: slow_one, b.model: MODEL})], records)
+    return _case(
+        b, firing, clean, evals, [b.expect(**{b.instance: slow_one, b.model: MODEL})], records
+    )
 
 
 def error_rate_case(rule: ErrorRateRule, names: EngineNames, alert: PromRule) -> Case:
@@ -209,26 +224,26 @@ def error_rate_case(rule: ErrorRateRule, names: EngineNames, alert: PromRule) ->
     label = names.label(sli.label)
     good, bad = ("stop", "error") if sli.indicator.source is ErrorSource.REQUESTS else ("200", "500")  # fmt: skip
     good_s, bad_s = (series(metric, b.labels(**{label: v})) for v in (good, bad))
-    per = 60.0 * INTERVAL_SECONDS
+    per = 60.0 * b.interval
     ratio = 0.5 if rule.ratio_max < 0.5 else 1.0
     firing = [(good_s, counter(per * (1 - ratio), n)), (bad_s, counter(per * ratio, n))]
     clean = [(good_s, counter(per, n)), (bad_s, gauge(0, n))]
     record = alert_records(alert)[0]
     labels = {b.model: MODEL}
     records = [(record, evals, [(series(record, labels), ratio)])]
-    return Case(firing, clean, evals, [b.expect(**labels)], records)
+    return _case(b, firing, clean, evals, [b.expect(**labels)], records)
 
 
 def target_down_case(rule: TargetDownRule, names: EngineNames, alert: PromRule) -> Case:
     b = Builder(names, rule)
     up_at = 10
-    evals = (up_at + 2) * INTERVAL_SECONDS + b.eval_after()
+    evals = (up_at + 2) * b.interval + b.eval_after()
     n = b.samples(evals)
     up = series("up", {"job": JOB, b.instance: REPLICA})
     running = series(b.metric(c.REQUESTS_RUNNING), b.labels())
     firing = [(up, f"1x{up_at} 0x{n - up_at}"), (running, gauge(1, up_at))]
     clean = [(up, gauge(1, n)), (running, gauge(1, n))]
-    return Case(firing, clean, evals, [b.expect(job=JOB, **{b.instance: REPLICA})])
+    return _case(b, firing, clean, evals, [b.expect(job=JOB, **{b.instance: REPLICA})])
 
 
 def metric_absent_case(rule: MetricAbsentRule, names: EngineNames, alert: PromRule) -> Case:
@@ -239,7 +254,7 @@ def metric_absent_case(rule: MetricAbsentRule, names: EngineNames, alert: PromRu
     other = series("up", {"job": JOB, b.instance: REPLICA})
     firing = [(other, gauge(1, n))]
     clean = [(other, gauge(1, n)), (series(metric, b.labels()), counter(1, n))]
-    return Case(firing, clean, evals, [b.expect() | {"family": alert.labels["family"], "metric": metric}])  # fmt: skip
+    return _case(b, firing, clean, evals, [b.expect() | {"family": alert.labels["family"], "metric": metric}])  # fmt: skip
 
 
 CASES = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from alerts.export_exprs import LAYOUTS, PromRule, quote
 from alerts.export_names import EngineNames
@@ -60,6 +60,7 @@ class Builder:
         self.names, self.rule, self.model_value = names, rule, model
         self.model = names.label(c.LABEL_MODEL)
         self.instance = names.label(c.LABEL_TARGET)
+        self.interval = interval_for(rule)
 
     def labels(self, instance: str = REPLICA, **extra: str) -> dict[str, str]:
         return {
@@ -76,12 +77,15 @@ class Builder:
         return name
 
     def samples(self, eval_seconds: float) -> int:
-        return int(eval_seconds // INTERVAL_SECONDS) + 2
+        return round(eval_seconds / self.interval) + 2
+
+    def at_interval(self, seconds: float) -> float:
+        """``seconds`` rounded up to a whole number of intervals."""
+        return math.ceil(seconds / self.interval - 1e-9) * self.interval
 
     def eval_after(self, *windows: float) -> float:
         """A whole number of intervals past every window and the ``for:``."""
-        seconds = max(windows, default=0.0) + self.rule.for_seconds + 2 * INTERVAL_SECONDS
-        return math.ceil(seconds / INTERVAL_SECONDS) * INTERVAL_SECONDS
+        return self.at_interval(max(windows, default=0.0) + self.rule.for_seconds + 2 * self.interval)  # fmt: skip
 
     def expect(self, **series_labels: str) -> dict[str, str]:
         return {**series_labels, **self.rule.alert_labels()}
@@ -108,12 +112,30 @@ def go_float(value: float) -> str:
     return floatToGoString(value)
 
 
-def expected_quantile(q: float, family: str, counts: dict[float, float]) -> float:
+def interval_for(rule: Rule) -> float:
+    """The sample spacing for a rule's input: a fifth of its shortest window (so every range
+    holds at least five samples), at most a minute, in whole seconds, so that every rate is
+    an exact quotient of integers. A window under 5 s gets no synthetic input."""
+    windows = [getattr(rule, f.name) for f in fields(rule) if f.name.endswith("window_seconds")]
+    lengths = getattr(rule, "window_lengths_seconds", None)
+    if lengths is not None:
+        windows += list(lengths())
+    shortest = min(windows, default=5 * INTERVAL_SECONDS)
+    if shortest < 5:
+        raise CaseError(
+            f"rule {rule.name!r}: a {shortest:g} s window is too short for whole-second samples"
+        )
+    return float(min(INTERVAL_SECONDS, math.floor(shortest / 5)))
+
+
+def expected_quantile(
+    q: float, family: str, counts: dict[float, float], interval_seconds: float
+) -> float:
     """The value histogram_quantile gives for per-interval bucket counts (rates per second)."""
     running, buckets = 0.0, []
     for edge in (*LAYOUTS[family], math.inf):
         running += counts.get(edge, 0.0)
-        buckets.append((edge, running / INTERVAL_SECONDS))
+        buckets.append((edge, running / interval_seconds))
     return histogram_quantile(q, buckets).value
 
 

@@ -122,4 +122,6 @@ def _all_absent(rule: MetricAbsentRule, names: EngineNames, alerts: list[PromRul
     first = cases[0]
     clean = list(dict.fromkeys(s for case in cases for s in case.clean))
     expected = [case.expected[0] for case in cases]
-    return Case(first.firing, clean, first.eval_seconds, expected)
+    return Case(
+        first.firing, clean, first.eval_seconds, expected, interval_seconds=first.interval_seconds
+    )
