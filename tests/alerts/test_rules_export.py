@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from alerts.export import export_rules
@@ -240,3 +242,67 @@ def test_two_slos_with_one_metric_token_are_reported_not_merged():
     export = export_rules(config.alerts.rules)
     assert {a.labels.get("slo") for a in export.alerts() if a.alert == "slo-burn-rate"} == {"a-b"}
     assert any(note.startswith("not exported: SLO 'a_b': ") for note in export.notes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rule=st.sampled_from(
+        [
+            "queue-growth",
+            "kv-saturation",
+            "prefix-hit-drop",
+            "replica-imbalance",
+            "replica-imbalance-waiting",
+            "error-rate",
+            "tail-latency-ttft",
+            "tail-latency-itl",
+        ]
+    ),
+    key=st.sampled_from(
+        [
+            "for",
+            "window_seconds",
+            "baseline_window_seconds",
+            "waiting_min",
+            "growth_min",
+            "queue_share_min",
+            "usage_min",
+            "ratio_max",
+            "ratio_min",
+            "excess_min",
+            "threshold_seconds",
+            "median_max_seconds",
+            "quantile",
+            "replicas_min",
+        ]
+    ),
+    value=st.floats(min_value=1e-6, max_value=1e6) | st.integers(min_value=1, max_value=10**6),
+)
+def test_any_valid_override_exports_and_gets_promtool_tests_or_a_reason(rule, key, value):
+    from collectors.config import ConfigError, parse_config
+
+    try:
+        config = parse_config({"slos": [], "alerts": {"rules": {rule: {key: value}}}})
+    except ConfigError:
+        return
+    export = export_rules(config.alerts.rules)
+    files, notes = promtool_test_files(export, config.alerts.rules)
+    tested = len(files) + len(notes)
+    assert tested >= len({a.rule for a in export.alerts() if a.alert != "metric-absent"})
+
+
+def test_promtool_tests_hold_for_scaled_windows_and_odd_thresholds(tmp_path):
+    settings = load_config(FIXTURES / "extreme.yaml")
+    rules = settings.alerts.rules
+    export = export_rules(rules, Dialect.VLLM, settings.alerts.notes)
+    (tmp_path / "rules.yml").write_text(export.text(), encoding="utf-8")
+    files, notes = promtool_test_files(export, rules, "rules.yml")
+    assert notes == (
+        "no promtool test: rule 'tail-latency-ttft': median_max_seconds 0.0001 is below every "
+        "edge of ttft_seconds",
+    )
+    for name, body in files.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    assert _promtool("check", "rules", "rules.yml", cwd=tmp_path).returncode == 0
+    result = _promtool("test", "rules", *sorted(files), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
