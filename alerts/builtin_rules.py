@@ -49,9 +49,10 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         threshold_seconds=2.5,
         median_max_seconds=1.0,
         for_seconds=120.0,
-        summary="TTFT p99 above 2.5 s while the median holds",
-        description="The slowest 1 % of first tokens take over 2.5 s while p50 stays under 1 s: "
-        "a tail problem (preemption, long prompts, one replica), not overall overload.",
+        summary="TTFT {percentile} above {threshold_seconds:g} s while the median holds",
+        description="The slowest {tail_percent:g} % of first tokens over {window} take over "
+        "{threshold_seconds:g} s while p50 stays at most {median_max_seconds:g} s: a tail problem "
+        "(preemption, long prompts, one replica), not overall overload.",
         runbook="tailwatch incident show: compare queue vs prefill share of TTFT, prompt-length "
         "p95 and per-replica TTFT against the baseline.",
     ),
@@ -64,9 +65,10 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         threshold_seconds=0.25,
         median_max_seconds=0.1,
         for_seconds=120.0,
-        summary="ITL p99 above 0.25 s while the median holds",
-        description="Token gaps of over 0.25 s at p99 with a normal median: decodes stall behind "
-        "long prefills in the same step.",
+        summary="ITL {percentile} above {threshold_seconds:g} s while the median holds",
+        description="Token gaps over {window} exceed {threshold_seconds:g} s at {percentile} "
+        "while p50 stays at most {median_max_seconds:g} s: decodes stall behind long prefills "
+        "in the same step.",
         runbook="Check prompt-length p95 against the baseline; lower max_num_batched_tokens "
         "(chunked prefill) to bound a step's prefill.",
     ),
@@ -76,8 +78,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         severity=SEVERITY_PAGE,
         for_seconds=120.0,
         summary="requests are queueing: the waiting queue grows or dominates TTFT",
-        description="At least 8 requests wait, and the queue grew by 4 in 5 min or queueing is "
-        "half of TTFT: arrivals exceed what the replicas serve.",
+        description="At least {waiting_min:g} requests wait, and the queue grew by "
+        "{growth_min:g} over {window} or queueing is {queue_share_min:.0%} of TTFT: arrivals "
+        "exceed what the replicas serve.",
         runbook="Scale out, or bound the queue (max_waiting_requests) so clients get 429 with "
         "Retry-After instead of unbounded waits.",
     ),
@@ -87,8 +90,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         severity=SEVERITY_PAGE,
         for_seconds=120.0,
         summary="KV cache full and preempting",
-        description="A replica's KV cache is at least 90 % used while it preempts more than one "
-        "request per 20 s: evicted sequences are recomputed.",
+        description="A replica's KV cache is at least {usage_min:.0%} used while it preempts "
+        "more than {preemptions_per_second_min:g} requests/s over {window}: evicted sequences "
+        "are recomputed.",
         runbook="Give the KV cache more memory (gpu_memory_utilization) or lower max_num_seqs.",
     ),
     PrefixHitDropRule(
@@ -96,9 +100,10 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         alert=A.PREFIX_HIT_DROP,
         severity=SEVERITY_TICKET,
         for_seconds=300.0,
-        summary="prefix-cache hit rate fell below 70 % of its last hour",
-        description="The fleet's prefix hit rate over 5 min is under 0.7x its rate over the hour "
-        "before: a prompt change broke the shared prefix, or routing scatters prefix groups.",
+        summary="prefix-cache hit rate fell below {ratio_max:.0%} of its baseline",
+        description="The fleet's prefix hit rate over {window} is under {ratio_max:g}x its rate "
+        "over the {baseline_window} before: a prompt change broke the shared prefix, or routing "
+        "scatters prefix groups.",
         runbook="Compare per-replica hit rates: all down means the prompt changed (restore "
         "prefix-friendly order); spread means routing (use prefix-aware routing).",
     ),
@@ -110,8 +115,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         ratio_min=2.0,
         excess_min=0.5,
         for_seconds=300.0,
-        summary="one replica's median latency is twice the fleet's",
-        description="A replica's e2e p50 is at least 2x the fleet median and 0.5 s above it.",
+        summary="one replica's median latency is {ratio_min:g}x the fleet's",
+        description="A replica's e2e p50 over {window} is at least {ratio_min:g}x the fleet "
+        "median and {excess_min:g} s above it.",
         runbook="Drain the slow replica and investigate it (GPU health, noisy neighbour, knobs).",
     ),
     ReplicaImbalanceRule(
@@ -122,8 +128,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         ratio_min=3.0,
         excess_min=5.0,
         for_seconds=300.0,
-        summary="one replica's queue is three times the fleet's",
-        description="A replica has at least 3x the fleet-median waiting requests and 5 more.",
+        summary="one replica's queue is {ratio_min:g}x the fleet's",
+        description="Over {window} a replica has at least {ratio_min:g}x the fleet-median "
+        "waiting requests and {excess_min:g} more.",
         runbook="Check the router's balance and that replica's speed; drain it if it is slow.",
     ),
     ErrorRateRule(
@@ -133,9 +140,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         indicator=ErrorRatioIndicator(ErrorSource.REQUESTS),
         ratio_max=0.05,
         for_seconds=120.0,
-        summary="more than 5 % of requests fail or are shed",
-        description="Finished requests with reason error (or rejected at admission) are over 5 "
-        "% of those that finished over 5 min.",
+        summary="more than {ratio_max:.0%} of requests fail or are shed",
+        description="Finished requests with reason error (or rejected at admission) are over "
+        "{ratio_max:.0%} of those that finished over {window}.",
         runbook="Errors: engine logs. Rejections/429: overload, see queue-growth; scale out.",
     ),
     TargetDownRule(
@@ -237,7 +244,6 @@ def burn_rate_rules(slos: Sequence[SLOSpec]) -> tuple[tuple[BurnRateRule, ...], 
         table = burn_rate_windows(spec.period_days)
         for severity in (SEVERITY_PAGE, SEVERITY_TICKET):
             rows = tuple(w for w in table if w.severity == severity)
-            budget = f"{(1 - spec.target) * 100:g} %"
             rules.append(
                 BurnRateRule(
                     name=f"{AlertName.SLO_BURN_RATE}:{spec.name}:{severity}",
@@ -248,14 +254,9 @@ def burn_rate_rules(slos: Sequence[SLOSpec]) -> tuple[tuple[BurnRateRule, ...], 
                     target=spec.target,
                     windows=rows,
                     selector=spec.selector,
-                    summary=f"SLO {spec.name} is burning its error budget too fast ({severity})",
-                    description=f"SLO {spec.name} (target {spec.target:g}, budget {budget} over "
-                    f"{spec.period_days} d): "
-                    + "; ".join(
-                        f"{w.budget_fraction:.0%} of the budget within "
-                        f"{w.long_window_seconds / 3600:g} h"
-                        for w in rows
-                    ),
+                    summary="SLO {slo} is burning its error budget too fast ({severity})",
+                    description="SLO {slo} (target {target:g}, budget {budget_percent:g} % over "
+                    "{period_days:g} d): {rows}",
                     runbook="tailwatch incident show for the cause; the ticket rows can wait "
                     "for working hours.",
                 )

@@ -7,6 +7,7 @@ The kinds are in ``alerts/rules.py``; every duration is seconds and every window
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from dataclasses import dataclass, field, fields, replace
@@ -32,6 +33,22 @@ CONFIG_KEYS = {"for_seconds": "for", "keep_firing_for_seconds": "keep_firing_for
 MAX_DURATION_SECONDS = 10 * 365 * 86400.0
 #: Labels a rule's ``labels`` may not set: the alert's identity fields of their own.
 RESERVED_LABELS = ("alertname", SEVERITY)
+
+
+_TEXT_FIELDS = ("summary", "description", "runbook")
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds for people: ``300`` → ``5m``, ``5400`` → ``1h30m``, ``2.5`` → ``2.5s``."""
+    if seconds >= 60 and seconds == int(seconds):
+        whole = int(seconds)
+        text = ""
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+            count, whole = divmod(whole, size)
+            if count:
+                text += f"{count}{unit}"
+        return text
+    return f"{seconds:g}s"
 
 
 def config_key(field_name: str) -> str:
@@ -114,6 +131,23 @@ class Rule:
             seconds = check_number(self.name, key, getattr(self, key), high=MAX_DURATION_SECONDS)
             object.__setattr__(self, key, seconds)
         self.check()
+        self.annotations()  # NOTE: a placeholder that names no field fails here, not at send
+
+    def template_values(self) -> dict[str, Any]:
+        """What annotation text may name in braces (``{threshold_seconds:g}``): the rule's
+        number, text and enum fields, and each ``*window_seconds`` as text without the suffix
+        (``window``: ``5m``)."""
+        values: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, enum.Enum):
+                value = value.value
+            if isinstance(value, int | float | str) and f.name not in _TEXT_FIELDS:
+                values[f.name] = value
+        for name in list(values):
+            if name.endswith("window_seconds"):
+                values[name.removesuffix("_seconds")] = duration_text(values[name])
+        return values
 
     def check(self) -> None:
         """The kind's own validation (thresholds, windows)."""
@@ -127,15 +161,23 @@ class Rule:
         return {**self.labels, SEVERITY: self.severity}
 
     def annotations(self) -> dict[str, str]:
-        return {
-            k: v
-            for k, v in (
-                (SUMMARY, self.summary),
-                (DESCRIPTION, self.description),
-                (RUNBOOK, self.runbook),
-            )
-            if v
-        }
+        """``summary``, ``description`` and ``runbook`` with their placeholders filled in from
+        :meth:`template_values` (``{{`` and ``}}`` are literal braces); empty ones left out."""
+        values = self.template_values()
+        out = {}
+        for key, text in ((SUMMARY, self.summary), (DESCRIPTION, self.description), (RUNBOOK, self.runbook)):  # fmt: skip
+            if not text:
+                continue
+            try:
+                out[key] = text.format_map(values)
+            except KeyError as error:
+                known = ", ".join(sorted(values))
+                raise RuleError(self.name, key, f"{{{error.args[0]}}} names no field; known: {known}") from None  # fmt: skip
+            except (ValueError, IndexError, AttributeError, TypeError) as error:
+                raise RuleError(
+                    self.name, key, f"{error} (write {{{{ and }}}} for literal braces)"
+                ) from None
+        return out
 
     def scaled(self, factor: float) -> Rule:
         """This rule with every window and ``for:`` multiplied by ``factor`` (> 0)."""

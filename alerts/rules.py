@@ -20,7 +20,14 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from alerts.errors import RuleError
-from alerts.rule_base import MAX_DURATION_SECONDS, SEVERITIES, Rule, check_number, config_key
+from alerts.rule_base import (
+    MAX_DURATION_SECONDS,
+    SEVERITIES,
+    Rule,
+    check_number,
+    config_key,
+    duration_text,
+)
 from alerts.sli import LATENCY_FAMILIES, SLI, ErrorSLI, LatencySLI
 from collectors import canonical as c
 from slo import BurnRateWindow, ErrorRatioIndicator, LatencyMetric, Selector
@@ -57,6 +64,21 @@ class BurnRateRule(Rule):
 
     def alert_labels(self) -> dict[str, str]:
         return {**super().alert_labels(), "slo": self.slo}
+
+    def template_values(self) -> dict[str, object]:
+        """Adds ``budget_percent``, ``period_days`` and ``rows`` ("2% of the budget within
+        1h; ...") to the fields."""
+        rows = "; ".join(
+            f"{w.budget_fraction:.0%} of the budget within {duration_text(w.long_window_seconds)}"
+            for w in self.windows
+        )
+        period_days = self.windows[0].period_seconds / 86400 if self.windows else 0.0
+        return {
+            **super().template_values(),
+            "budget_percent": (1 - self.target) * 100,
+            "period_days": period_days,
+            "rows": rows,
+        }
 
     def window_lengths_seconds(self) -> tuple[float, ...]:
         """Every window the rows read, short and long, ascending, each once."""
@@ -104,6 +126,14 @@ class TailLatencyRule(Rule):
 
     def families(self) -> tuple[str, ...]:
         return (LATENCY_FAMILIES[self.metric],)
+
+    def template_values(self) -> dict[str, object]:
+        """Adds ``percentile`` (``p99``) and ``tail_percent`` (1 for p99)."""
+        return {
+            **super().template_values(),
+            "percentile": f"p{self.quantile * 100:g}",
+            "tail_percent": round((1 - self.quantile) * 100, 6),
+        }
 
     def alert_labels(self) -> dict[str, str]:
         return {**super().alert_labels(), "metric": self.metric.value}

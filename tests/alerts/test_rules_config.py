@@ -281,3 +281,34 @@ def test_any_yaml_shaped_section_is_a_config_or_one_config_error(section):
             alerts_of(placed, SLOS)
         except ConfigError as error:
             assert str(error).startswith("alerts: ")
+
+
+def test_annotations_follow_overrides_and_scaling():
+    rules = alerts_of(
+        {"window_scale": 0.01, "rules": {"queue-growth": {"waiting_min": 16}}}, SLOS
+    ).rules
+    text = rules.get("queue-growth").annotations()["description"]
+    assert text.startswith("At least 16 requests wait, and the queue grew by 4 over 3s ")
+    burn = rules.get("slo-burn-rate:chat-ttft:page").annotations()["description"]
+    assert burn == (
+        "SLO chat-ttft (target 0.99, budget 1 % over 0.28 d): 2% of the budget within 36s; "
+        "5% of the budget within 3m36s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("summary", "expected"),
+    [
+        ("waiting over {waiting_min:g} for {for:g}", None),  # `for` is not a field name
+        ("{nope}", None),
+        ("unclosed {waiting_min", None),
+        ("literal {{braces}} and {waiting_min:g}", "literal {braces} and 8"),
+    ],
+)
+def test_annotation_placeholders_name_fields_or_are_refused(summary, expected):
+    if expected is None:
+        with pytest.raises(ConfigError, match="rule 'queue-growth', field 'summary': "):
+            alerts_of({"rules": {"queue-growth": {"summary": summary}}})
+    else:
+        rules = alerts_of({"rules": {"queue-growth": {"summary": summary}}}).rules
+        assert rules.get("queue-growth").annotations()["summary"] == expected
