@@ -30,7 +30,14 @@ from alerts.rule_base import (
 )
 from alerts.sli import LATENCY_FAMILIES, SLI, ErrorSLI, LatencySLI
 from collectors import canonical as c
-from slo import BurnRateWindow, ErrorRatioIndicator, LatencyMetric, Selector
+from slo import (
+    BurnRateCheck,
+    BurnRateWindow,
+    ErrorRatioIndicator,
+    LatencyMetric,
+    Selector,
+    evaluate_burn_rates,
+)
 
 
 def _window(rule: Rule, name: str) -> float:
@@ -79,6 +86,12 @@ class BurnRateRule(Rule):
             "period_days": period_days,
             "rows": rows,
         }
+
+    def evaluate(self, error_ratios: Mapping[float, float]) -> tuple[BurnRateCheck, ...]:
+        """``slo.evaluate_burn_rates`` over this rule's rows, with error ratios keyed by window
+        length in seconds (:meth:`window_lengths_seconds`); the rule fires when any check
+        does. NaN ratios (no traffic) never fire."""
+        return evaluate_burn_rates(error_ratios, self.target, self.windows)
 
     def window_lengths_seconds(self) -> tuple[float, ...]:
         """Every window the rows read, short and long, ascending, each once."""

@@ -230,3 +230,18 @@ def test_error_sli_error_ratio_is_slo_outcomes():
     sli = ErrorSLI(ErrorRatioIndicator(ErrorSource.REQUESTS, count_load_shedding=False))
     assert sli.error_ratio({"stop": 90.0, "error": 10.0, "rejected": 50.0, "abort": 3}) == 0.1
     assert math.isnan(sli.error_ratio({"abort": 3.0}))
+
+
+def test_burn_rate_rule_evaluates_its_rows_like_slo_budget():
+    rule_set, _ = builtin_rule_set(SLOS)
+    page = rule_set.get("slo-burn-rate:chat-ttft:page")
+    windows = page.window_lengths_seconds()
+    hot = {w: 0.2 for w in windows}  # 20x a 1 % budget: above 13.44 and 5.6
+    assert [c.is_firing for c in page.evaluate(hot)] == [True, True]
+    cool = {w: 0.1 for w in windows}  # 10x: only the 6 h row (5.6) fires
+    assert [c.is_firing for c in page.evaluate(cool)] == [False, True]
+    assert not any(c.is_firing for c in page.evaluate({w: math.nan for w in windows}))
+    scaled = page.scaled(0.01)
+    assert [
+        c.is_firing for c in scaled.evaluate({w: 0.1 for w in scaled.window_lengths_seconds()})
+    ] == [False, True]
