@@ -245,3 +245,18 @@ def test_burn_rate_rule_evaluates_its_rows_like_slo_budget():
     assert [
         c.is_firing for c in scaled.evaluate({w: 0.1 for w in scaled.window_lengths_seconds()})
     ] == [False, True]
+
+
+def test_every_scenario_expects_an_alert_a_builtin_rule_raises():
+    """loadgen's scenarios name the alert they must produce: each is a built-in's alert."""
+    from pathlib import Path
+
+    import yaml
+
+    alerts = {r.alert for r in builtin_rule_set(SLOS)[0]}
+    folder = Path(__file__).parents[2] / "loadgen" / "scenarios"
+    scenarios = sorted(folder.glob("*.yaml"))
+    assert scenarios
+    for path in scenarios:
+        expected = yaml.safe_load(path.read_text(encoding="utf-8"))["expects"]["alert"]
+        assert expected in alerts, (path.name, expected)
