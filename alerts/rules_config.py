@@ -101,14 +101,16 @@ def load_alerts(raw: Any, slos: Sequence[SLOSpec] = ()) -> AlertsConfig:
 
 
 def _apply(rule_set: RuleSet, rules_raw: Mapping[Any, Any]) -> RuleSet:
+    """Apply the entries in order, each to the rules as the entries before it left them (so
+    ``slo-burn-rate`` and ``slo-burn-rate:<slo>:page`` both apply to that rule)."""
+    current = {r.name: r for r in rule_set.rules}
     disabled: set[str] = set()
-    changed: list[Rule] = []
     for name, body in rules_raw.items():
         if not isinstance(name, str) or not name:
             raise RuleError(str(name), "name", "must be a non-empty string")
         if not isinstance(body, Mapping):
             raise RuleError(name, "rule", f"must be a mapping of fields, got {body!r}")
-        targets = _targets(rule_set, name)
+        targets = _targets(RuleSet(tuple(current.values())), name)
         enabled = body.get("enabled", True)
         if not isinstance(enabled, bool):
             raise RuleError(name, "enabled", f"must be true or false, got {enabled!r}")
@@ -118,7 +120,7 @@ def _apply(rule_set: RuleSet, rules_raw: Mapping[Any, Any]) -> RuleSet:
             for key in fields_raw:
                 _values(name, BurnRateRule, {key: fields_raw[key]})
         if not targets and name != BURN_RATE_GROUP:
-            changed.append(_new_rule(name, fields_raw))
+            current[name] = _new_rule(name, fields_raw)
             if not enabled:
                 disabled.add(name)
             continue
@@ -131,9 +133,9 @@ def _apply(rule_set: RuleSet, rules_raw: Mapping[Any, Any]) -> RuleSet:
             if not enabled:
                 disabled.add(target.name)
             else:
-                changed.append(_override(target, name, fields_raw))
-    kept = RuleSet(tuple(r for r in rule_set.rules if r.name not in disabled))
-    return with_rules(kept, [r for r in changed if r.name not in disabled])
+                current[target.name] = _override(target, name, fields_raw)
+    kept = [r for r in rule_set.rules if r.name not in disabled]
+    return with_rules(RuleSet(tuple(kept)), [r for r in current.values() if r.name not in disabled])
 
 
 def _targets(rule_set: RuleSet, name: str) -> list[Rule]:

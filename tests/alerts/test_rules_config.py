@@ -312,3 +312,18 @@ def test_annotation_placeholders_name_fields_or_are_refused(summary, expected):
     else:
         rules = alerts_of({"rules": {"queue-growth": {"summary": summary}}}).rules
         assert rules.get("queue-growth").annotations()["summary"] == expected
+
+
+def test_group_and_specific_burn_rate_overrides_both_apply():
+    rules = alerts_of(
+        {
+            "rules": {
+                "slo-burn-rate": {"runbook": "https://wiki/slo"},
+                "slo-burn-rate:chat-ttft:page": {"for": "2m"},
+            }
+        },
+        SLOS,
+    ).rules
+    page = rules.get("slo-burn-rate:chat-ttft:page")
+    assert (page.runbook, page.for_seconds) == ("https://wiki/slo", 120.0)
+    assert rules.get("slo-burn-rate:chat-ttft:ticket").for_seconds == 0
