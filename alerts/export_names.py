@@ -34,6 +34,8 @@ _LABELS = {
     c.LABEL_TARGET: "instance",
     **{canonical: source for source, canonical in d.COMMON_RENAMES.items()},
 }
+#: The bundled engine's per-tenant series (``engine/metric_names.py``).
+TENANT_PREFIX = "tailwatch:tenant_"
 _SUFFIX = {c.Kind.COUNTER: "_total", c.Kind.GAUGE: "", c.Kind.HISTOGRAM: ""}
 
 
@@ -53,16 +55,24 @@ class EngineNames:
                 and not rule.match
                 and not rule.from_sum
                 and rule.scale == 1.0
-                and not rule.source.startswith("tailwatch:tenant_")  # per-tenant breakdowns
+                and not rule.source.startswith(TENANT_PREFIX)  # per-tenant breakdowns
             )
             if is_plain:
                 return rule.source
         return None
 
-    def metric(self, family: str, part: str = "") -> str | None:
+    def tenant_source(self, family: str) -> str | None:
+        """The engine's per-tenant breakdown of a family (the bundled engine's
+        ``tailwatch:tenant_*`` series, labelled ``tenant``), or None."""
+        for rule in EXPOSED[self.dialect]:
+            if rule.family == family and rule.source.startswith(TENANT_PREFIX):
+                return rule.source
+        return None
+
+    def metric(self, family: str, part: str = "", *, per_tenant: bool = False) -> str | None:
         """The stored series name: counters with ``_total``, histograms with ``part``
-        (``_bucket``, ``_sum``, ``_count``)."""
-        source = self.source(family)
+        (``_bucket``, ``_sum``, ``_count``); ``per_tenant``: of the per-tenant breakdown."""
+        source = self.tenant_source(family) if per_tenant else self.source(family)
         if source is None:
             return None
         return source + _SUFFIX[c.FAMILIES[family]] + part

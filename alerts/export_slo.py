@@ -51,20 +51,30 @@ def sli_error_ratio(reader: Reader, spec: BurnRateRule, window: str) -> str:
     base = {}
     if spec.selector.model is not None:
         base[reader.label(c.LABEL_MODEL)] = spec.selector.model
+    tenant = spec.selector.tenant is not None
+    if tenant:
+        base[c.LABEL_TENANT] = spec.selector.tenant
     sli = spec.sli
     if isinstance(sli, LatencySLI):
-        bucket = reader.metric(sli.family, "_bucket")
-        count = reader.metric(sli.family, "_count")
+        bucket = reader.metric(sli.family, "_bucket", per_tenant=tenant)
+        count = reader.metric(sli.family, "_count", per_tenant=tenant)
         le = {**base, c.LABEL_LE: _le_text(snapped_bound(sli).bound_seconds)}
         return (
             f"1 - (sum(rate({selector(bucket, le)}[{window}])) / "
             f"sum(rate({selector(count, base)}[{window}])))"
         )
-    return error_ratio(reader, sli, base, window, by="")
+    return error_ratio(reader, sli, base, window, by="", per_tenant=tenant)
 
 
-def error_ratio(reader: Reader, sli: ErrorSLI, base: dict[str, str], window: str, by: str) -> str:
-    metric = reader.metric(sli.family)
+def error_ratio(
+    reader: Reader,
+    sli: ErrorSLI,
+    base: dict[str, str],
+    window: str,
+    by: str,
+    per_tenant: bool = False,
+) -> str:
+    metric = reader.metric(sli.family, per_tenant=per_tenant)
     label = reader.label(sli.label)
     group = f" by ({by})" if by else ""
     if sli.indicator.source is ErrorSource.REQUESTS:
@@ -84,6 +94,11 @@ def slo_record_name(slo: str, window_seconds: float) -> str:
 
 def burn_rate_records(rule: BurnRateRule, names: EngineNames, windows: tuple[float, ...]):
     """The SLI recording rules of one SLO, one per window (Sloth's ``ratio_rate<w>``)."""
+    if rule.selector.route is not None:
+        raise Unexportable(
+            f"rule {rule.name!r}: SLO {rule.slo!r} selects a route, which "
+            f"{names.dialect.value}'s histograms and counters do not carry"
+        )
     reader = Reader(names, rule)
     group = f"tailwatch-slo-{metric_token(rule.slo)}-sli"
     out = []
@@ -96,11 +111,6 @@ def burn_rate_records(rule: BurnRateRule, names: EngineNames, windows: tuple[flo
 
 
 def burn_rate_alert(rule: BurnRateRule, names: EngineNames) -> list[PromRule]:
-    if rule.selector.tenant is not None or rule.selector.route is not None:
-        raise Unexportable(
-            f"rule {rule.name!r}: SLO {rule.slo!r} selects a tenant or route, which "
-            f"{names.dialect.value}'s histograms and counters do not carry"
-        )
     reader = Reader(names, rule)
     sli_records = burn_rate_records(rule, names, rule.window_lengths_seconds())
     reader.sources = list(sli_records[0].sources)

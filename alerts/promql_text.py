@@ -60,14 +60,16 @@ class Reader:
         self.rule = rule
         self.sources: list[str] = []
 
-    def metric(self, family: str, part: str = "") -> str:
-        name = self.names.metric(family, part)
+    def metric(self, family: str, part: str = "", *, per_tenant: bool = False) -> str:
+        name = self.names.metric(family, part, per_tenant=per_tenant)
         if name is None:
+            what = f"per-tenant {family}" if per_tenant else family
             raise Unexportable(
-                f"rule {self.rule.name!r}: {self.names.dialect.value} has no {family} "
+                f"rule {self.rule.name!r}: {self.names.dialect.value} has no {what} "
                 "(collectors/dialect_rules.py)"
             )
-        self.sources.append(self.names.source(family) or "")
+        source = self.names.tenant_source(family) if per_tenant else self.names.source(family)
+        self.sources.append(source or "")
         return name
 
     def label(self, canonical: str) -> str:

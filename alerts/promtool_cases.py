@@ -61,6 +61,9 @@ def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
     n = b.samples(evals)
     sli = rules[0].sli
     per = 60.0 * b.interval
+    tenant = rules[0].selector.tenant
+    if tenant is not None:
+        b.per_tenant, b.extra = True, {c.LABEL_TENANT: tenant}
     if isinstance(sli, LatencySLI):
         bound = snapped_bound(sli).bound_seconds
         bucket = series(b.metric(sli.family, "_bucket"), b.labels(**{LE: go_float(bound)}))

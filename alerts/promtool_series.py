@@ -61,6 +61,8 @@ class Builder:
         self.model = names.label(c.LABEL_MODEL)
         self.instance = names.label(c.LABEL_TARGET)
         self.interval = interval_for(rule)
+        self.per_tenant = False  # series of the per-tenant breakdown (a tenant SLO)
+        self.extra: dict[str, str] = {}  # labels every series carries (its tenant)
 
     def labels(self, instance: str = REPLICA, **extra: str) -> dict[str, str]:
         return {
@@ -68,11 +70,12 @@ class Builder:
             self.instance: instance,
             self.model: self.model_value,
             "engine": "0",
+            **self.extra,
             **extra,
         }
 
     def metric(self, family: str, part: str = "") -> str:
-        name = self.names.metric(family, part)
+        name = self.names.metric(family, part, per_tenant=self.per_tenant)
         assert name is not None, family
         return name
 
