@@ -36,6 +36,7 @@ from typing import Any
 from alerts.builtin_rules import RuleSet, builtin_rule_set, with_rules
 from alerts.errors import AlertsError, NotifierConfigError, RuleError
 from alerts.notifiers import AlertmanagerNotifier, Notifier, WebhookNotifier
+from alerts.rule_base import MAX_DURATION_SECONDS
 from alerts.rules import RULE_KINDS, BurnRateRule, Rule, check_number, config_key
 from alerts.vocabulary import AlertName
 from slo import ErrorRatioIndicator, ErrorSource, LatencyMetric, SLOSpec
@@ -236,9 +237,17 @@ def parse_duration(rule: str, key: str, value: Any) -> float:
             )
         seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
         value = seconds
-    number = check_number(rule, key, value)
-    if not math.isfinite(number):  # NOTE: a huge digit string sums to a finite-looking int
-        raise RuleError(rule, key, f"must be finite, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RuleError(
+            rule, key, f"must be seconds or a duration like 90s, 5m, 1h30m; got {value!r}"
+        )
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past float range
+        number = math.inf
+    if not (math.isfinite(number) and 0 <= number <= MAX_DURATION_SECONDS):
+        limit = f"{MAX_DURATION_SECONDS:g}"
+        raise RuleError(rule, key, f"must be 0 s to ten years ({limit} s), got {value!r}")
     return number
 
 
