@@ -84,3 +84,14 @@ class NotificationError(RuntimeError):
         self.attempts = attempts
         self.is_retryable = is_retryable
         self.status_code = status_code
+
+
+class RuleError(AlertsError):
+    """An alert rule is invalid. ``rule`` is its name, ``field`` the field at fault, spelled
+    as in ``tailwatch.yaml`` (``for``, ``threshold_seconds``, ...)."""
+
+    def __init__(self, rule: str, field: str, problem: str) -> None:
+        super().__init__(f"rule {rule!r}, field {field!r}: {problem}")
+        self.rule = rule
+        self.field = field
+        self.problem = problem

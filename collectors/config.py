@@ -34,6 +34,9 @@ slos:                              # SLOs, validated by slo.load_slos (docs/slo.
     indicator: {latency: {metric: ttft, threshold_seconds: 0.5}}
     target: 0.99
     period_days: 28
+alerts:                            # rules and notifiers, alerts.rules_config (docs/alerts.md)
+  rules: {queue-growth: {for: 1m}, gpu-health: {enabled: false}}
+  notifiers: [{webhook: http://127.0.0.1:9000/hook}]
 ```
 
 Every error is a :class:`ConfigError` naming the key path and the offending value.
@@ -143,6 +146,9 @@ class TailwatchConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
     #: ``slos:``, validated by ``slo.load_slos`` (docs/slo.md, "The SLO model").
     slos: tuple[SLOSpec, ...] = ()
+    #: ``alerts:``, validated by ``alerts.rules_config.load_alerts`` (docs/alerts.md);
+    #: ``None`` only for a config built without :func:`parse_config`.
+    alerts: Any = None
 
 
 def load_config(path: str | os.PathLike[str] | None) -> TailwatchConfig:
@@ -172,7 +178,7 @@ def load_yaml(text: str, source: str) -> Any:
 def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:
     """Validate an already-loaded mapping (see the module docstring for the shape).
     ``base_dir``: the config file's folder, which a relative ``targets_file`` is under."""
-    root = _mapping(data, "(top level)", {"database_url", "collector", "store", "slos"})
+    root = _mapping(data, "(top level)", {"database_url", "collector", "store", "slos", "alerts"})
     database_url = os.environ.get(DB_URL_ENV) or _optional_str(root, "database_url", "")
     collector = _collector(root.get("collector", {}), "collector", base_dir)
     store = _store(root.get("store", {}), "store")
@@ -180,7 +186,13 @@ def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:
         slos = load_slos(root)
     except SLOSpecError as error:  # NOTE: chained, so .slo_name and .field stay reachable
         raise ConfigError(f"slos: {error}") from error
-    return TailwatchConfig(database_url or None, collector, store, slos)
+    from alerts.rules_config import load_alerts  # NOTE: here, so collectors loads without alerts
+
+    try:
+        alerts = load_alerts(root.get("alerts"), slos)
+    except ValueError as error:  # NOTE: chained, so .rule and .field stay reachable
+        raise ConfigError(f"alerts: {error}") from error
+    return TailwatchConfig(database_url or None, collector, store, slos, alerts)
 
 
 def _store(data: Any, key: str) -> StoreConfig:

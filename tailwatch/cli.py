@@ -11,6 +11,7 @@ from tailwatch.collect_cli import collect
 from tailwatch.demo import run_demo
 from tailwatch.engine_cli import engine_app
 from tailwatch.load_cli import load_app
+from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
 from tailwatch.store_cli import store_app
@@ -25,6 +26,7 @@ app.add_typer(engine_app, name="engine")
 app.command()(collect)
 app.add_typer(load_app, name="load")
 app.add_typer(scenario_app, name="scenario")
+app.add_typer(rules_app, name="rules")
 app.add_typer(store_app, name="store")
 
 

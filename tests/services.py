@@ -33,6 +33,7 @@ REQUIRE_ENV = "TAILWATCH_REQUIRE_SERVICES"
 PG_URL_ENV = "TAILWATCH_TEST_PG_URL"
 PROMETHEUS_ENV = "TAILWATCH_PROMETHEUS_BIN"
 ALERTMANAGER_ENV = "TAILWATCH_ALERTMANAGER_BIN"
+PROMTOOL_ENV = "TAILWATCH_PROMTOOL_BIN"
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
 
@@ -91,6 +92,14 @@ def alertmanager_binary() -> str:
             "no Alertmanager binary: install Debian's prometheus-alertmanager or set "
             f"{ALERTMANAGER_ENV}"
         )
+    return path  # type: ignore[return-value]
+
+
+def promtool_binary() -> str:
+    """Path of promtool (Debian's prometheus package), or skip/fail."""
+    path = os.environ.get(PROMTOOL_ENV) or shutil.which("promtool")
+    if not path or not os.access(path, os.X_OK):
+        missing_service(f"no promtool: install Debian's prometheus or set {PROMTOOL_ENV}")
     return path  # type: ignore[return-value]
 
 

@@ -1,0 +1,220 @@
+"""Each rule kind as Prometheus recording and alerting rules on one engine's real names.
+
+Pure functions from a :class:`alerts.rules.Rule` and :class:`EngineNames` to
+:class:`PromRule` rows; ``alerts/export.py`` groups and writes them. A rule an engine cannot
+express raises :class:`Unexportable` with the reason, which the export reports.
+
+Aggregation: fleet rules sum ``by (model_name)``; per-replica rules ``by (instance,
+model_name)``; an SLO sums all its traffic (its selector's model, if any, is a matcher).
+"""
+
+from __future__ import annotations
+
+from alerts.export_names import EngineNames, prom_duration
+from alerts.export_slo import (
+    LAYOUTS,
+    burn_rate_alert,
+    burn_rate_records,
+    error_ratio,
+    slo_record_name,
+    snapped_bound,
+)
+from alerts.promql_text import (
+    PREFIX,
+    PromRule,
+    Reader,
+    Unexportable,
+    alert_rule,
+    group_name,
+    metric_token,
+    quantile_token,
+    quote,
+    record_rule,
+)
+from alerts.rules import (
+    BurnRateRule,
+    ErrorRateRule,
+    GPUHealthRule,
+    KVSaturationRule,
+    MetricAbsentRule,
+    PrefixHitDropRule,
+    QueueGrowthRule,
+    ReplicaImbalanceRule,
+    TailLatencyRule,
+    TargetDownRule,
+)
+from collectors import canonical as c
+from slo import LatencyMetric
+
+__all__ = [
+    "EXPORTERS",
+    "LAYOUTS",
+    "PromRule",
+    "Unexportable",
+    "burn_rate_records",
+    "metric_token",
+    "quote",
+    "slo_record_name",
+    "snapped_bound",
+]
+
+
+def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    family = {m: f for m, f in ((LatencyMetric.TTFT, c.TTFT_SECONDS), (LatencyMetric.ITL, c.ITL_SECONDS), (LatencyMetric.E2E, c.E2E_SECONDS))}[rule.metric]  # fmt: skip
+    bucket = reader.metric(family, "_bucket")
+    window = prom_duration(rule.window_seconds)
+    records = []
+    for q in (rule.quantile, 0.5):
+        name = f"{PREFIX}{family}:{quantile_token(q)}_rate{window}"
+        expr = (
+            f"histogram_quantile({q!r}, sum by ({reader.fleet()}, le) (rate({bucket}[{window}])))"
+        )
+        records.append(record_rule(reader, group_name(rule), name, expr))
+    expr = (
+        f"{records[0].record} > {rule.threshold_seconds!r}\n"
+        f"and {records[1].record} <= {rule.median_max_seconds!r}"
+    )
+    return [*records, alert_rule(rule, reader, group_name(rule), expr)]
+
+
+def queue_growth(rule: QueueGrowthRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    window = prom_duration(rule.window_seconds)
+    by = reader.fleet()
+    waiting = reader.metric(c.REQUESTS_WAITING)
+    queue_sum = reader.metric(c.QUEUE_SECONDS, "_sum")
+    ttft_sum = reader.metric(c.TTFT_SECONDS, "_sum")
+    share = record_rule(
+        reader,
+        group_name(rule),
+        f"{PREFIX}queue_share_of_ttft:ratio_rate{window}",
+        f"sum by ({by}) (rate({queue_sum}[{window}])) / sum by ({by}) (rate({ttft_sum}[{window}]))",
+    )
+    expr = (
+        f"sum by ({by}) ({waiting}) >= {rule.waiting_min!r}\nand (\n"
+        f"  sum by ({by}) (delta({waiting}[{window}])) >= {rule.growth_min!r}\n"
+        f"  or {share.record} >= {rule.queue_share_min!r}\n)"
+    )
+    return [share, alert_rule(rule, reader, group_name(rule), expr)]
+
+
+def kv_saturation(rule: KVSaturationRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    window = prom_duration(rule.window_seconds)
+    by = reader.replica()
+    usage = reader.metric(c.KV_CACHE_USAGE)
+    preemptions = reader.metric(c.PREEMPTIONS_TOTAL)
+    expr = (
+        f"max by ({by}) ({usage}) >= {rule.usage_min!r}\n"
+        f"and sum by ({by}) (rate({preemptions}[{window}])) > {rule.preemptions_per_second_min!r}"
+    )
+    return [alert_rule(rule, reader, group_name(rule), expr)]
+
+
+def prefix_hit_drop(rule: PrefixHitDropRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    by = reader.fleet()
+    hits = reader.metric(c.PREFIX_CACHE_HITS_TOTAL)
+    queries = reader.metric(c.PREFIX_CACHE_QUERIES_TOTAL)
+    window = prom_duration(rule.window_seconds)
+    base = prom_duration(rule.baseline_window_seconds)
+    now = record_rule(
+        reader,
+        group_name(rule),
+        f"{PREFIX}prefix_cache_hit_rate:ratio_rate{window}",
+        f"sum by ({by}) (rate({hits}[{window}])) / sum by ({by}) (rate({queries}[{window}]))",
+    )
+    # NOTE: the baseline ends where the window starts, so a drop is not its own baseline.
+    baseline = record_rule(
+        reader,
+        group_name(rule),
+        f"{PREFIX}prefix_cache_hit_rate:ratio_rate{base}_offset{window}",
+        f"sum by ({by}) (rate({hits}[{base}] offset {window})) / "
+        f"sum by ({by}) (rate({queries}[{base}] offset {window}))",
+    )
+    expr = (
+        f"{now.record} < {rule.ratio_max!r} * {baseline.record}\n"
+        f"and {baseline.record} >= {rule.baseline_hit_rate_min!r}"
+    )
+    return [now, baseline, alert_rule(rule, reader, group_name(rule), expr)]
+
+
+def replica_imbalance(rule: ReplicaImbalanceRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    window = prom_duration(rule.window_seconds)
+    by, fleet = reader.replica(), reader.fleet()
+    if rule.signal == "e2e_p50":
+        bucket = reader.metric(c.E2E_SECONDS, "_bucket")
+        name = f"{PREFIX}{c.E2E_SECONDS}:p50_by_instance_rate{window}"
+        expr = f"histogram_quantile(0.5, sum by ({by}, le) (rate({bucket}[{window}])))"
+    else:
+        waiting = reader.metric(c.REQUESTS_WAITING)
+        name = f"{PREFIX}{c.REQUESTS_WAITING}:avg_by_instance_over{window}"
+        expr = f"max by ({by}) (avg_over_time({waiting}[{window}]))"
+    record = record_rule(reader, group_name(rule), name, expr)
+    median = f"quantile by ({fleet}) (0.5, {name})"
+    alert = (
+        f"{name} > on ({fleet}) group_left () ({rule.ratio_min!r} * {median})\n"
+        f"and {name} - on ({fleet}) group_left () {median} > {rule.excess_min!r}\n"
+        f"and on ({fleet}) count by ({fleet}) ({name}) >= {rule.replicas_min!r}"
+    )
+    return [record, alert_rule(rule, reader, group_name(rule), alert)]
+
+
+def error_rate(rule: ErrorRateRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    window = prom_duration(rule.window_seconds)
+    # NOTE: named by the rule: two error-rate rules may count different outcomes as errors.
+    record = record_rule(
+        reader,
+        group_name(rule),
+        f"{PREFIX}{metric_token(rule.name)}:error_ratio_rate{window}",
+        error_ratio(reader, rule.sli, {}, window, by=reader.fleet()),
+    )
+    expr = f"{record.record} > {rule.ratio_max!r}"
+    return [record, alert_rule(rule, reader, group_name(rule), expr)]
+
+
+def target_down(rule: TargetDownRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    instance = reader.label(c.LABEL_TARGET)
+    running = reader.metric(c.REQUESTS_RUNNING)
+    # NOTE: the running gauge only picks the engine's targets out of everything Prometheus
+    # scrapes; ``up`` itself exists for every target.
+    expr = f"up == 0\nand on ({instance}) count by ({instance}) (last_over_time({running}[1h]))"
+    return [alert_rule(rule, reader, group_name(rule), expr)]
+
+
+def gpu_health(rule: GPUHealthRule, names: EngineNames) -> list[PromRule]:
+    raise Unexportable(
+        f"rule {rule.name!r}: NVML families are read by Tailwatch's collector, not exposed by "
+        "any engine; the evaluator runs this rule"
+    )
+
+
+def metric_absent(rule: MetricAbsentRule, names: EngineNames) -> list[PromRule]:
+    out = []
+    for family in rule.checked_families:
+        reader = Reader(names, rule)
+        part = "_count" if c.FAMILIES[family] is c.Kind.HISTOGRAM else ""
+        try:
+            metric = reader.metric(family, part)
+        except Unexportable:
+            continue  # NOTE: the rules reading it are reported unexportable themselves
+        out.append(alert_rule(rule, reader, group_name(rule), f"absent({metric})", family=family, metric=metric))  # fmt: skip
+    return out
+
+
+EXPORTERS = {
+    TailLatencyRule: tail_latency,
+    QueueGrowthRule: queue_growth,
+    KVSaturationRule: kv_saturation,
+    PrefixHitDropRule: prefix_hit_drop,
+    ReplicaImbalanceRule: replica_imbalance,
+    ErrorRateRule: error_rate,
+    TargetDownRule: target_down,
+    GPUHealthRule: gpu_health,
+    MetricAbsentRule: metric_absent,
+    BurnRateRule: burn_rate_alert,
+}

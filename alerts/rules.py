@@ -1,0 +1,302 @@
+"""Alert rules as data: one frozen dataclass per kind, validated when built.
+
+Every rule has a ``name`` (unique in a rule set; the key under ``alerts.rules`` in
+``tailwatch.yaml``), the ``alert`` it raises (its ``alertname``, one of
+:class:`alerts.vocabulary.AlertName` for the built-ins), a ``severity``, extra ``labels``,
+the annotations ``summary``, ``description`` and ``runbook``, and ``for_seconds`` /
+``keep_firing_for_seconds`` (Prometheus's ``for:`` and ``keep_firing_for:``). The kinds add
+their thresholds and windows. Every duration is seconds, and every window field ends in
+``window_seconds``, so :meth:`Rule.scaled` can compress a rule for tests and drills.
+
+:meth:`Rule.families` says which canonical families a rule reads: what ``metric absent`` and
+``tailwatch rules check`` look for. What the conditions mean is in ``docs/alerts.md``; the
+evaluator (not here) and the Prometheus export (``alerts/export*.py``) implement them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from alerts.burn_rate_rule import BurnRateRule
+from alerts.errors import RuleError
+from alerts.rule_base import (
+    MAX_DURATION_SECONDS,
+    SEVERITIES,
+    Rule,
+    check_number,
+    config_key,
+)
+from alerts.sli import LATENCY_FAMILIES, ErrorSLI
+from collectors import canonical as c
+from slo import (
+    ErrorRatioIndicator,
+    LatencyMetric,
+)
+
+
+def _window(rule: Rule, name: str) -> float:
+    return check_number(
+        rule.name, name, getattr(rule, name), low=0, low_open=True, high=MAX_DURATION_SECONDS
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TailLatencyRule(Rule):
+    """ "Median fine, tail broken": the ``quantile`` of ``metric`` over the window is above
+    ``threshold_seconds`` while the median stays at most ``median_max_seconds``."""
+
+    kind: ClassVar[str] = "tail-latency"
+
+    metric: LatencyMetric
+    quantile: float = 0.99
+    threshold_seconds: float
+    median_max_seconds: float
+    window_seconds: float = 300.0
+
+    def check(self) -> None:
+        if self.metric not in LATENCY_FAMILIES:
+            known = [m.value for m in LATENCY_FAMILIES]
+            raise RuleError(self.name, "metric", f"must be one of {known}, got {self.metric!r}")
+        check_number(self.name, "quantile", self.quantile, low=0.5, high=1, low_open=True, high_open=True)  # fmt: skip
+        check_number(self.name, "threshold_seconds", self.threshold_seconds, low=0, low_open=True)
+        check_number(self.name, "median_max_seconds", self.median_max_seconds, low=0, low_open=True)
+        _window(self, "window_seconds")
+
+    def families(self) -> tuple[str, ...]:
+        return (LATENCY_FAMILIES[self.metric],)
+
+    def template_values(self) -> dict[str, object]:
+        """Adds ``percentile`` (``p99``) and ``tail_percent`` (1 for p99)."""
+        return {
+            **super().template_values(),
+            "percentile": f"p{self.quantile * 100:g}",
+            "tail_percent": round((1 - self.quantile) * 100, 6),
+        }
+
+    def alert_labels(self) -> dict[str, str]:
+        return {**super().alert_labels(), "metric": self.metric.value}
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueGrowthRule(Rule):
+    """The fleet's waiting queue is at least ``waiting_min`` and either grew by at least
+    ``growth_min`` over the window or queueing is at least ``queue_share_min`` of TTFT."""
+
+    kind: ClassVar[str] = "queue-growth"
+
+    waiting_min: float = 8.0
+    growth_min: float = 4.0
+    queue_share_min: float = 0.5
+    window_seconds: float = 300.0
+
+    def check(self) -> None:
+        check_number(self.name, "waiting_min", self.waiting_min)
+        check_number(self.name, "growth_min", self.growth_min, low=0, low_open=True)
+        check_number(self.name, "queue_share_min", self.queue_share_min, high=1, low_open=True, low=0)  # fmt: skip
+        _window(self, "window_seconds")
+
+    def families(self) -> tuple[str, ...]:
+        return (c.REQUESTS_WAITING, c.QUEUE_SECONDS, c.TTFT_SECONDS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KVSaturationRule(Rule):
+    """A replica's KV cache is at least ``usage_min`` full while it preempts more than
+    ``preemptions_per_second_min`` over the window (recompute storms)."""
+
+    kind: ClassVar[str] = "kv-saturation"
+
+    usage_min: float = 0.9
+    preemptions_per_second_min: float = 0.05
+    window_seconds: float = 300.0
+
+    def check(self) -> None:
+        check_number(self.name, "usage_min", self.usage_min, low=0, high=1, low_open=True)
+        check_number(self.name, "preemptions_per_second_min", self.preemptions_per_second_min)
+        _window(self, "window_seconds")
+
+    def families(self) -> tuple[str, ...]:
+        return (c.KV_CACHE_USAGE, c.PREEMPTIONS_TOTAL)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixHitDropRule(Rule):
+    """The fleet's prefix-cache hit rate over the window fell below ``ratio_max`` times its
+    rate over the baseline window just before it, from a baseline of at least
+    ``baseline_hit_rate_min``."""
+
+    kind: ClassVar[str] = "prefix-hit-drop"
+
+    ratio_max: float = 0.7
+    baseline_hit_rate_min: float = 0.2
+    window_seconds: float = 300.0
+    baseline_window_seconds: float = 3600.0
+
+    def check(self) -> None:
+        check_number(self.name, "ratio_max", self.ratio_max, low=0, high=1, low_open=True, high_open=True)  # fmt: skip
+        check_number(self.name, "baseline_hit_rate_min", self.baseline_hit_rate_min, high=1)
+        _window(self, "window_seconds")
+        _window(self, "baseline_window_seconds")
+
+    def families(self) -> tuple[str, ...]:
+        return (c.PREFIX_CACHE_HITS_TOTAL, c.PREFIX_CACHE_QUERIES_TOTAL)
+
+
+#: What a replica-imbalance rule compares: a replica's waiting queue or its e2e p50.
+IMBALANCE_SIGNALS = ("waiting", "e2e_p50")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicaImbalanceRule(Rule):
+    """One replica's ``signal`` is at least ``ratio_min`` times the fleet median and at least
+    ``excess_min`` above it (seconds or requests), in a fleet of at least ``replicas_min``."""
+
+    kind: ClassVar[str] = "replica-imbalance"
+
+    signal: str = "e2e_p50"
+    ratio_min: float = 2.0
+    excess_min: float = 0.5
+    replicas_min: int = 3
+    window_seconds: float = 300.0
+
+    def check(self) -> None:
+        if self.signal not in IMBALANCE_SIGNALS:
+            raise RuleError(
+                self.name,
+                "signal",
+                f"must be one of {list(IMBALANCE_SIGNALS)}, got {self.signal!r}",
+            )
+        check_number(self.name, "ratio_min", self.ratio_min, low=1, low_open=True)
+        check_number(self.name, "excess_min", self.excess_min)
+        if isinstance(self.replicas_min, bool) or not isinstance(self.replicas_min, int):
+            raise RuleError(self.name, "replicas_min", f"must be an integer, got {self.replicas_min!r}")  # fmt: skip
+        check_number(self.name, "replicas_min", self.replicas_min, low=2, high=10_000)
+        _window(self, "window_seconds")
+
+    def families(self) -> tuple[str, ...]:
+        return (c.REQUESTS_WAITING,) if self.signal == "waiting" else (c.E2E_SECONDS,)
+
+    def alert_labels(self) -> dict[str, str]:
+        return {**super().alert_labels(), "signal": self.signal}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorRateRule(Rule):
+    """The fleet's error ratio (``slo.outcomes``: errors, and 429s/``rejected`` unless load
+    shedding is not counted) over the window is above ``ratio_max``."""
+
+    kind: ClassVar[str] = "error-rate"
+
+    indicator: ErrorRatioIndicator
+    ratio_max: float = 0.05
+    window_seconds: float = 300.0
+
+    def check(self) -> None:
+        if not isinstance(self.indicator, ErrorRatioIndicator):
+            raise RuleError(self.name, "source", f"must be an error indicator, got {self.indicator!r}")  # fmt: skip
+        check_number(self.name, "ratio_max", self.ratio_max, high=1, high_open=True)
+        _window(self, "window_seconds")
+
+    @property
+    def sli(self) -> ErrorSLI:
+        return ErrorSLI(self.indicator)
+
+    def families(self) -> tuple[str, ...]:
+        return self.sli.families
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetDownRule(Rule):
+    """A target that served engine metrics failed its scrapes (Prometheus's ``up == 0``)."""
+
+    kind: ClassVar[str] = "target-down"
+
+
+#: NVML throttle reasons that mean trouble (``collectors/gpu.py``'s ``reason`` values);
+#: ``sw_power_cap`` is left out: a busy GPU at its power limit is working as designed.
+DEFAULT_THROTTLE_REASONS = (
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sw_thermal_slowdown",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPUHealthRule(Rule):
+    """A GPU counted new uncorrected ECC errors over the window, or one of
+    ``throttle_reasons`` holds its clocks down. Silent where no NVML data exists."""
+
+    kind: ClassVar[str] = "gpu-health"
+
+    throttle_reasons: tuple[str, ...] = DEFAULT_THROTTLE_REASONS
+    window_seconds: float = 300.0
+
+    def check(self) -> None:
+        from collectors.gpu import THROTTLE_REASONS
+
+        known = sorted(THROTTLE_REASONS.values())
+        for reason in self.throttle_reasons:
+            if reason not in known:
+                raise RuleError(self.name, "throttle_reasons", f"{reason!r} is not one of {known}")
+        _window(self, "window_seconds")
+
+    def families(self) -> tuple[str, ...]:
+        return (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricAbsentRule(Rule):
+    """A family the other rules read has series on no target (metric-name drift)."""
+
+    kind: ClassVar[str] = "metric-absent"
+
+    checked_families: tuple[str, ...] = ()
+
+    def check(self) -> None:
+        known = set(c.FAMILIES) | set(c.GPU_FAMILIES)
+        for family in self.checked_families:
+            if family not in known:
+                raise RuleError(self.name, "checked_families", f"unknown family {family!r}")
+
+    def families(self) -> tuple[str, ...]:
+        return self.checked_families
+
+
+RULE_KINDS: Mapping[str, type[Rule]] = {
+    k.kind: k
+    for k in (
+        BurnRateRule,
+        TailLatencyRule,
+        QueueGrowthRule,
+        KVSaturationRule,
+        PrefixHitDropRule,
+        ReplicaImbalanceRule,
+        ErrorRateRule,
+        TargetDownRule,
+        GPUHealthRule,
+        MetricAbsentRule,
+    )
+}
+
+__all__ = [
+    "DEFAULT_THROTTLE_REASONS",
+    "IMBALANCE_SIGNALS",
+    "RULE_KINDS",
+    "SEVERITIES",
+    "BurnRateRule",
+    "ErrorRateRule",
+    "GPUHealthRule",
+    "KVSaturationRule",
+    "MetricAbsentRule",
+    "PrefixHitDropRule",
+    "QueueGrowthRule",
+    "ReplicaImbalanceRule",
+    "Rule",
+    "TailLatencyRule",
+    "TargetDownRule",
+    "check_number",
+    "config_key",
+]

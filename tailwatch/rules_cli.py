@@ -1,0 +1,119 @@
+"""``tailwatch rules export|check``: the alert rules as a Prometheus rule file, and which
+rules read series that no target has. Options only; the logic is in ``alerts/``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tailwatch.cli_options import check_writable_output, cli_error, save_output, typer_app
+
+rules_app = typer_app(
+    name="rules", help="Alert rules: export them for Prometheus, check them against the store."
+)
+FORMATS = ("prometheus",)
+_CONFIG_HELP = "tailwatch.yaml with slos: and alerts: (default: the built-in rules only)."
+
+
+def _load(config: Path | None):  # type: ignore[no-untyped-def]
+    from collectors.config import ConfigError, load_config
+
+    try:
+        return load_config(config)
+    except ConfigError as error:
+        raise cli_error(str(error)) from None
+
+
+@rules_app.command()
+def export(
+    format: Annotated[
+        str, typer.Option("--format", help="Output format: prometheus.")
+    ] = "prometheus",
+    engine: Annotated[
+        str,
+        typer.Option(help="Whose metric names to write: vllm, or tailwatch (the bundled engine)."),
+    ] = "vllm",
+    config: Annotated[Path | None, typer.Option(help=_CONFIG_HELP)] = None,
+    output: Annotated[
+        Path | None, typer.Option(help="Rule file to write (default: stdout).")
+    ] = None,
+    tests: Annotated[
+        Path | None,
+        typer.Option(help="Folder to write promtool test files into (needs --output)."),
+    ] = None,
+) -> None:
+    """Write the alert rules as a Prometheus rule file (recording and alerting rules on the
+    engine's real metric names), for a Prometheus that evaluates rules itself."""
+    from alerts.export import export_rules
+    from alerts.export_names import EXPORT_DIALECTS
+    from collectors.dialect_rules import Dialect
+
+    if format not in FORMATS:
+        raise cli_error(f"--format={format!r}: must be one of {', '.join(FORMATS)}")
+    engines = [d.value for d in EXPORT_DIALECTS]
+    if engine not in engines:
+        raise cli_error(f"--engine={engine!r}: must be one of {', '.join(engines)}")
+    if tests is not None and output is None:
+        raise cli_error("--tests: needs --output (the tests name the rule file)")
+    if tests is not None and not tests.is_dir():
+        raise cli_error(f"--tests {tests}: not a directory")
+    if output is not None:
+        check_writable_output([output], "--output")
+    settings = _load(config)
+    rule_set = settings.alerts.rules
+    result = export_rules(rule_set, Dialect(engine), settings.alerts.notes)
+    text = result.text()
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        written = save_output(output, lambda path: path.write_text(text, encoding="utf-8"))
+        typer.echo(
+            f"wrote {len(result.records())} recording and {len(result.alerts())} alerting "
+            f"rules to {written}",
+            err=True,
+        )
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    if tests is not None and output is not None:
+        from alerts.promtool_tests import promtool_test_files
+
+        rules_path = os.path.relpath(output.resolve(), tests.resolve())
+        files, notes = promtool_test_files(result, rule_set, rules_path)
+        for name, body in files.items():
+            (tests / name).write_text(body, encoding="utf-8")
+        typer.echo(f"wrote {len(files)} promtool test files to {tests}", err=True)
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+
+
+@rules_app.command()
+def check(
+    config: Annotated[Path | None, typer.Option(help=_CONFIG_HELP)] = None,
+    db_url: Annotated[
+        str | None, typer.Option(help="SQLAlchemy URL of the store (overrides the config).")
+    ] = None,
+) -> None:
+    """List every rule whose series exist on no target in the store (exit 1 if any)."""
+    from alerts.rules_check import check_rules
+
+    settings = _load(config)
+    try:
+        from collectors.store import Store
+
+        store = Store(db_url or settings.database_url)
+    except Exception as error:  # NOTE: any driver error is one line, never a traceback
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise cli_error(f"cannot open the store: {message}") from None
+    try:
+        results = check_rules(settings.alerts.rules, store)
+    finally:
+        store.close()
+    broken = [r for r in results if r.missing_families]
+    for result in results:
+        state = "MISSING " + ", ".join(result.missing_families) if result.missing_families else "ok"
+        typer.echo(f"{result.rule:<36} {result.alert:<24} {state}")
+    typer.echo(f"{len(broken)} of {len(results)} rules read series that no target has", err=True)
+    raise typer.Exit(1 if broken else 0)
