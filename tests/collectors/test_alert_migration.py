@@ -7,13 +7,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from alembic.script import ScriptDirectory
 
 from alerts.model import Alert, AlertState
 from alerts.state import Transition
 from collectors.canonical import CanonicalSample, Kind
 from collectors.store import SchemaOutOfDateError, ScrapeRecord, Store, sqlite_url
 from collectors.store.connection import make_engine
-from collectors.store.schema import current_revision, head_revision, upgrade_schema
+from collectors.store.schema import (
+    alembic_config,
+    current_revision,
+    head_revision,
+    upgrade_schema,
+)
 from tests.services import postgres_database
 
 
@@ -44,14 +50,15 @@ def _at_0003(url: str) -> None:
         engine.dispose()
 
 
-def test_the_head_is_the_alerts_revision() -> None:
-    assert head_revision() == "0004"
+def test_the_alerts_revision_follows_0003() -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+    assert script.get_revision("0004").down_revision == "0003"
 
 
 def test_a_reader_refuses_a_0003_store(old_url: str) -> None:
     with pytest.raises(SchemaOutOfDateError) as caught:
         Store(old_url, migrate=False)
-    assert (caught.value.revision, caught.value.head) == ("0003", "0004")
+    assert (caught.value.revision, caught.value.head) == ("0003", head_revision())
     engine = make_engine(old_url)
     try:
         assert current_revision(engine) == "0003"
