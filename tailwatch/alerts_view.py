@@ -13,6 +13,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from alerts.conventions import ALERTNAME, SEVERITY
 from alerts.matchers import format_matchers
 from alerts.model import Alert, AlertState
 from alerts.silences import Silence, silenced_by
@@ -145,7 +146,7 @@ def alerts_table(rows: list[AlertRow], now_seconds: float) -> Table:
         labels = ", ".join(
             f"{name}={printable(value)}"
             for name, value in alert.labels.pairs
-            if name not in ("alertname", "severity")
+            if name not in (ALERTNAME, SEVERITY)
         )
         state = alert.state.value
         if row.silenced_by:
@@ -153,7 +154,7 @@ def alerts_table(rows: list[AlertRow], now_seconds: float) -> Table:
         value = json_value(alert.value)
         table.add_row(
             Text(printable(alert.name)),
-            Text(printable(alert.labels.get("severity", ""))),
+            Text(printable(alert.labels.get(SEVERITY, ""))),
             Text(state),
             Text(labels),
             Text(f"{iso(row.since_seconds)} ({age(now_seconds - row.since_seconds)} ago)"),
