@@ -216,3 +216,25 @@ def test_random_saves_read_back_as_in_memory(fresh: Fresh, operations: list, que
             else:
                 target.save_silence(operation[1])
         assert _reads(state, queries) == _reads(memory, queries)
+
+
+def test_a_new_store_on_the_same_database_resumes_the_saved_state(store_url: str) -> None:
+    # NOTE: what a restarted evaluator sees: a pending alert keeps its active time (its for:
+    # counts on), a firing one its start and keep_firing_since (no second page).
+    pending = _pending("Queue", 100.0)
+    held = _pending("KV", 50.0).fire(80.0).keep_firing(120.0)
+    silence = Silence("s1", 'alertname="KV"', 0.0, 500.0, "me", "drain")
+    first = Store(store_url)
+    try:
+        first.alert_state.save_evaluation([pending, held], [_moved(held, 80.0, AlertState.PENDING)])
+        first.alert_state.save_silence(silence)
+    finally:
+        first.close()
+    second = Store(store_url, migrate=False)
+    try:
+        assert second.alert_state.active_alerts() == [pending, held]
+        assert second.alert_state.active_alerts()[1].keep_firing_since_seconds == 120.0
+        assert second.alert_state.silences() == [silence]
+        assert [t.alert for t in second.alert_state.history(0, 100)] == [held]
+    finally:
+        second.close()
