@@ -190,23 +190,33 @@ TEXT = st.text(max_size=40)
     comment=TEXT,
     state=st.one_of(TEXT, st.sampled_from(["all", "silenced"])),
     since=TEXT,
+    silence_id=st.one_of(TEXT, st.just("sil-1")),
 )
 def test_fuzzed_options_succeed_or_fail_with_one_error_line(
-    db: str, matchers: str, duration: str, author: str, comment: str, state: str, since: str
+    db: str,
+    matchers: str,
+    duration: str,
+    author: str,
+    comment: str,
+    state: str,
+    since: str,
+    silence_id: str,
 ) -> None:
     added = _run(
         "alerts", "silence", "add", "--db", db, "--now", str(NOW), "--matchers", matchers,
         "--duration", duration, "--author", author, "--comment", comment,
     )  # fmt: skip
     listed = _run("alerts", "list", "--db", db, "--now", str(NOW), "--state", state, "--since", since, "--json")  # fmt: skip
-    for result in (added, listed):
+    expired = _run("alerts", "silence", "expire", "--db", db, "--now", str(NOW), "--", silence_id)
+    for result in (added, listed, expired):
         assert result.exception is None or isinstance(result.exception, SystemExit), result.output
         if result.exit_code != 0:
             _one_error_line(result)
+    assert expired.exit_code == (0 if silence_id == "sil-1" else 2), expired.output
     if added.exit_code == 0:
-        silence_id = added.stdout.strip()
+        new_id = added.stdout.strip()
         silences = json.loads(_run("alerts", "silence", "list", "--db", db, "--json").stdout)
-        assert any(s["id"] == silence_id and s["comment"] == comment for s in silences)
+        assert any(s["id"] == new_id and s["comment"] == comment for s in silences)
 
 
 def test_list_reads_the_whole_history_window_in_batches(
