@@ -224,3 +224,55 @@ class RollupState(Base):
     mark_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     newest_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     raw_horizon_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+# -- alert states, transition history and silences (revision 0004) ---------------------------
+# NOTE: the ``*_json`` columns hold the exact data the reads decode (JSON text, not JSONB:
+# JSONB refuses NaN and ``\u0000``); the plain columns beside them are copies for SQL queries
+# and indexes, with NUL written as U+FFFD (PostgreSQL text holds no NUL) and clipped to fit.
+
+
+class AlertStateRow(Base):
+    """One pending or firing alert, as the evaluator last saved it (``alerts.Alert``)."""
+
+    __tablename__ = "alert_states"
+
+    fingerprint: Mapped[str] = mapped_column(String(16), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)  # order within the saved evaluation
+    alertname: Mapped[str] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16))
+    active_at_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    alert_json: Mapped[str] = mapped_column(Text)
+
+
+class AlertTransitionRow(Base):
+    """One change of an alert's state (``alerts.state.Transition``), oldest id first."""
+
+    __tablename__ = "alert_transitions"
+    __table_args__ = (Index("ix_alert_transitions_alertname_at", "alertname", "at_seconds"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at_seconds: Mapped[float] = mapped_column(Float, index=True)
+    fingerprint: Mapped[str] = mapped_column(String(16))
+    alertname: Mapped[str] = mapped_column(String(255))
+    from_state: Mapped[str] = mapped_column(String(16))
+    to_state: Mapped[str] = mapped_column(String(16))
+    alert_json: Mapped[str] = mapped_column(Text)
+
+
+class SilenceRow(Base):
+    """One silence (``alerts.Silence``); ``id_hash`` (SHA-256 of the id) is its key, since an
+    id is any text; ``seq`` keeps the order silences were first saved in."""
+
+    __tablename__ = "silences"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    id: Mapped[str] = mapped_column(String(255))
+    matchers: Mapped[str] = mapped_column(Text)  # Alertmanager's text form
+    starts_at_seconds: Mapped[float] = mapped_column(Float)
+    ends_at_seconds: Mapped[float] = mapped_column(Float, index=True)
+    created_by: Mapped[str] = mapped_column(Text)
+    comment: Mapped[str] = mapped_column(Text)
+    silence_json: Mapped[str] = mapped_column(Text)

@@ -5,7 +5,8 @@ layout bounds, series selection), :mod:`~collectors.store.writer` (scrape writes
 :mod:`~collectors.store.reads` (series, readings, scrapes, exemplars),
 :mod:`~collectors.store.windows` (windows and step series over raw rows and roll-ups),
 :mod:`~collectors.store.maintenance` (roll-ups and retention) and
-:mod:`~collectors.store.traces` (spans and request records). ``Store`` implements the
+:mod:`~collectors.store.traces` (spans and request records); ``Store.alert_state`` is
+:mod:`~collectors.store.alert_state` (alert states, history, silences). ``Store`` implements the
 protocols of :mod:`collectors.store.protocols` (``MetricsReader``, ``RequestReader``,
 ``ScrapeStore``, ``TraceStore``); a consumer should depend on those, not on this class.
 It returns plain data (``slo`` types, named tuples); no SQLAlchemy object leaves the store.
@@ -21,6 +22,7 @@ from sqlalchemy.orm import sessionmaker
 
 from collectors.canonical import Labels
 from collectors.request_records import RequestRecord, SpanRecord
+from collectors.store.alert_state import SQLAlertState
 from collectors.store.catalog import Catalog
 from collectors.store.connection import default_url, make_engine
 from collectors.store.maintenance import Maintenance
@@ -75,6 +77,13 @@ class Store:
         self._windows = Windows(sessions, catalog)
         self._maintenance = Maintenance(sessions, write_lock)
         self._traces = Traces(sessions, write_lock)
+        self._alert_state = SQLAlertState(sessions, write_lock)
+
+    @property
+    def alert_state(self) -> SQLAlertState:
+        """The evaluator's alert states, history and silences (an
+        ``alerts.state.AlertStateStore``; see :mod:`collectors.store.alert_state`)."""
+        return self._alert_state
 
     def close(self) -> None:
         """Release the connection pool."""

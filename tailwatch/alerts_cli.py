@@ -1,0 +1,218 @@
+"""``tailwatch alerts list`` and ``tailwatch alerts silence add|list|expire``: the alert states,
+history and silences the evaluator keeps in the store (``Store.alert_state``). Options and
+store access only; the rows are built in :mod:`tailwatch.alerts_view`, the semantics are
+``alerts/``'s.
+
+Every command opens the store with ``migrate=False``: it never changes the schema behind the
+collector's back, and an old schema gets the error that says how to migrate. ``--now``
+(Unix seconds) replaces the clock, for scripts and tests."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+
+from tailwatch.cli_options import cli_error, typer_app
+
+alerts_app = typer_app(
+    name="alerts", help="Alerts in the store: list them, silence them (see docs/alerts.md)."
+)
+silence_app = typer_app(name="silence", help="Silences: add, list and expire them.")
+alerts_app.add_typer(silence_app, name="silence")
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="SQLAlchemy URL of the store (default: TAILWATCH_DB_URL, else .tailwatch/tailwatch.db).",
+    ),
+]
+NowOption = Annotated[
+    float | None,
+    typer.Option("--now", help="Evaluate states at this time (Unix seconds; default: now)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@contextmanager
+def _store(db: str | None) -> Iterator[Any]:
+    """The store at ``db``, opened read-only in schema (``migrate=False``); any failure to
+    open it is one ``error:`` line."""
+    from collectors.store import Store, default_url
+
+    if db is not None and not db.strip():
+        raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
+    try:
+        store = Store(db or default_url(), migrate=False)
+    except Exception as error:  # NOTE: any URL, driver or schema error is one line
+        raise cli_error(f"cannot open the store: {_first_line(error)}") from None
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _now(now: float | None) -> float:
+    if now is None:
+        return time.time()
+    if not math.isfinite(now):
+        raise cli_error(f"--now {now!r}: must be a finite time in Unix seconds")
+    return now
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def parse_duration(flag: str, text: str) -> float:
+    """``text`` (``90s``, ``5m``, ``1h30m``, ``2d``, or bare seconds) as positive seconds, or
+    a ``cli_error`` naming ``flag``."""
+    from alerts.errors import RuleError
+    from alerts.rules_config import parse_duration as parse
+
+    raw = text.strip()
+    try:
+        value: float | str = float(raw)  # bare seconds
+    except ValueError:
+        value = raw
+    if isinstance(value, float) and not value > 0:  # NOTE: also NaN
+        raise cli_error(f"{flag} {text!r}: must be a positive duration, like 30m or 2h")
+    try:
+        seconds = parse(flag, flag, value)
+    except RuleError as error:
+        raise cli_error(f"{flag} {text!r}: {error.problem}") from None
+    if seconds <= 0:
+        raise cli_error(f"{flag} {text!r}: must be a positive duration, like 30m or 2h")
+    return seconds
+
+
+def _print_json(value: Any) -> None:
+    # NOTE: ensure_ascii keeps any control character in a label escaped in the output.
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=True))
+
+
+def _print_table(table: Any) -> None:
+    from rich.console import Console
+
+    Console().print(table)
+
+
+@alerts_app.command("list")
+def list_alerts(
+    state: Annotated[
+        str,
+        typer.Option(
+            "--state",
+            help="firing, pending, resolved, silenced (muted by an active silence) or all.",
+        ),
+    ] = "all",
+    since: Annotated[
+        str, typer.Option("--since", help="Show alerts resolved this long ago or later.")
+    ] = "1h",
+    as_json: JsonOption = False,
+    db: DbOption = None,
+    now: NowOption = None,
+) -> None:
+    """List pending and firing alerts, and those resolved recently, newest first."""
+    from tailwatch.alerts_view import STATE_CHOICES, alert_json, alert_rows, alerts_table
+
+    if state not in STATE_CHOICES:
+        raise cli_error(f"--state {state!r}: must be one of {', '.join(STATE_CHOICES)}")
+    since_seconds = parse_duration("--since", since)
+    at = _now(now)
+    with _store(db) as store:
+        rows = alert_rows(store.alert_state, at, since_seconds, state)
+    if as_json:
+        _print_json([alert_json(row) for row in rows])
+    else:
+        _print_table(alerts_table(rows, at))
+
+
+@silence_app.command("add")
+def add_silence(
+    matchers: Annotated[
+        str,
+        typer.Option(
+            "--matchers", help="Alertmanager matchers, e.g. '{alertname=\"KVSaturation\"}'."
+        ),
+    ],
+    author: Annotated[str, typer.Option("--author", help="Who silences the alerts.")],
+    comment: Annotated[str, typer.Option("--comment", help="Why they are silenced.")],
+    duration: Annotated[
+        str, typer.Option("--duration", help="How long, from now: 30m, 2h, 1d.")
+    ] = "1h",
+    db: DbOption = None,
+    now: NowOption = None,
+) -> None:
+    """Add a silence starting now; prints its id."""
+    from alerts.errors import AlertsError
+    from alerts.silences import Silence
+
+    seconds = parse_duration("--duration", duration)
+    at = _now(now)
+    try:
+        silence = Silence.create(
+            matchers,
+            starts_at_seconds=at,
+            ends_at_seconds=at + seconds,
+            created_by=author,
+            comment=comment,
+            now_seconds=at,
+        )
+    except AlertsError as error:
+        flag = {"created_by": "--author", "comment": "--comment"}.get(
+            getattr(error, "field", ""), "--matchers"
+        )
+        raise cli_error(f"{flag}: {error}") from None
+    with _store(db) as store:
+        store.alert_state.save_silence(silence)
+    typer.echo(silence.id)
+
+
+@silence_app.command("list")
+def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
+    """List every silence (pending, active and expired) with its state now."""
+    from tailwatch.alerts_view import silence_json, silences_table
+
+    at = _now(now)
+    with _store(db) as store:
+        silences = store.alert_state.silences()
+    if as_json:
+        _print_json([silence_json(s, at) for s in silences])
+    else:
+        _print_table(silences_table(silences, at))
+
+
+@silence_app.command("expire")
+def expire_silence(
+    silence_id: Annotated[str, typer.Argument(metavar="ID", help="The silence's id.")],
+    db: DbOption = None,
+    now: NowOption = None,
+) -> None:
+    """End a silence now (a pending one never starts)."""
+    from alerts.silences import SilenceState
+    from tailwatch.alerts_view import iso
+
+    at = _now(now)
+    with _store(db) as store:
+        state = store.alert_state
+        found = [s for s in state.silences() if s.id == silence_id]
+        if not found:
+            raise cli_error(
+                f"silence {silence_id!r}: no such silence (see `tailwatch alerts silence list`)"
+            )
+        silence = found[0]
+        if silence.state(at) is SilenceState.EXPIRED:
+            typer.echo(
+                f"silence {silence_id} had already expired at {iso(silence.ends_at_seconds)}"
+            )
+            return
+        state.save_silence(silence.expire(at))
+    typer.echo(f"expired silence {silence_id} at {iso(at)}")
