@@ -60,6 +60,7 @@ class _Sent:
     """One notifier's memory: fingerprint → when it last took that alert firing."""
 
     notifier: Notifier
+    name: str
     firing_at: dict[str, float] = field(default_factory=dict)
     failures: int = 0
 
@@ -68,12 +69,17 @@ class Dispatcher:
     """Sends each evaluation's alerts to ``notifiers`` by the rules of the module docstring."""
 
     def __init__(self, notifiers: Iterable[Notifier]) -> None:
-        self._sent = [_Sent(n) for n in notifiers]
+        self._sent: list[_Sent] = []
+        for notifier in notifiers:
+            name = notifier_name(notifier)
+            taken = sum(1 for s in self._sent if notifier_name(s.notifier) == name)
+            # NOTE: two notifiers to the same place still count their failures apart
+            self._sent.append(_Sent(notifier, f"{name} #{taken + 1}" if taken else name))
 
     @property
     def failures(self) -> dict[str, int]:
-        """Failed deliveries per notifier since this dispatcher was made."""
-        return {notifier_name(s.notifier): s.failures for s in self._sent}
+        """Failed deliveries per notifier (by name) since this dispatcher was made."""
+        return {s.name: s.failures for s in self._sent}
 
     def dispatch(
         self,
@@ -112,7 +118,7 @@ class Dispatcher:
         return due
 
     def _send(self, sent: _Sent, due: list[Alert], now: float) -> DispatchOutcome:
-        name = notifier_name(sent.notifier)
+        name = sent.name
         group_by = getattr(sent.notifier, "group_by", None)
         batches = [g.alerts for g in group_alerts(due, group_by)] if group_by else [tuple(due)]
         delivered: list[str] = []
