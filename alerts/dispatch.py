@@ -7,6 +7,9 @@ Per notifier (:mod:`alerts.notifiers`):
   has one, as Prometheus's ``--rules.alert.resend-delay`` keeps Alertmanager's copy from timing
   out; :data:`DEFAULT_RESEND_SECONDS` otherwise, Alertmanager's default ``repeat_interval``);
 - an alert **resolved** at this evaluation is sent once, to the notifiers that had it firing;
+  when that request fails it is retried at the next evaluations for up to
+  :data:`RESOLVED_RETRY_SECONDS` (Prometheus's 15-minute ``resolvedRetention``), so one lost
+  request does not leave it firing in Alertmanager;
 - a **silenced** or **inhibited** alert is not sent (it still exists, and the result says why);
 - a notifier that fails (``NotificationError`` or anything else) is logged and counted; the
   alerts it did not take are tried again at the next evaluation, and other notifiers and the
@@ -31,6 +34,8 @@ LOG = logging.getLogger(__name__)
 #: Resend interval of a notifier without ``resend_delay_seconds`` (Alertmanager's default
 #: ``repeat_interval``: a webhook is a receiver, not an Alertmanager that times alerts out).
 DEFAULT_RESEND_SECONDS = 4 * 3600.0
+#: How long a resolution whose delivery failed is retried.
+RESOLVED_RETRY_SECONDS = 15 * 60.0
 
 
 class DispatchOutcome(NamedTuple):
@@ -62,6 +67,8 @@ class _Sent:
     notifier: Notifier
     name: str
     firing_at: dict[str, float] = field(default_factory=dict)
+    #: Resolutions not delivered yet (the request failed), retried at later evaluations.
+    unsent_resolved: dict[str, Alert] = field(default_factory=dict)
     failures: int = 0
 
 
@@ -102,7 +109,14 @@ class Dispatcher:
         self, sent: _Sent, alerts: Sequence[Alert], muted: Mapping[str, object], now: float
     ) -> list[Alert]:
         interval = resend_seconds(sent.notifier)
+        current = {a.fingerprint for a in alerts}
         due = []
+        for fingerprint, alert in list(sent.unsent_resolved.items()):
+            assert alert.ended_at_seconds is not None
+            if fingerprint in current or now - alert.ended_at_seconds > RESOLVED_RETRY_SECONDS:
+                del sent.unsent_resolved[fingerprint]  # NOTE: superseded, or given up
+            elif fingerprint not in muted:
+                due.append(alert)
         for alert in alerts:
             fingerprint = alert.fingerprint
             if fingerprint in muted:
@@ -129,6 +143,10 @@ class Dispatcher:
             except Exception as error:  # NOTE: a notifier never stops the evaluation
                 sent.failures += 1
                 errors.append(str(error))
+                for alert in batch:
+                    if alert.state is AlertState.RESOLVED:
+                        sent.firing_at.pop(alert.fingerprint, None)
+                        sent.unsent_resolved[alert.fingerprint] = alert
                 LOG.warning("notifier %s failed for %d alert(s): %s", name, len(batch), error)
                 continue
             for alert in batch:
@@ -136,5 +154,6 @@ class Dispatcher:
                     sent.firing_at[alert.fingerprint] = now
                 else:
                     sent.firing_at.pop(alert.fingerprint, None)
+                    sent.unsent_resolved.pop(alert.fingerprint, None)
                 delivered.append(alert.fingerprint)
         return DispatchOutcome(name, tuple(delivered), "; ".join(errors))

@@ -133,3 +133,27 @@ def test_a_ticket_for_another_slo_is_not_inhibited() -> None:
     results = [evaluator.evaluate_once(START + 1800 + k * INTERVAL) for k in range(200)]
     assert any(len(r.firing) == 2 for r in results)
     assert all(not r.inhibited for r in results)
+
+
+def test_a_resolution_that_failed_to_send_is_retried_then_given_up() -> None:
+    switch, notifier = Switch(), FakeNotifier()
+    evaluator = Evaluator([replace(DOWN, for_seconds=0.0)], switch.reader, MemoryAlertState(), notifiers=[notifier])  # fmt: skip
+    evaluator.evaluate_once(switch.at(T0, True))
+    notifier.fail = 2
+    evaluator.evaluate_once(switch.at(T0 + 15, False))  # resolved; the request fails
+    evaluator.evaluate_once(switch.at(T0 + 30, False))  # retried; fails again
+    evaluator.evaluate_once(switch.at(T0 + 45, False))  # retried; delivered
+    evaluator.evaluate_once(switch.at(T0 + 60, False))  # nothing left to send
+    assert [(t - T0, sent) for t, sent in notifier.calls] == [
+        (0.0, [("r0", "firing")]),
+        (45.0, [("r0", "resolved")]),
+    ]
+    lost = FakeNotifier()
+    evaluator = Evaluator([replace(DOWN, for_seconds=0.0)], switch.reader, MemoryAlertState(), notifiers=[lost])  # fmt: skip
+    evaluator.evaluate_once(switch.at(T0 + 2000, True))
+    lost.fail = 10**6
+    for s in range(2015, 3100, 15):
+        evaluator.evaluate_once(switch.at(T0 + s, False))
+    lost.fail = 0
+    evaluator.evaluate_once(switch.at(T0 + 3115, False))  # past 15 minutes: given up
+    assert [sent for _, sent in lost.calls] == [[("r0", "firing")]]
