@@ -16,6 +16,9 @@ def test_the_benchmark_store_evaluates_cleanly(tmp_path, monkeypatch) -> None:
         assert rows == 4 * 24 * (8 + 4)  # 24 scrapes after the first, 8 samples + 4 histograms
         while store.maintain(last - 120.0).more_to_do:
             pass
+        store.maintain(last + 90.0)
+        store.maintain(last + 150.0)
+        assert store.rollup_coverage() == float("inf")  # the benchmark reads roll-ups
         cpu, wall, result = alerts_eval.measure(store, last, repeats=2)
     finally:
         store.close()
