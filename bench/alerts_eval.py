@@ -1,8 +1,8 @@
 """Alert evaluation cost: one :meth:`alerts.evaluator.Evaluator.evaluate_once` of every
 built-in rule, plus the page and ticket burn-rate rules of 2 SLOs (TTFT latency, errors), over a
-SQLite store holding 24 h of 4, 16 and 64 replicas scraped every 15 s, rolled up as the
-collector's maintenance leaves it (every minute rolled up and settled, as the collector's maintenance leaves it a few
-cycles on).
+SQLite store holding 24 h of 4, 16 and 64 replicas scraped every 15 s, rolled up and settled
+as the collector's maintenance leaves it a few cycles on (every stored minute read from
+roll-ups).
 
 Each replica's scrape holds what the built-in rules read: TTFT, ITL, e2e and queue-time
 histograms (vLLM 0.33's TTFT and ITL layouts), requests by ``finished_reason``, preemptions,

@@ -196,3 +196,25 @@ def test_no_data_gives_no_alert_and_no_error() -> None:
     results = evaluate(list(rules)[:-1], build(perturbed(), hours=0.0), START + 3600, START + 3660)
     assert all(not r.alerts and not r.errors for r in results)
     assert all(a.state is not AlertState.FIRING for r in results for a in r.alerts)
+
+
+def test_burn_rate_from_one_step_read_equals_a_read_per_window() -> None:
+    from alerts.rule_eval import _stepped_error_ratios, _window_error_ratio, common_step
+    from slo import ErrorRatioIndicator, ErrorSource
+
+    errors = SLOSpec("errors", Selector(), ErrorRatioIndicator(ErrorSource.REQUESTS), 0.999, 30)
+    rules = [r.scaled(0.1) for r in builtin_rule_set([SLO, errors])[0] if r.kind == "slo-burn-rate"]
+    reader = build(perturbed(ttft=_mix(0.08, 0.8, 0.3), error_share=0.1), hours=HOURS)
+    assert common_step((30.0, 180.0)) == 30.0 and common_step((30.5, 60.0)) is None
+    for rule in rules:
+        step = common_step(rule.window_lengths_seconds())
+        assert step is not None
+        for now in (PERTURB - 7, PERTURB + 100, RECOVER + 15, RECOVER + 1000):
+            stepped = _stepped_error_ratios(rule, reader, {}, now, step)
+            direct = {
+                n: _window_error_ratio(rule, reader, {}, now - n, now)
+                for n in rule.window_lengths_seconds()
+            }
+            assert stepped.keys() == direct.keys()
+            for n in direct:
+                assert stepped[n] == pytest.approx(direct[n], rel=1e-12, nan_ok=True), (rule.name, now, n)  # fmt: skip
