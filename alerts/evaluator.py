@@ -27,6 +27,7 @@ A restarted evaluator resumes from ``state.active_alerts()``: a pending alert ke
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -150,7 +151,10 @@ class Evaluator:
 
     def evaluate_once(self, now: float | None = None) -> EvaluationResult:
         """Evaluate every rule at ``now`` (default: the clock) and notify."""
-        now = self.clock() if now is None else float(now)
+        now = self.clock() if now is None else now
+        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+            raise ValueError(f"now={now!r}: must be a finite Unix time in seconds")
+        now = float(now)
         silences = self.state.silences()
         new_active: dict[str, dict[str, Alert]] = {}
         resolved: list[Alert] = []
@@ -228,8 +232,8 @@ class Evaluator:
         evaluations. ``wait(seconds)`` sleeps (default ``stop.wait``: a set event ends the
         wait). A failed evaluation (the state store unreachable, say) is logged and the loop
         goes on; ticks keep to the clock's schedule, and missed ones are skipped."""
-        if not interval_seconds > 0:
-            raise ValueError(f"interval_seconds={interval_seconds!r}: must be positive")
+        if not (isinstance(interval_seconds, int | float) and 0 < interval_seconds < math.inf):
+            raise ValueError(f"interval_seconds={interval_seconds!r}: must be a positive number")
         wait = stop.wait if wait is None else wait
         cycles = 0
         next_at = self.clock()

@@ -8,6 +8,7 @@ import math
 import threading
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -225,3 +226,19 @@ def test_run_evaluates_on_the_clock_until_stopped() -> None:
     assert evaluator.run(stop, 15.0, wait=wait) == 4
     assert waits == [15.0, 15.0, 10.0, 15.0]  # the slow cycle's tick is skipped, not bunched
     assert [t.at_seconds - T0 for t in state.history(T0, T0 + 100)] == [0.0, 50.0]
+
+
+@pytest.mark.parametrize("now", [math.nan, math.inf, -math.inf, True, "1800000000"])
+def test_a_bad_time_is_refused_by_name(now) -> None:
+    evaluator = Evaluator([DOWN], Switch().reader, MemoryAlertState(), clock=lambda: now)
+    with pytest.raises(ValueError, match=r"now=.*must be a finite Unix time"):
+        evaluator.evaluate_once()
+    with pytest.raises(ValueError, match=r"now=.*must be a finite Unix time"):
+        Evaluator([DOWN], Switch().reader, MemoryAlertState()).evaluate_once(now)
+
+
+@pytest.mark.parametrize("interval", [0, -15.0, math.nan, math.inf, "15"])
+def test_a_bad_interval_is_refused_by_name(interval) -> None:
+    evaluator = Evaluator([DOWN], Switch().reader, MemoryAlertState())
+    with pytest.raises(ValueError, match=r"interval_seconds=.*must be a positive number"):
+        evaluator.run(threading.Event(), interval)
