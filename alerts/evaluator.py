@@ -1,0 +1,251 @@
+"""The evaluator: the rules over a :class:`MetricsReader` on an injectable clock, the alert
+lifecycle of Prometheus (``alerts/lifecycle.py``), state and silences through an
+:class:`~alerts.state.AlertStateStore`, inhibition, and the notification step
+(``alerts/dispatch.py``).
+
+Each :meth:`Evaluator.evaluate_once`:
+
+1. reads the silences (before anything changes: a store that cannot answer fails the cycle
+   with nothing half done);
+2. evaluates every rule at ``now`` (``alerts/rule_eval.py``); a rule whose evaluation fails
+   (a bucket layout change inside its window, series that cannot be merged, …) is recorded as
+   an :class:`EvaluationError`, logged, and keeps its alerts as they were (Prometheus keeps an
+   alerting rule's state when its query fails); the other rules go on;
+3. steps each rule's alerts: pending → firing after ``for:``, firing → resolved when the
+   condition clears (after ``keep_firing_for:``), a pending alert whose condition clears
+   dropped;
+4. marks the silenced alerts (an active silence mutes notification; the alert still exists)
+   and the inhibited ones (a firing page inhibits the ticket for the same SLO);
+5. saves the active alerts and the transitions in one ``state.save_evaluation``; only then does
+   the evaluator's own state move on, so a failed save is retried from the old state;
+6. dispatches to the notifiers (never failing the cycle).
+
+A restarted evaluator resumes from ``state.active_alerts()``: a pending alert keeps its
+``active_at``, so its ``for:`` continues rather than restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from alerts.conventions import ALERTNAME
+from alerts.dispatch import Dispatcher, DispatchOutcome
+from alerts.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_alerts
+from alerts.labels import LabelSet, fingerprint_hex
+from alerts.lifecycle import step
+from alerts.model import Alert, AlertState
+from alerts.notifiers import Notifier
+from alerts.rule_base import Rule
+from alerts.rule_eval import evaluate_rule
+from alerts.silences import silenced_alerts
+from alerts.state import AlertStateStore, Transition
+from collectors.store.protocols import MetricsReader
+from collectors.store.records import SemanticsMismatchError
+from collectors.store.window_semantics import LayoutChangeError
+from slo import LayoutMismatchError
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvaluationError:
+    """A rule that could not be evaluated at ``at_seconds``, and why."""
+
+    rule: str
+    at_seconds: float
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """One evaluation: every alert (pending and firing after it, and those resolved by it),
+    the transitions, the rules that failed, and which alerts are muted: ``silenced``
+    (fingerprint → silence ids) and ``inhibited`` (fingerprint → the inhibiting alert's)."""
+
+    at_seconds: float
+    alerts: tuple[Alert, ...]
+    transitions: tuple[Transition, ...]
+    errors: tuple[EvaluationError, ...]
+    silenced: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    inhibited: Mapping[str, str] = field(default_factory=dict)
+    notifications: tuple[DispatchOutcome, ...] = ()
+
+    def by_state(self, state: AlertState) -> tuple[Alert, ...]:
+        return tuple(a for a in self.alerts if a.state is state)
+
+    @property
+    def firing(self) -> tuple[Alert, ...]:
+        return self.by_state(AlertState.FIRING)
+
+    @property
+    def pending(self) -> tuple[Alert, ...]:
+        return self.by_state(AlertState.PENDING)
+
+    @property
+    def resolved(self) -> tuple[Alert, ...]:
+        return self.by_state(AlertState.RESOLVED)
+
+    def is_muted(self, fingerprint: str) -> bool:
+        return fingerprint in self.silenced or fingerprint in self.inhibited
+
+
+def _describe(rule: Rule, error: Exception) -> str:
+    if isinstance(error, LayoutChangeError):
+        why = "a series' bucket layout changed inside the rule's window"
+    elif isinstance(error, LayoutMismatchError):
+        why = "the selected series have different bucket layouts"
+    elif isinstance(error, SemanticsMismatchError):
+        why = "the selected series mean different things and cannot be merged"
+    else:
+        why = "evaluation failed"
+    return f"rule {rule.name!r} ({rule.kind}): {why}: {error}"
+
+
+def _rule_of(alert: Alert, rules: Iterable[Rule]) -> Rule | None:
+    """The rule whose alerts carry ``alert``'s name and every label the rule sets."""
+    for rule in rules:
+        wanted = rule.alert_labels()
+        if rule.alert == alert.name and all(alert.labels.get(k) == v for k, v in wanted.items()):
+            return rule
+    return None
+
+
+class Evaluator:
+    """Runs ``rules`` over ``reader``; see the module docstring. ``clock`` gives Unix seconds
+    (tests step it); ``notifiers`` get the alerts after each evaluation."""
+
+    def __init__(
+        self,
+        rules: Iterable[Rule],
+        reader: MetricsReader,
+        state: AlertStateStore,
+        clock: Callable[[], float] = time.time,
+        inhibit_rules: Iterable[InhibitRule] = DEFAULT_INHIBIT_RULES,
+        notifiers: Iterable[Notifier] = (),
+    ) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self.reader = reader
+        self.state = state
+        self.clock = clock
+        self.inhibit_rules = tuple(inhibit_rules)
+        self.dispatcher = Dispatcher(notifiers)
+        self._active: dict[str, dict[str, Alert]] = {r.name: {} for r in self.rules}
+        #: Alerts restored from the store that no rule raises any more: resolved (firing) or
+        #: dropped (pending) at the first evaluation.
+        self._orphans: dict[str, Alert] = {}
+        for alert in state.active_alerts():
+            rule = _rule_of(alert, self.rules)
+            if rule is None:
+                self._orphans[alert.fingerprint] = alert
+            else:
+                self._active[rule.name][alert.fingerprint] = alert
+
+    def active_alerts(self) -> list[Alert]:
+        return [a for alerts in self._active.values() for a in alerts.values()]
+
+    def evaluate_once(self, now: float | None = None) -> EvaluationResult:
+        """Evaluate every rule at ``now`` (default: the clock) and notify."""
+        now = self.clock() if now is None else now
+        if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+            raise ValueError(f"now={now!r}: must be a finite Unix time in seconds")
+        now = float(now)
+        silences = self.state.silences()
+        new_active: dict[str, dict[str, Alert]] = {}
+        resolved: list[Alert] = []
+        transitions: list[Transition] = []
+        errors: list[EvaluationError] = []
+        claimed: dict[str, str] = {}  # fingerprint → the rule raising it
+        for rule in self.rules:
+            previous = self._active[rule.name]
+            try:
+                holding = self._holding(rule, now, claimed)
+            except Exception as error:  # NOTE: one broken rule must not stop the others
+                message = _describe(rule, error)
+                LOG.error("%s", message)
+                errors.append(EvaluationError(rule.name, now, type(error).__name__, message))
+                new_active[rule.name] = previous
+                claimed.update(dict.fromkeys(previous, rule.name))
+                continue
+            moved = step(
+                previous,
+                holding,
+                now,
+                for_seconds=rule.for_seconds,
+                keep_firing_for_seconds=rule.keep_firing_for_seconds,
+                annotations=rule.annotations(),
+            )
+            new_active[rule.name] = moved.active
+            claimed.update(dict.fromkeys(moved.active, rule.name))
+            resolved.extend(moved.resolved)
+            transitions.extend(moved.transitions)
+        orphans = step(self._orphans, [], now, for_seconds=0.0, keep_firing_for_seconds=0.0)
+        resolved.extend(orphans.resolved)
+        transitions.extend(orphans.transitions)
+        active = [a for alerts in new_active.values() for a in alerts.values()]
+        self.state.save_evaluation(active, transitions)
+        self._active, self._orphans = new_active, {}
+        every = [*active, *resolved]
+        silenced = silenced_alerts(every, silences, now)
+        inhibited = inhibited_alerts(every, self.inhibit_rules)
+        muted = {**silenced, **inhibited}
+        notifications = self.dispatcher.dispatch(every, muted, now)
+        return EvaluationResult(
+            now, tuple(every), tuple(transitions), tuple(errors), silenced, inhibited, notifications
+        )
+
+    def _holding(
+        self, rule: Rule, now: float, claimed: Mapping[str, str]
+    ) -> list[tuple[LabelSet, float]]:
+        """The label sets (and values) of ``rule``'s instances whose condition holds; a
+        ``ValueError`` when two share a label set (Prometheus: "vector contains metrics with
+        the same labelset after applying alert labels") or another rule raises the same."""
+        holding = []
+        seen: set[str] = set()
+        for instance in evaluate_rule(rule, self.reader, now):
+            labels = LabelSet(
+                {**instance.labels, **rule.alert_labels(), ALERTNAME: rule.alert}, field="labels"
+            )
+            fingerprint = fingerprint_hex(labels.fingerprint())
+            if fingerprint in seen:
+                raise ValueError(f"two instances share the labels {labels!r}")
+            other = claimed.get(fingerprint)
+            if other is not None and other != rule.name:
+                raise ValueError(f"rule {other!r} raises an alert with the same labels {labels!r}")
+            seen.add(fingerprint)
+            if instance.holds:
+                holding.append((labels, instance.value))
+        return holding
+
+    def run(
+        self,
+        stop: threading.Event,
+        interval_seconds: float,
+        wait: Callable[[float], object] | None = None,
+    ) -> int:
+        """Evaluate every ``interval_seconds`` until ``stop`` is set; return the number of
+        evaluations. ``wait(seconds)`` sleeps (default ``stop.wait``: a set event ends the
+        wait). A failed evaluation (the state store unreachable, say) is logged and the loop
+        goes on; ticks keep to the clock's schedule, and missed ones are skipped."""
+        if not (isinstance(interval_seconds, int | float) and 0 < interval_seconds < math.inf):
+            raise ValueError(f"interval_seconds={interval_seconds!r}: must be a positive number")
+        wait = stop.wait if wait is None else wait
+        cycles = 0
+        next_at = self.clock()
+        while not stop.is_set():
+            try:
+                self.evaluate_once()
+            except Exception:
+                LOG.exception("alert evaluation failed; retrying at the next interval")
+            cycles += 1
+            now = self.clock()
+            next_at += interval_seconds
+            if next_at < now:
+                next_at = now + interval_seconds - (now - next_at) % interval_seconds
+            wait(next_at - now)
+        return cycles
