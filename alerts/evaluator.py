@@ -48,8 +48,13 @@ from collectors.store.protocols import MetricsReader
 from collectors.store.records import SemanticsMismatchError
 from collectors.store.window_semantics import LayoutChangeError
 from slo import LayoutMismatchError
+from slo.window import format_utc
 
 LOG = logging.getLogger(__name__)
+
+
+class ClockWentBackError(ValueError):
+    """The evaluation time is before the times of the alert state it would move on from."""
 
 
 @dataclass(frozen=True)
@@ -149,12 +154,30 @@ class Evaluator:
     def active_alerts(self) -> list[Alert]:
         return [a for alerts in self._active.values() for a in alerts.values()]
 
+    def _latest_state_time(self) -> float:
+        times = [
+            t
+            for alerts in (*self._active.values(), self._orphans)
+            for a in alerts.values()
+            for t in (a.active_at_seconds, a.started_at_seconds, a.keep_firing_since_seconds)
+            if t is not None
+        ]
+        return max(times, default=-math.inf)
+
     def evaluate_once(self, now: float | None = None) -> EvaluationResult:
         """Evaluate every rule at ``now`` (default: the clock) and notify."""
         now = self.clock() if now is None else now
         if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
             raise ValueError(f"now={now!r}: must be a finite Unix time in seconds")
         now = float(now)
+        latest = self._latest_state_time()
+        if now < latest:
+            # NOTE: a clock stepped back (or --now before the stored state) would move alerts
+            # back in time: refuse the cycle, keep the state; the next one on time goes on.
+            raise ClockWentBackError(
+                f"evaluation time {format_utc(now)} is before the stored alert state's latest "
+                f"time {format_utc(latest)}; waiting for the clock to pass it"
+            )
         silences = self.state.silences()
         new_active: dict[str, dict[str, Alert]] = {}
         resolved: list[Alert] = []

@@ -41,7 +41,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 @contextmanager
-def _store(db: str | None) -> Iterator[Any]:
+def open_store(db: str | None) -> Iterator[Any]:
     """The store at ``db``, opened read-only in schema (``migrate=False``); any failure to
     open it is one ``error:`` line."""
     from collectors.store import Store, default_url
@@ -51,14 +51,14 @@ def _store(db: str | None) -> Iterator[Any]:
     try:
         store = Store(db or default_url(), migrate=False)
     except Exception as error:  # NOTE: any URL, driver or schema error is one line
-        raise cli_error(f"cannot open the store: {_first_line(error)}") from None
+        raise cli_error(f"cannot open the store: {first_line(error)}") from None
     try:
         yield store
     finally:
         store.close()
 
 
-def _now(now: float | None) -> float:
+def parse_now(now: float | None) -> float:
     if now is None:
         return time.time()
     if not math.isfinite(now):
@@ -66,7 +66,7 @@ def _now(now: float | None) -> float:
     return now
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
@@ -126,8 +126,8 @@ def list_alerts(
     if state not in STATE_CHOICES:
         raise cli_error(f"--state {state!r}: must be one of {', '.join(STATE_CHOICES)}")
     since_seconds = parse_duration("--since", since)
-    at = _now(now)
-    with _store(db) as store:
+    at = parse_now(now)
+    with open_store(db) as store:
         rows = alert_rows(store.alert_state, at, since_seconds, state)
     if as_json:
         _print_json([alert_json(row) for row in rows])
@@ -156,7 +156,7 @@ def add_silence(
     from alerts.silences import Silence
 
     seconds = parse_duration("--duration", duration)
-    at = _now(now)
+    at = parse_now(now)
     try:
         silence = Silence.create(
             matchers,
@@ -171,7 +171,7 @@ def add_silence(
             getattr(error, "field", ""), "--matchers"
         )
         raise cli_error(f"{flag}: {error}") from None
-    with _store(db) as store:
+    with open_store(db) as store:
         store.alert_state.save_silence(silence)
     typer.echo(silence.id)
 
@@ -181,8 +181,8 @@ def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOpti
     """List every silence (pending, active and expired) with its state now."""
     from tailwatch.alerts_view import silence_json, silences_table
 
-    at = _now(now)
-    with _store(db) as store:
+    at = parse_now(now)
+    with open_store(db) as store:
         silences = store.alert_state.silences()
     if as_json:
         _print_json([silence_json(s, at) for s in silences])
@@ -200,8 +200,8 @@ def expire_silence(
     from alerts.silences import SilenceState
     from tailwatch.alerts_view import iso
 
-    at = _now(now)
-    with _store(db) as store:
+    at = parse_now(now)
+    with open_store(db) as store:
         state = store.alert_state
         found = [s for s in state.silences() if s.id == silence_id]
         if not found:

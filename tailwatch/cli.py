@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from tailwatch.alerts_cli import alerts_app
+from tailwatch.alerts_run import run as alerts_run
 from tailwatch.cli_options import cli_error, port_option, typer_app
 from tailwatch.collect_cli import collect
 from tailwatch.demo import run_demo
@@ -28,6 +29,7 @@ app.command()(collect)
 app.add_typer(load_app, name="load")
 app.add_typer(scenario_app, name="scenario")
 app.add_typer(rules_app, name="rules")
+alerts_app.command("run")(alerts_run)
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(store_app, name="store")
 
