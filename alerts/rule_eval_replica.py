@@ -93,11 +93,7 @@ def target_down(rule: TargetDownRule, reader: MetricsReader, now: float) -> list
     )
     out = []
     for target in targets:
-        recent = [
-            s
-            for s in reader.scrapes(target)
-            if now - LOOKBACK_SECONDS <= s.timestamp_seconds <= now
-        ]
+        recent = reader.scrapes(target, now - LOOKBACK_SECONDS, now)
         if not recent:
             continue
         last = max(recent, key=lambda s: s.timestamp_seconds)

@@ -70,7 +70,7 @@ def store_report(db_url: str, target: str, start: float, end: float) -> StoreRep
 
     store = Store(db_url, migrate=False)  # NOTE: a report reads; the collector migrated
     try:
-        scrapes = [s for s in store.scrapes(target) if start <= s[0] <= end]
+        scrapes = store.scrapes(target, start, end)
         records = store.requests(start, end, limit=10_000_000)
         window = store.histogram_window("ttft_seconds", {"target": target}, start, end)
     finally:

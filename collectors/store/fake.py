@@ -19,6 +19,7 @@ The fake has no roll-ups and no retention: ``use_rollups`` is accepted and chang
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -264,9 +265,12 @@ class FakeMetricsReader:
             if start <= t <= end
         ]
 
-    def scrapes(self, target: str) -> list[ScrapeStatus]:
-        """Every kept scrape of ``target``, oldest first."""
-        return sorted(self._scrapes.get(target, {}).values())
+    def scrapes(
+        self, target: str, start: float = -math.inf, end: float = math.inf
+    ) -> list[ScrapeStatus]:
+        """The kept scrapes of ``target`` with ``start <= t <= end``, oldest first."""
+        kept = self._scrapes.get(target, {}).values()
+        return sorted(s for s in kept if start <= s.timestamp_seconds <= end)
 
     # -- the window engine -----------------------------------------------------------------
 

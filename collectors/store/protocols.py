@@ -17,6 +17,7 @@ resets corrected, summed across the selected series (``semantics="prometheus-2"`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -118,7 +119,9 @@ class MetricsReader(Protocol):
         self, family: str, labels: Selector, start: float, end: float
     ) -> list[StoredExemplar]: ...
 
-    def scrapes(self, target: str) -> list[ScrapeStatus]: ...
+    def scrapes(
+        self, target: str, start: float = -math.inf, end: float = math.inf
+    ) -> list[ScrapeStatus]: ...
 
 
 @runtime_checkable

@@ -8,6 +8,7 @@ Everything returned is plain data (``slo`` types, the named tuples of
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -72,15 +73,24 @@ class MetricReads:
                 s.info.labels: self._snapshots(session, s.series_id, start, end) for s in chosen
             }
 
-    def scrapes(self, target: str) -> list[ScrapeStatus]:
-        """Every stored scrape of ``target``, oldest first."""
+    def scrapes(
+        self, target: str, start: float = -math.inf, end: float = math.inf
+    ) -> list[ScrapeStatus]:
+        """The stored scrapes of ``target`` with ``start <= t <= end``, oldest first."""
+        query = (
+            select(Scrape.timestamp_seconds, Scrape.is_up, Scrape.error)
+            .join(Target, Target.id == Scrape.target_id)
+            .where(Target.name == target)
+        )
+        # NOTE: infinite edges are left out of the SQL rather than sent as float infinities.
+        if start > -math.inf:
+            query = query.where(Scrape.timestamp_seconds >= start)
+        if end < math.inf:
+            query = query.where(Scrape.timestamp_seconds <= end)
+        if not start <= end:  # NaN edges or an empty range
+            return []
         with self._sessions() as session:
-            rows = session.execute(
-                select(Scrape.timestamp_seconds, Scrape.is_up, Scrape.error)
-                .join(Target, Target.id == Scrape.target_id)
-                .where(Target.name == target)
-                .order_by(Scrape.timestamp_seconds)
-            )
+            rows = session.execute(query.order_by(Scrape.timestamp_seconds))
             return [ScrapeStatus(t, up, err) for t, up, err in rows]
 
     def exemplars(

@@ -14,6 +14,7 @@ It returns plain data (``slo`` types, named tuples); no SQLAlchemy object leaves
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -140,9 +141,12 @@ class Store:
         """Cumulative histogram snapshots with ``start <= t <= end``, per series, in order."""
         return self._reads.snapshots(family, labels, start, end)
 
-    def scrapes(self, target: str) -> list[ScrapeStatus]:
-        """``(timestamp_seconds, is_up, error)`` of every stored scrape of ``target``."""
-        return self._reads.scrapes(target)
+    def scrapes(
+        self, target: str, start: float = -math.inf, end: float = math.inf
+    ) -> list[ScrapeStatus]:
+        """``(timestamp_seconds, is_up, error)`` of the stored scrapes of ``target`` with
+        ``start <= timestamp <= end`` (default: all), oldest first."""
+        return self._reads.scrapes(target, start, end)
 
     def exemplars(
         self, family: str, labels: Mapping[str, str] | None, start: float, end: float

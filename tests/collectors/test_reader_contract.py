@@ -412,6 +412,12 @@ def test_scrapes_failed_ones_included_and_stored_once(metrics) -> None:
         ScrapeStatus(45.0, False, "connection refused\ufffd"),
     ]
     assert metrics.scrapes("nobody") == []
+    # A closed time range, either edge open-ended, and empty or NaN ranges.
+    assert [s.timestamp_seconds for s in metrics.scrapes("a", 30.0, 45.0)] == [30.0, 45.0]
+    assert [s.timestamp_seconds for s in metrics.scrapes("a", 1.0)] == [30.0, 45.0]
+    assert [s.timestamp_seconds for s in metrics.scrapes("a", end=29.0)] == [0.0]
+    assert metrics.scrapes("a", 46.0, 45.0) == []
+    assert metrics.scrapes("a", math.nan, 45.0) == []
     twice = replace(
         _record("z", SCRAPES["a"][0]), samples=_record("z", SCRAPES["a"][0]).samples * 2
     )
