@@ -151,3 +151,13 @@ class PrivatePostgres:
         if self._as_postgres:
             command = ["runuser", "-u", "postgres", "--", *command]
         subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+
+def stop_process(process: subprocess.Popen, timeout_seconds: float = 20.0) -> None:
+    """Stop a service the test started: SIGTERM, then SIGKILL if it has not exited in time."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout_seconds)

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import httpx
 
-from tests.services import alertmanager_binary, free_port
+from tests.services import alertmanager_binary, free_port, stop_process
 
 READY_TIMEOUT_SECONDS = 60.0
 POLL_SECONDS = 0.2
@@ -80,12 +80,7 @@ def alertmanager(directory: Path, config_yaml: str) -> Iterator[AlertmanagerServ
             _wait_ready(server, process)
             yield server
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=20)
+            stop_process(process)
 
 
 def _wait_ready(server: AlertmanagerServer, process: subprocess.Popen) -> None:

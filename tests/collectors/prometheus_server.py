@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.services import free_port, prometheus_binary
+from tests.services import free_port, prometheus_binary, stop_process
 
 READY_TIMEOUT_SECONDS = 60.0
 
@@ -86,12 +86,7 @@ def running_prometheus(
             _wait_ready(server, process)
             yield server
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=20)
+            stop_process(process)
 
 
 def _wait_ready(server: PrometheusServer, process: subprocess.Popen) -> None:
