@@ -12,6 +12,7 @@ from tailwatch.cli_options import cli_error, port_option, typer_app
 from tailwatch.collect_cli import collect
 from tailwatch.demo import run_demo
 from tailwatch.engine_cli import engine_app
+from tailwatch.incident_cli import incident_app
 from tailwatch.load_cli import load_app
 from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
@@ -31,6 +32,7 @@ app.add_typer(scenario_app, name="scenario")
 app.add_typer(rules_app, name="rules")
 alerts_app.command("run")(alerts_run)
 app.add_typer(alerts_app, name="alerts")
+app.add_typer(incident_app, name="incident")
 app.add_typer(store_app, name="store")
 
 

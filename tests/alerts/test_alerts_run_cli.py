@@ -108,3 +108,37 @@ def test_a_bad_config_is_one_error_line(db: str, tmp_path) -> None:
     assert code == 2
     assert "queue-growth" in err and "fr" in err
     assert "Traceback" not in err
+
+
+def _fire(db: str, tmp_path) -> tuple[str, float]:
+    """Run the evaluator twice a `for:` apart so error-rate fires; its fingerprint and when."""
+    config = tmp_path / "tailwatch.yaml"
+    config.write_text("alerts:\n  rules:\n    error-rate: {for: 60}\n", encoding="utf-8")
+    first = PERTURB + 600
+    for at in (first, first + 60):
+        code, _, err = _run("alerts", "run", "--once", "--db", db, "--config", str(config), "--now", str(at))  # fmt: skip
+        assert code == 0, err
+    code, out, err = _run("alerts", "list", "--db", db, "--json", "--now", str(first + 60))
+    (alert,) = [a for a in json.loads(out) if a["labels"]["alertname"] == "error-rate"]
+    return alert["fingerprint"], first + 60
+
+
+def test_incident_show_triages_the_alert_window(db: str, tmp_path) -> None:
+    fingerprint, at = _fire(db, tmp_path)
+    code, out, err = _run("incident", "show", fingerprint[:6], "--db", db, "--now", str(at))
+    assert code == 0, err
+    head = out.splitlines()[0]
+    assert head.startswith(f"error-rate (firing) {fingerprint}")
+    assert "incident " in out and "baseline " in out
+    assert "Triage verdict:" in out and "Recommendation" in out
+    assert "Traceback" not in out + err
+
+
+@pytest.mark.parametrize(
+    ("incident", "message"),
+    [("zz", "hex digits"), ("", "hex digits"), ("0123456789abcdef", "no stored alert")],
+)
+def test_incident_show_refuses_unknown_ids_in_one_line(db: str, incident, message) -> None:
+    code, out, err = _run("incident", "show", incident, "--db", db)
+    assert code == 2, (out, err)
+    assert message in err and err.strip().count("\n") == 0
