@@ -47,6 +47,7 @@ from collectors.store.records import (
     SemanticsMismatchError,
     SeriesInfo,
     StoredExemplar,
+    quantile_steps,
 )
 from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, HistogramSnapshot, Sample
 
@@ -226,16 +227,8 @@ class FakeMetricsReader:
     ) -> list[QuantileStep]:
         """``slo.histogram_quantile`` of each ``q`` for each step of :meth:`histogram_series`
         (``None`` for a step without data)."""
-        out = []
-        for t, h in self.histogram_series(
-            family, labels, start, end, step_seconds, semantics=semantics
-        ):
-            quantiles = None
-            if h is not None:
-                tolerance = small_delta_tolerance
-                quantiles = tuple(h.quantile(q, small_delta_tolerance=tolerance) for q in qs)
-            out.append(QuantileStep(t, quantiles))
-        return out
+        steps = self.histogram_series(family, labels, start, end, step_seconds, semantics=semantics)
+        return quantile_steps(steps, qs, small_delta_tolerance)
 
     def counter_series(
         self,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -30,12 +29,14 @@ from collectors.store.records import SeriesInfo
 # NOTE: the semantics option, its argument checks and the layout errors are pure (no SQL):
 # shared with the store so that both word an error alike.
 from collectors.store.window_semantics import (
+    MAX_STEPS,
     LayoutChangeError,
     SeriesName,
     WindowSemantics,
     layouts_differ_error,
     parse_semantics,
     require_finite_edges,
+    step_bounds,
 )
 from slo import ClassicHistogram, HistogramSnapshot, RangeSemantics, Sample, merge_histograms
 from slo.window import (
@@ -58,9 +59,6 @@ __all__ = [
     "step_bounds",
 ]
 
-#: Most steps one series read may return (the store's limit: 30 days at 1-minute steps is
-#: 43 200).
-MAX_STEPS = 200_000
 #: How far outside a step its readings are looked for before the millisecond-clock range
 #: rule (``slo.window.samples_in_range``) decides; only a pre-filter, so generous.
 _NEAR_SECONDS = 1.0
@@ -86,22 +84,6 @@ class SeriesData:
 
     def insert_snapshot(self, snapshot: HistogramSnapshot) -> None:
         bisect.insort(self.snapshots, snapshot, key=_time)
-
-
-def step_bounds(start: float, end: float, step_seconds: float) -> list[float]:
-    """``start, start + step, ...`` up to ``end`` (the store's step rule, tolerance and
-    limit): step ``k`` covers ``(bounds[k], bounds[k + 1]]``."""
-    if not (math.isfinite(start) and math.isfinite(end)):
-        raise ValueError(f"start and end must be finite, got start={start!r} end={end!r}")
-    if not (math.isfinite(step_seconds) and step_seconds > 0):
-        raise ValueError(f"step_seconds: expected a number > 0, got {step_seconds!r}")
-    count = math.floor((end - start) / step_seconds + 1e-9)
-    if count > MAX_STEPS:
-        raise ValueError(
-            f"step_seconds={step_seconds:g} over {end - start:g} s gives {count} steps "
-            f"(at most {MAX_STEPS}); use a longer step"
-        )
-    return [start + k * step_seconds for k in range(max(count, 0) + 1)]
 
 
 def exact_histogram_steps(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -94,6 +95,22 @@ class QuantileStep(NamedTuple):
 
     t: float
     quantiles: tuple[QuantileResult, ...] | None
+
+
+def quantile_steps(
+    steps: Iterable[HistogramStep], qs: Sequence[float], small_delta_tolerance: float
+) -> list[QuantileStep]:
+    """``ClassicHistogram.quantile`` of each of ``qs`` for each step (``None`` stays ``None``):
+    the rule every ``MetricsReader.quantile_series`` follows."""
+    return [
+        QuantileStep(
+            t,
+            None
+            if h is None
+            else tuple(h.quantile(q, small_delta_tolerance=small_delta_tolerance) for q in qs),
+        )
+        for t, h in steps
+    ]
 
 
 class CounterStep(NamedTuple):

@@ -166,3 +166,23 @@ def series_name(session: Session, sid: int) -> SeriesName:
 
 def _bound(bound: float) -> str:
     return "+Inf" if bound == math.inf else f"{bound:g}"
+
+
+#: Most steps one series query may return (a 30-day range at 1-minute steps is 43 200).
+MAX_STEPS = 200_000
+
+
+def step_bounds(start: float, end: float, step_seconds: float) -> list[float]:
+    """``start, start + step, ...`` up to ``end``: the edges of the steps of a series query
+    (step ``k`` covers ``(bounds[k], bounds[k + 1]]``)."""
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError(f"start and end must be finite, got start={start!r} end={end!r}")
+    if not (math.isfinite(step_seconds) and step_seconds > 0):
+        raise ValueError(f"step_seconds: expected a number > 0, got {step_seconds!r}")
+    count = math.floor((end - start) / step_seconds + 1e-9)
+    if count > MAX_STEPS:
+        raise ValueError(
+            f"step_seconds={step_seconds:g} over {end - start:g} s gives {count} steps "
+            f"(at most {MAX_STEPS}); use a longer step"
+        )
+    return [start + k * step_seconds for k in range(max(count, 0) + 1)]

@@ -10,36 +10,21 @@ are :mod:`collectors.store.window_semantics`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from collectors.store.catalog import Catalog
 from collectors.store.raw import MINUTE
-from collectors.store.records import CounterStep, HistogramStep, QuantileStep
+from collectors.store.records import CounterStep, HistogramStep, QuantileStep, quantile_steps
 from collectors.store.step_engine import StepEngine, rollup_coverage
-from collectors.store.window_semantics import WindowSemantics, parse_semantics, require_finite_edges
+from collectors.store.window_semantics import (
+    WindowSemantics,
+    parse_semantics,
+    require_finite_edges,
+    step_bounds,
+)
 from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram
-
-#: Most steps one series query may return (a 30-day range at 1-minute steps is 43 200).
-MAX_STEPS = 200_000
-
-
-def step_bounds(start: float, end: float, step_seconds: float) -> list[float]:
-    """``start, start + step, ...`` up to ``end``: the edges of the steps of a series query
-    (step ``k`` covers ``(bounds[k], bounds[k + 1]]``)."""
-    if not (math.isfinite(start) and math.isfinite(end)):
-        raise ValueError(f"start and end must be finite, got start={start!r} end={end!r}")
-    if not (math.isfinite(step_seconds) and step_seconds > 0):
-        raise ValueError(f"step_seconds: expected a number > 0, got {step_seconds!r}")
-    count = math.floor((end - start) / step_seconds + 1e-9)
-    if count > MAX_STEPS:
-        raise ValueError(
-            f"step_seconds={step_seconds:g} over {end - start:g} s gives {count} steps "
-            f"(at most {MAX_STEPS}); use a longer step"
-        )
-    return [start + k * step_seconds for k in range(max(count, 0) + 1)]
 
 
 class Windows:
@@ -131,13 +116,7 @@ class Windows:
         steps = self.histogram_series(
             family, labels, start, end, step_seconds, use_rollups=use_rollups, semantics=semantics
         )
-        out: list[QuantileStep] = []
-        for t, h in steps:
-            quantiles = None
-            if h is not None:
-                quantiles = tuple(h.quantile(q, small_delta_tolerance=small_delta_tolerance) for q in qs)  # fmt: skip
-            out.append(QuantileStep(t, quantiles))
-        return out
+        return quantile_steps(steps, qs, small_delta_tolerance)
 
     def counter_series(
         self,
