@@ -67,6 +67,10 @@ class BurnRateRule(Rule):
         lengths |= {w.short_window_seconds for w in self.windows}
         return tuple(sorted(lengths))
 
+    def lookback_seconds(self) -> float:
+        # NOTE: the shortest long window: any firing row's burn began within it
+        return min(w.long_window_seconds for w in self.windows)
+
     def scaled(self, factor: float) -> BurnRateRule:
         base = super().scaled(factor)
         assert isinstance(base, BurnRateRule)

@@ -112,7 +112,7 @@ def _describe(rule: Rule, error: Exception) -> str:
     return f"rule {rule.name!r} ({rule.kind}): {why}: {error}"
 
 
-def _rule_of(alert: Alert, rules: Iterable[Rule]) -> Rule | None:
+def rule_of(alert: Alert, rules: Iterable[Rule]) -> Rule | None:
     """The rule whose alerts carry ``alert``'s name and every label the rule sets."""
     for rule in rules:
         wanted = rule.alert_labels()
@@ -145,7 +145,7 @@ class Evaluator:
         #: dropped (pending) at the first evaluation.
         self._orphans: dict[str, Alert] = {}
         for alert in state.active_alerts():
-            rule = _rule_of(alert, self.rules)
+            rule = rule_of(alert, self.rules)
             if rule is None:
                 self._orphans[alert.fingerprint] = alert
             else:

@@ -179,6 +179,12 @@ class Rule:
                 ) from None
         return out
 
+    def lookback_seconds(self) -> float:
+        """How far before the condition first held the data that made it hold reaches (the
+        rule's window): triage's incident window starts that much earlier, and its baseline
+        ends there, so the onset is never part of the baseline."""
+        return float(getattr(self, "window_seconds", 0.0))
+
     def scaled(self, factor: float) -> Rule:
         """This rule with every window and ``for:`` multiplied by ``factor`` (> 0)."""
         check_number(self.name, "scale", factor, low=0, low_open=True)

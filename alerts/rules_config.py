@@ -4,6 +4,8 @@
 
     alerts:
       window_scale: 1.0              # every window and for: times this (drills: 0.01)
+      evaluation_interval: 15s       # how often the rules are evaluated
+      in_collector: false            # true: tailwatch collect evaluates them too
       rules:
         queue-growth: {for: 1m, waiting_min: 16}       # override a built-in's fields
         gpu-health: {enabled: false}                   # disable a built-in
@@ -41,7 +43,9 @@ from alerts.rules import RULE_KINDS, BurnRateRule, Rule, check_number, config_ke
 from alerts.vocabulary import AlertName
 from slo import ErrorRatioIndicator, ErrorSource, LatencyMetric, SLOSpec
 
-SECTION_KEYS = ("window_scale", "rules", "notifiers")
+SECTION_KEYS = ("window_scale", "evaluation_interval", "in_collector", "rules", "notifiers")
+#: Prometheus's default ``evaluation_interval`` is 1m; 15 s pages a quarter-minute sooner.
+DEFAULT_EVALUATION_INTERVAL_SECONDS = 15.0
 NOTIFIER_KINDS = ("webhook", "alertmanager")
 _NOTIFIER_KEYS = (*NOTIFIER_KINDS, "timeout_seconds")
 #: Fields no config sets: identity, and what the SLOs decide for burn-rate rules.
@@ -71,12 +75,15 @@ class NotifierConfig:
 @dataclass(frozen=True)
 class AlertsConfig:
     """The rules to evaluate (built-ins, overridden and added, scaled), why an SLO got no
-    rule (``notes``), and the notifiers."""
+    rule (``notes``), the notifiers, how often to evaluate, and whether ``tailwatch collect``
+    evaluates (``in_collector``) or a separate ``tailwatch alerts run`` does."""
 
     rules: RuleSet
     notes: tuple[str, ...] = ()
     notifiers: tuple[NotifierConfig, ...] = ()
     window_scale: float = 1.0
+    evaluation_interval_seconds: float = DEFAULT_EVALUATION_INTERVAL_SECONDS
+    in_collector: bool = False
 
 
 def load_alerts(raw: Any, slos: Sequence[SLOSpec] = ()) -> AlertsConfig:
@@ -98,7 +105,17 @@ def load_alerts(raw: Any, slos: Sequence[SLOSpec] = ()) -> AlertsConfig:
     if scale != 1.0:
         rule_set = rule_set.scaled(scale)
     notifiers = _notifiers(raw.get("notifiers", []))
-    return AlertsConfig(rule_set, notes, notifiers, scale)
+    interval = raw.get("evaluation_interval", DEFAULT_EVALUATION_INTERVAL_SECONDS)
+    try:
+        interval = parse_duration("evaluation_interval", "evaluation_interval", interval)
+    except RuleError as error:
+        raise AlertsError(f"evaluation_interval: {error.problem}") from None
+    if interval <= 0:
+        raise AlertsError(f"evaluation_interval: must be above 0 s, got {interval:g}")
+    in_collector = raw.get("in_collector", False)
+    if not isinstance(in_collector, bool):
+        raise AlertsError(f"in_collector: must be true or false, got {in_collector!r}")
+    return AlertsConfig(rule_set, notes, notifiers, scale, interval, in_collector)
 
 
 def _apply(rule_set: RuleSet, rules_raw: Mapping[Any, Any]) -> RuleSet:

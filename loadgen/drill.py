@@ -97,6 +97,14 @@ class DrillResult:
             "num_dropped": sum(r.dropped for r in results),
         }
 
+    def phase_start(self, name: str) -> float:
+        """The wall-clock (epoch seconds) start of phase ``name``."""
+        return self.state.started_at + next(s for n, s, _ in self.phase_bounds if n == name)
+
+    def phase_end(self, name: str) -> float:
+        """The wall-clock (epoch seconds) end of phase ``name``."""
+        return self.state.started_at + next(e for n, _, e in self.phase_bounds if n == name)
+
     def phase_times(self) -> list[dict[str, Any]]:
         """Each phase's start and end: offsets from the run's start (seconds) and wall-clock
         (epoch seconds and UTC ISO-8601), for lining the run up with a collector's store.

@@ -7,10 +7,13 @@ only here and only when replicas are started: the rest of ``loadgen`` speaks HTT
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -112,3 +115,17 @@ def _wait_ready(url: str) -> None:
                 return
         time.sleep(0.05)
     raise TargetError(f"the bundled replica at {url} was not ready in {READY_TIMEOUT_SECONDS} s")
+
+
+def write_targets_file(path: Path, urls: list[str], scenario: str) -> None:
+    """``urls`` as a Prometheus file_sd targets file at ``path`` (target names ``host:port``,
+    labels ``scenario`` and ``scenario_replica``), written whole and renamed into place so a
+    watcher never reads half a file. ``OSError`` when it cannot be written."""
+    groups = []
+    for i, replica_url in enumerate(urls):
+        parts = urlsplit(replica_url)
+        labels = {"__scheme__": parts.scheme, "scenario": scenario, "scenario_replica": str(i)}
+        groups.append({"targets": [parts.netloc], "labels": labels})
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(groups, indent=2) + "\n", encoding="utf-8")
+    partial.replace(path)

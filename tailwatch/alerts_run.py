@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from alerts.evaluator import EvaluationResult
 
 DEFAULT_CONFIG = Path("tailwatch.yaml")
-DEFAULT_INTERVAL = "15s"
 
 
 def run(
@@ -28,8 +27,12 @@ def run(
     ] = None,
     db: DbOption = None,
     interval: Annotated[
-        str, typer.Option(help="Evaluation interval (15s, 1m, or seconds).")
-    ] = DEFAULT_INTERVAL,
+        str | None,
+        typer.Option(
+            help="Evaluation interval (15s, 1m, or seconds); default: "
+            "alerts.evaluation_interval, 15s."
+        ),
+    ] = None,
     once: Annotated[
         bool, typer.Option("--once", help="Evaluate once, print the result and exit.")
     ] = False,
@@ -42,13 +45,17 @@ def run(
     from collectors.config import ConfigError, load_config
     from tailwatch.alerts_cli import parse_duration
 
-    seconds = parse_duration("--interval", interval)
     path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
     try:
         settings = load_config(path)
     except ConfigError as error:
         raise cli_error(str(error)) from None
     alerts = settings.alerts
+    seconds = (
+        alerts.evaluation_interval_seconds
+        if interval is None
+        else parse_duration("--interval", interval)
+    )
     for note in alerts.notes:
         typer.echo(f"note: {note}", err=True)
     clock_now = None if now is None else parse_now(now)

@@ -49,6 +49,14 @@ def collect(
             "(default 127.0.0.1:4318)."
         ),
     ] = None,
+    alerts: Annotated[
+        bool | None,
+        typer.Option(
+            "--alerts/--no-alerts",
+            help="Evaluate the alert rules here too, every alerts.evaluation_interval "
+            "(overrides alerts.in_collector).",
+        ),
+    ] = None,
 ) -> None:
     """Scrape every target each interval into the store (static targets, a file_sd targets
     file re-read on change, NVML GPU telemetry), read configured Prometheus sources, receive
@@ -95,6 +103,8 @@ def collect(
         settings = replace(
             settings, collector=collector, database_url=db_url or settings.database_url
         )
+        if alerts is not None:
+            settings = replace(settings, alerts=replace(settings.alerts, in_collector=alerts))
         sources = _prometheus_sources(collector)
     except ConfigError as error:
         raise _fail(str(error)) from None

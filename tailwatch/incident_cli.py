@@ -19,10 +19,6 @@ incident_app = typer_app(
     name="incident", help="Incidents: triage a stored alert's window (see docs/alerts.md)."
 )
 
-#: The shortest windows triage compares (a shorter incident is widened back from its end).
-MIN_INCIDENT_SECONDS = 60.0
-MIN_BASELINE_SECONDS = 600.0
-
 
 @incident_app.command("show")
 def show(
@@ -37,8 +33,8 @@ def show(
     resolved, or now) against an equal baseline just before it, at least 10 minutes."""
     from alerts.gather import gather
     from alerts.triage import triage
-    from alerts.triage_data import TimeWindow
     from alerts.triage_report import render_text
+    from alerts.triage_windows import triage_windows
     from collectors.replica_targets import replica_targets
     from slo.window import format_utc
 
@@ -50,26 +46,19 @@ def show(
         alert = _find(store.alert_state, wanted, at)
         start = alert.active_at_seconds if alert.active_at_seconds is not None else at
         end = alert.ended_at_seconds if alert.ended_at_seconds is not None else at
-        end = max(end, start + MIN_INCIDENT_SECONDS)
-        length = max(end - start, MIN_BASELINE_SECONDS)
+        incident, baseline = triage_windows(start, end)
         join = replica_targets(store)
         mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
         try:
-            data = gather(
-                store,
-                store,
-                TimeWindow(start, end),
-                TimeWindow(start - length, start),
-                replica_targets=mapping,
-            )
+            data = gather(store, store, incident, baseline, replica_targets=mapping)
             report = triage(data)
         except Exception as error:  # NOTE: what the store cannot answer is one line
             raise cli_error(f"cannot triage {alert.fingerprint}: {first_line(error)}") from None
     labels = ", ".join(f"{k}={v}" for k, v in sorted(alert.labels.items()) if k != "alertname")
     typer.echo(f"{alert.name} ({alert.state.value}) {alert.fingerprint}  {labels}")
     typer.echo(
-        f"incident {format_utc(start)} – {format_utc(end)}; "
-        f"baseline {format_utc(start - length)} – {format_utc(start)}"
+        f"incident {format_utc(incident.start_seconds)} – {format_utc(incident.end_seconds)}; "
+        f"baseline {format_utc(baseline.start_seconds)} – {format_utc(baseline.end_seconds)}"
     )
     typer.echo(render_text(report, width=width), nl=False)
 

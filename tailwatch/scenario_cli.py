@@ -121,18 +121,13 @@ def _announce(urls: list[str], scenario: str, targets_file: Path | None) -> None
     watching it starts scraping them (target names ``host:port``, as file_sd's)."""
     from urllib.parse import urlsplit
 
-    groups = []
+    from loadgen.replicas import write_targets_file
+
     for i, replica_url in enumerate(urls):
-        parts = urlsplit(replica_url)
-        typer.echo(f"replica {i}: {replica_url} (port {parts.port})", err=True)
-        labels = {"__scheme__": parts.scheme, "scenario": scenario, "scenario_replica": str(i)}
-        groups.append({"targets": [parts.netloc], "labels": labels})
+        typer.echo(f"replica {i}: {replica_url} (port {urlsplit(replica_url).port})", err=True)
     if targets_file is not None:
-        # NOTE: written whole and renamed into place, so a watcher never reads half a file
-        partial = targets_file.with_name(targets_file.name + ".partial")
         try:
-            partial.write_text(json.dumps(groups, indent=2) + "\n", encoding="utf-8")
-            partial.replace(targets_file)
+            write_targets_file(targets_file, urls, scenario)
         except OSError as error:
             raise cli_error(
                 f"--targets-file: cannot write {targets_file}: {error.strerror or error}"

@@ -1,0 +1,348 @@
+"""An alert drill: a scenario against bundled replicas while a real ``tailwatch collect``
+(scraping them from a file_sd targets file, receiving their traces, and evaluating the
+alert rules itself: ``alerts.in_collector``) watches, then what the evaluator did, read
+back from the store and checked against the scenario's ``expects``.
+
+The collector is a separate process, as in production; the rules' windows and ``for:`` are
+scaled (``alerts.window_scale``) to the compressed scenario's seconds. After the recovery
+phase the replicas stay up, idle, until the alert resolves or ``settle_seconds`` pass, so a
+resolution is the condition clearing, not the targets going away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+import yaml
+
+from alerts.model import Alert, AlertState
+from alerts.state import Transition
+from alerts.triage import TriageReport
+from loadgen.drill import DrillResult, run_drill
+from loadgen.replicas import bundled_replicas, write_targets_file
+from loadgen.scenario import Phase, Scenario
+
+#: How long the collector may take to start and to scrape every replica once.
+START_TIMEOUT_SECONDS = 120.0
+_LISTENING = re.compile(r"OTLP traces at (http://[^\s/]+)/v1/traces")
+
+
+@dataclass(frozen=True)
+class DrillTiming:
+    """The clock of a compressed drill: rule windows and ``for:`` times ``window_scale``
+    (300 s windows become 1.5 s at 0.005), and the evaluation and scrape intervals."""
+
+    window_scale: float = 0.005
+    evaluation_interval_seconds: float = 0.25
+    scrape_interval_seconds: float = 0.25
+    settle_seconds: float = 8.0
+
+
+@dataclass(frozen=True)
+class AlertDrillReport:
+    """What the evaluator did during one drill, against the phase boundaries."""
+
+    drill: DrillResult
+    timing: DrillTiming
+    transitions: tuple[Transition, ...]
+    #: The expected alert's first firing at or after the perturbation's start (None: never).
+    fired: Alert | None
+    resolved_at_seconds: float | None
+    triage: TriageReport | None
+
+    @property
+    def perturbation_start(self) -> float:
+        return self.drill.phase_start("perturbation")
+
+    @property
+    def recovery_start(self) -> float:
+        return self.drill.phase_start("recovery")
+
+    @property
+    def detection_delay_seconds(self) -> float | None:
+        if self.fired is None or self.fired.started_at_seconds is None:
+            return None
+        return self.fired.started_at_seconds - self.perturbation_start
+
+    def fired_names(self) -> list[str]:
+        """Every alert that fired during the drill, by name, in order of first firing."""
+        names = [t.alert.name for t in self.transitions if t.to_state is AlertState.FIRING]
+        return list(dict.fromkeys(names))
+
+    def cause_rank(self) -> tuple[int | None, float | None]:
+        """The scenario's triage cause: its 1-based rank among the hypotheses and its score."""
+        wanted = self.drill.scenario.expects.triage_cause
+        if self.triage is None or wanted is None:
+            return None, None
+        for rank, hypothesis in enumerate(self.triage.hypotheses, start=1):
+            if hypothesis.cause == wanted:
+                return rank, hypothesis.score
+        return None, None
+
+
+def clean_twin(scenario: Scenario) -> Scenario:
+    """``scenario`` with every phase carrying the baseline's traffic and knobs (its lengths
+    and names kept): what the same fleet does when nothing goes wrong."""
+    baseline = next(p for p in scenario.phases if p.name == "baseline")
+    phases = tuple(p if p is baseline else _as_baseline(baseline, p) for p in scenario.phases)
+    return replace(scenario, name=f"{scenario.name}-clean", phases=phases)
+
+
+def _as_baseline(baseline: Phase, phase: Phase) -> Phase:
+    workloads = tuple(
+        replace(w, duration_seconds=phase.duration_seconds) for w in baseline.workloads
+    )
+    return replace(
+        baseline,
+        name=phase.name,
+        duration_seconds=phase.duration_seconds,
+        workloads=workloads,
+        admin=(),
+    )
+
+
+def run_alert_drill(
+    scenario: Scenario, workdir: Path, timing: DrillTiming = DrillTiming()
+) -> AlertDrillReport:
+    """Run ``scenario`` (already compressed, if wanted) with a collector and evaluator
+    attached; their store, config and logs stay in ``workdir`` (emptied first)."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    db_url = f"sqlite:///{workdir / 'store.db'}"
+    targets = workdir / "targets.json"
+    targets.write_text("[]\n", encoding="utf-8")
+    config = workdir / "tailwatch.yaml"
+    config.write_text(yaml.safe_dump(_collector_config(db_url, targets, timing)), "utf-8")
+    token = secrets.token_hex(16)
+    with (
+        _collector(config, workdir) as base,
+        bundled_replicas(
+            scenario.replicas,
+            scenario.engine,
+            admin_token=token,
+            otlp_endpoint=f"{base}/v1/traces",
+        ) as urls,
+    ):
+        write_targets_file(targets, urls, scenario.name)
+        _wait_scraped(base, len(urls))
+        drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
+        _settle(db_url, scenario, drill, timing)
+    return _report(db_url, drill, timing)
+
+
+def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
+    return {
+        "database_url": db_url,
+        "collector": {
+            "scrape_interval_seconds": timing.scrape_interval_seconds,
+            "targets_file": str(targets),
+            "listen": "127.0.0.1:0",
+            "gpu": "off",
+        },
+        "alerts": {
+            "window_scale": timing.window_scale,
+            "evaluation_interval": timing.evaluation_interval_seconds,
+            "in_collector": True,
+        },
+    }
+
+
+@contextlib.contextmanager
+def _collector(config: Path, workdir: Path) -> Iterator[str]:
+    """``tailwatch collect --config config`` in its own process; yields its base URL and
+    stops it with SIGTERM (it writes what it holds first)."""
+    log = (workdir / "collector.log").open("w", encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tailwatch.cli", "collect", "--config", str(config)],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    found: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            log.write(line)
+            log.flush()
+            match = _LISTENING.search(line)
+            if match and not found:
+                found.append(match.group(1))
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        ready.wait(START_TIMEOUT_SECONDS)
+        if not found:
+            raise RuntimeError(f"the collector did not start; see {workdir / 'collector.log'}")
+        yield found[0]
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        reader.join(timeout=10)
+        log.close()
+
+
+def _wait_scraped(base: str, count: int) -> None:
+    """Until the collector has scraped each of ``count`` targets successfully."""
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError, ValueError):
+            body = httpx.get(f"{base}/targets", timeout=5).json()
+            healthy = [t for t in body["targets"] if t["health"] == "up"]
+            if len(healthy) >= count:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"the collector did not scrape {count} targets in time")
+
+
+def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTiming) -> None:
+    """Keep the idle replicas up until the expected alert has resolved (or never fired),
+    at most ``timing.settle_seconds``."""
+    wanted = scenario.expects.alert
+    deadline = time.monotonic() + timing.settle_seconds
+    while time.monotonic() < deadline:
+        transitions = _transitions(db_url, drill.state.started_at)
+        firing = {
+            t.fingerprint
+            for t in transitions
+            if t.alert.name == wanted and t.to_state is AlertState.FIRING
+        }
+        resolved = {
+            t.fingerprint
+            for t in transitions
+            if t.alert.name == wanted and t.to_state is AlertState.RESOLVED
+        }
+        if firing <= resolved and (firing or wanted is None):
+            return
+        time.sleep(timing.evaluation_interval_seconds)
+
+
+def _transitions(db_url: str, since: float) -> tuple[Transition, ...]:
+    from collectors.store import Store
+
+    store = Store(db_url, migrate=False)
+    try:
+        return tuple(store.alert_state.history(since, time.time() + 3600.0))
+    finally:
+        store.close()
+
+
+def _report(db_url: str, drill: DrillResult, timing: DrillTiming) -> AlertDrillReport:
+    wanted = drill.scenario.expects.alert
+    start = drill.phase_start("perturbation")
+    transitions = _transitions(db_url, drill.state.started_at)
+    fired = next(
+        (
+            t.alert
+            for t in transitions
+            if t.alert.name == wanted and t.to_state is AlertState.FIRING and t.at_seconds >= start
+        ),
+        None,
+    )
+    resolved = None
+    if fired is not None:
+        fingerprint = fired.fingerprint
+        resolved = next(
+            (
+                t.at_seconds
+                for t in transitions
+                if t.fingerprint == fingerprint
+                and t.to_state is AlertState.RESOLVED
+                and t.at_seconds > (fired.started_at_seconds or start)
+            ),
+            None,
+        )
+    report = _triage(db_url, drill, fired, resolved, timing) if fired is not None else None
+    return AlertDrillReport(drill, timing, transitions, fired, resolved, report)
+
+
+def _triage(
+    db_url: str,
+    drill: DrillResult,
+    fired: Alert,
+    resolved: float | None,
+    timing: DrillTiming,
+) -> TriageReport:
+    """Triage as ``tailwatch incident show`` would, on the drill's scaled windows."""
+    from alerts.builtin_rules import builtin_rule_set
+    from alerts.evaluator import rule_of
+    from alerts.gather import gather
+    from alerts.triage import triage
+    from alerts.triage_windows import triage_windows
+    from collectors.replica_targets import replica_targets
+    from collectors.store import Store
+
+    end = resolved if resolved is not None else drill.phase_end("recovery")
+    start = fired.active_at_seconds if fired.active_at_seconds is not None else end
+    rules, _ = builtin_rule_set()
+    rule = rule_of(fired, rules.scaled(timing.window_scale))
+    lookback = 0.0 if rule is None else rule.lookback_seconds()
+    incident, baseline = triage_windows(
+        start, end, lookback_seconds=lookback, scale=timing.window_scale
+    )
+    store = Store(db_url, migrate=False)
+    try:
+        join = replica_targets(store)
+        mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
+        return triage(gather(store, store, incident, baseline, replica_targets=mapping))
+    finally:
+        store.close()
+
+
+def report_json(report: AlertDrillReport) -> dict:
+    """The figures docs/alerts.md tabulates, as JSON."""
+    rank, score = report.cause_rank()
+    return {
+        "scenario": report.drill.scenario.name,
+        "alert": report.drill.scenario.expects.alert,
+        "fired": report.fired is not None,
+        "detection_delay_seconds": report.detection_delay_seconds,
+        "evaluation_interval_seconds": report.timing.evaluation_interval_seconds,
+        "resolved_after_recovery_start_seconds": (
+            None
+            if report.resolved_at_seconds is None
+            else report.resolved_at_seconds - report.recovery_start
+        ),
+        "fired_alerts": report.fired_names(),
+        "triage_verdict": None if report.triage is None else report.triage.verdict,
+        "cause_rank": rank,
+        "cause_score": score,
+    }
+
+
+if __name__ == "__main__":  # NOTE: python -m tailwatch.alert_drill NAME [--clean]
+    from loadgen.scenario import load_scenario
+
+    chosen = load_scenario(sys.argv[1])
+    chosen = chosen.scaled(chosen.compressed_time_scale)
+    if "--clean" in sys.argv:
+        chosen = clean_twin(chosen)
+    out = Path(sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else ".")
+    result = run_alert_drill(chosen, out / chosen.name)
+    print(json.dumps(report_json(result), indent=2, default=str))
+    if result.triage is not None and "--triage" in sys.argv:
+        from alerts.triage_report import render_text
+
+        print(render_text(result.triage, width=160), file=sys.stderr)
