@@ -49,6 +49,10 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         threshold_seconds=2.5,
         median_max_seconds=1.0,
         for_seconds=120.0,
+        # NOTE: a p99 over sparse stalls dips between them, and the median can jump while
+        # the tail is worst: hold the page through such gaps instead of resolving and
+        # paging again (Prometheus's keep_firing_for)
+        keep_firing_for_seconds=120.0,
         summary="TTFT {percentile} above {threshold_seconds:g} s while the median holds",
         description="The slowest {tail_percent:g} % of first tokens over {window} take over "
         "{threshold_seconds:g} s while p50 stays at most {median_max_seconds:g} s: a tail problem "
@@ -65,6 +69,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         threshold_seconds=0.25,
         median_max_seconds=0.1,
         for_seconds=120.0,
+        keep_firing_for_seconds=120.0,
         summary="ITL {percentile} above {threshold_seconds:g} s while the median holds",
         description="Token gaps over {window} exceed {threshold_seconds:g} s at {percentile} "
         "while p50 stays at most {median_max_seconds:g} s: decodes stall behind long prefills "

@@ -106,7 +106,7 @@ def kv_saturation(rule: KVSaturationRule, names: EngineNames) -> list[PromRule]:
     usage = reader.metric(c.KV_CACHE_USAGE)
     preemptions = reader.metric(c.PREEMPTIONS_TOTAL)
     expr = (
-        f"max by ({by}) ({usage}) >= {rule.usage_min!r}\n"
+        f"max by ({by}) (max_over_time({usage}[{window}])) >= {rule.usage_min!r}\n"
         f"and sum by ({by}) (rate({preemptions}[{window}])) > {rule.preemptions_per_second_min!r}"
     )
     return [alert_rule(rule, reader, group_name(rule), expr)]

@@ -26,13 +26,18 @@ _UNCORRECTED = "uncorrected"
 def kv_saturation(rule: KVSaturationRule, reader: MetricsReader, now: float) -> list[Instance]:
     out = []
     for key, selector in groups(reader, c.KV_CACHE_USAGE, REPLICA_LABELS).items():
-        readings = latest_readings(reader, c.KV_CACHE_USAGE, selector, now)
-        preempted = reader.counter_window(
-            c.PREEMPTIONS_TOTAL, selector, now - rule.window_seconds, now
-        )
+        start = now - rule.window_seconds
+        # NOTE: the window's peak, not the last reading: a preemption frees blocks, so usage
+        # dips below the bound between preemptions of a storm (max_over_time in PromQL)
+        readings = [
+            s.value
+            for series in reader.samples(c.KV_CACHE_USAGE, selector, start, now).values()
+            for s in series
+        ]
+        preempted = reader.counter_window(c.PREEMPTIONS_TOTAL, selector, start, now)
         if not readings or preempted is None:
             continue
-        usage = max(readings.values())
+        usage = max(readings)
         rate = preempted / rule.window_seconds
         holds = usage >= rule.usage_min and rate > rule.preemptions_per_second_min
         out.append(Instance(dict(key), usage, holds))

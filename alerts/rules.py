@@ -103,8 +103,8 @@ class QueueGrowthRule(Rule):
 
 @dataclass(frozen=True, kw_only=True)
 class KVSaturationRule(Rule):
-    """A replica's KV cache is at least ``usage_min`` full while it preempts more than
-    ``preemptions_per_second_min`` over the window (recompute storms)."""
+    """A replica's KV cache peaked at ``usage_min`` or more over the window while it preempted
+    more than ``preemptions_per_second_min`` (recompute storms)."""
 
     kind: ClassVar[str] = "kv-saturation"
 

@@ -42,11 +42,15 @@ __all__ = [
 
 # Faults for incident drills; set with the knobs but kept out of EngineConfig.
 # ``fail_next_steps``: that many of the next steps (with a batch) raise after the model ran.
-FAULTS: tuple[str, ...] = ("step_delay_seconds", "fail_next_steps")
+# ``prefill_seconds_per_token``: each step also takes this long per prompt token it computed,
+# a bigger model's prefill throughput (0.0005: 2,000 tokens/s), so a long-prompt drill stalls
+# decodes the same on any machine.
+FAULTS: tuple[str, ...] = ("step_delay_seconds", "prefill_seconds_per_token", "fail_next_steps")
+#: The faults that are seconds, with their upper bounds.
+DELAY_FAULTS: dict[str, float] = {"step_delay_seconds": 10.0, "prefill_seconds_per_token": 0.01}
 # The front end's admission limits, live too (None: unbounded): the knob triage recommends
 # for overload (lower max_waiting_requests) can be turned without a restart.
 ADMISSION_KNOBS: tuple[str, ...] = ("max_waiting_requests", "max_concurrency_per_tenant")
-MAX_STEP_DELAY_SECONDS = 10.0
 MAX_FAIL_NEXT_STEPS = 1000
 
 
@@ -240,7 +244,7 @@ class AsyncEngine:
     def knobs(self) -> dict[str, Any]:
         return {
             **self.engine.knobs(),
-            "step_delay_seconds": self._loop.step_delay_seconds,
+            **{fault: getattr(self._loop, fault) for fault in DELAY_FAULTS},
             "fail_next_steps": self.engine.num_steps_to_fail,
             **{knob: getattr(self._admission, knob) for knob in ADMISSION_KNOBS},
         }
@@ -260,13 +264,14 @@ class AsyncEngine:
 
     def _apply_knobs(self, changes: Mapping[str, Any]) -> list[KnobChange]:
         faults = {k: v for k, v in changes.items() if k in FAULTS}
-        delay = faults.get("step_delay_seconds", self._loop.step_delay_seconds)
-        if isinstance(delay, bool) or not isinstance(delay, int | float):
-            raise ConfigError(f"step_delay_seconds={delay!r}: must be a number of seconds")
-        if not 0 <= delay <= MAX_STEP_DELAY_SECONDS:
-            raise ConfigError(
-                f"step_delay_seconds={delay}: must be between 0 and {MAX_STEP_DELAY_SECONDS}"
-            )
+        delays = {}
+        for fault, limit in DELAY_FAULTS.items():
+            delay = faults.get(fault, getattr(self._loop, fault))
+            if isinstance(delay, bool) or not isinstance(delay, int | float):
+                raise ConfigError(f"{fault}={delay!r}: must be a number of seconds")
+            if not 0 <= delay <= limit:
+                raise ConfigError(f"{fault}={delay}: must be between 0 and {limit}")
+            delays[fault] = float(delay)
         fail_steps = faults.get("fail_next_steps", self.engine.num_steps_to_fail)
         if isinstance(fail_steps, bool) or not isinstance(fail_steps, int):
             raise ConfigError(f"fail_next_steps={fail_steps!r}: must be a whole number of steps")
@@ -304,17 +309,18 @@ class AsyncEngine:
                 )
             )
             self.engine.num_steps_to_fail = fail_steps
-        if float(delay) != self._loop.step_delay_seconds:
-            applied.append(
-                KnobChange(
-                    "step_delay_seconds",
-                    self._loop.step_delay_seconds,
-                    float(delay),
-                    self.engine.clock(),
-                    self.engine.wall_clock(),
+        for fault, delay in delays.items():
+            if delay != getattr(self._loop, fault):
+                applied.append(
+                    KnobChange(
+                        fault,
+                        getattr(self._loop, fault),
+                        delay,
+                        self.engine.clock(),
+                        self.engine.wall_clock(),
+                    )
                 )
-            )
-            self._loop.step_delay_seconds = float(delay)
+                setattr(self._loop, fault, delay)
         self.events.extend(applied)
         for observer in self.observers:
             observer.on_knob_changes(applied)

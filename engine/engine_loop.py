@@ -58,6 +58,7 @@ class EngineLoop:
         self.observers = observers
         self._on_death = on_death
         self.step_delay_seconds = 0.0
+        self.prefill_seconds_per_token = 0.0
         self.handles: dict[str, RequestHandle] = {}
         # the engine's waiting queue after the last step or add (admission reads it)
         self.num_waiting = 0
@@ -169,6 +170,12 @@ class EngineLoop:
                 try:
                     outputs = engine.step()
                     self.num_waiting = engine.scheduler.stats().num_waiting
+                    if self.prefill_seconds_per_token and engine.last_step.num_prompt_tokens:
+                        # NOTE: before delivery, as a slower prefill would be: the step's
+                        # first tokens come this much later too
+                        time.sleep(
+                            self.prefill_seconds_per_token * engine.last_step.num_prompt_tokens
+                        )
                     self._deliver(outputs)
                 except Exception as error:
                     self._contain(error)

@@ -43,10 +43,10 @@ _LISTENING = re.compile(r"OTLP traces at (http://[^\s/]+)/v1/traces")
 @dataclass(frozen=True)
 class DrillTiming:
     """The clock of a compressed drill: rule windows and ``for:`` times ``window_scale``
-    (300 s windows become 1.5 s at 0.005), and the evaluation and scrape intervals."""
+    (300 s windows become 3 s at 0.01), and the evaluation and scrape intervals."""
 
-    window_scale: float = 0.005
-    evaluation_interval_seconds: float = 0.25
+    window_scale: float = 0.01
+    evaluation_interval_seconds: float = 0.5
     scrape_interval_seconds: float = 0.25
     settle_seconds: float = 8.0
 

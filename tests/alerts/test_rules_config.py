@@ -95,7 +95,15 @@ def test_overrides_disables_additions_and_scale():
         ({"notifiers": [{"webhook": "ftp://x"}]}, "notifiers[0].webhook: "),
         ({"notifiers": [{"pager": "http://x"}]}, "notifiers[0].pager: unknown key"),
         ({"notifiers": [{}]}, "notifiers[0]: needs exactly one of"),
-        ({"silences": []}, "silences: unknown key (known: window_scale, rules, notifiers)"),
+        (
+            {"silences": []},
+            "silences: unknown key (known: window_scale, evaluation_interval, in_collector, "
+            "rules, notifiers)",
+        ),
+        ({"evaluation_interval": "0s"}, "evaluation_interval: must be above 0 s, got 0"),
+        ({"evaluation_interval": -1}, "evaluation_interval: must be 0 s to ten years"),
+        ({"evaluation_interval": "soon"}, "evaluation_interval: must be seconds or a duration"),
+        ({"in_collector": "yes"}, "in_collector: must be true or false, got 'yes'"),
     ],
 )
 def test_errors_name_the_rule_and_field(section, message):
@@ -327,3 +335,10 @@ def test_group_and_specific_burn_rate_overrides_both_apply():
     page = rules.get("slo-burn-rate:chat-ttft:page")
     assert (page.runbook, page.for_seconds) == ("https://wiki/slo", 120.0)
     assert rules.get("slo-burn-rate:chat-ttft:ticket").for_seconds == 0
+
+
+def test_evaluation_interval_and_in_collector_default_and_parse():
+    config = alerts_of(None, SLOS)
+    assert (config.evaluation_interval_seconds, config.in_collector) == (15.0, False)
+    config = alerts_of({"evaluation_interval": "1m30s", "in_collector": True}, SLOS)
+    assert (config.evaluation_interval_seconds, config.in_collector) == (90.0, True)

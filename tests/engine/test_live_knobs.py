@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -209,6 +210,35 @@ def test_async_engine_abort_on_close_frees_blocks():
                     break
                 await asyncio.sleep(0.01)
             assert engine.stats().kv_cache_usage == 0.0 and front.num_in_flight == 0
+        finally:
+            front.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_prefill_seconds_per_token_slows_each_prefill_by_its_prompt_tokens():
+    """The long-prompt drill's fault: a step that computes N prompt tokens takes at least
+    N x the fault longer, before its tokens are delivered (a lower bound, so load-proof)."""
+
+    async def scenario():
+        engine = LLMEngine(EngineConfig(max_model_len=256, num_gpu_blocks=64, max_num_seqs=2))
+        front = AsyncEngine(engine)
+        front.start()
+        try:
+            await front.warm_up()
+            for bad in (-1, 0.5, "fast", True):
+                with pytest.raises(ConfigError, match="prefill_seconds_per_token="):
+                    await front.update_knobs({"prefill_seconds_per_token": bad})
+            changes = await front.update_knobs({"prefill_seconds_per_token": 0.002})
+            assert [(c.knob, c.old_value, c.new_value) for c in changes] == [
+                ("prefill_seconds_per_token", 0.0, 0.002)
+            ]
+            assert front.knobs()["prefill_seconds_per_token"] == 0.002
+            prompt = "x" * 120  # byte-level: 120 prompt tokens (plus any specials)
+            started = time.monotonic()
+            outputs = await _collect(front, prompt, SamplingParams(max_tokens=1))
+            assert outputs[-1].finished
+            assert time.monotonic() - started >= 120 * 0.002
         finally:
             front.shutdown()
 
