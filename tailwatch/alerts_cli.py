@@ -93,12 +93,12 @@ def parse_duration(flag: str, text: str) -> float:
     return seconds
 
 
-def _print_json(value: Any) -> None:
+def print_json(value: Any) -> None:
     # NOTE: ensure_ascii keeps any control character in a label escaped in the output.
     typer.echo(json.dumps(value, indent=2, ensure_ascii=True))
 
 
-def _print_table(table: Any) -> None:
+def print_table(table: Any) -> None:
     from rich.console import Console
 
     Console().print(table)
@@ -130,9 +130,9 @@ def list_alerts(
     with open_store(db) as store:
         rows = alert_rows(store.alert_state, at, since_seconds, state)
     if as_json:
-        _print_json([alert_json(row) for row in rows])
+        print_json([alert_json(row) for row in rows])
     else:
-        _print_table(alerts_table(rows, at))
+        print_table(alerts_table(rows, at))
 
 
 @silence_app.command("add")
@@ -185,9 +185,9 @@ def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOpti
     with open_store(db) as store:
         silences = store.alert_state.silences()
     if as_json:
-        _print_json([silence_json(s, at) for s in silences])
+        print_json([silence_json(s, at) for s in silences])
     else:
-        _print_table(silences_table(silences, at))
+        print_table(silences_table(silences, at))
 
 
 @silence_app.command("expire")

@@ -185,10 +185,10 @@ class _FlakyState(MemoryAlertState):
         super().__init__()
         self.fail = False
 
-    def save_evaluation(self, alerts, transitions) -> None:
+    def save_evaluation(self, alerts, transitions, errors=(), at_seconds=None) -> None:
         if self.fail:
             raise ConnectionError("database is down")
-        super().save_evaluation(alerts, transitions)
+        super().save_evaluation(alerts, transitions, errors, at_seconds)
 
 
 def test_a_failed_save_leaves_the_evaluator_where_it_was() -> None:
