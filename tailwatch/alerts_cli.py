@@ -129,10 +129,30 @@ def list_alerts(
     at = parse_now(now)
     with open_store(db) as store:
         rows = alert_rows(store.alert_state, at, since_seconds, state)
+        health = store.alert_state.evaluation_health()
     if as_json:
         print_json([alert_json(row) for row in rows])
     else:
         print_table(alerts_table(rows, at))
+    from tailwatch.rule_errors_view import health_warnings
+
+    for line in health_warnings(health, at):
+        typer.echo(line, err=True)
+
+
+@alerts_app.command("errors")
+def list_errors(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
+    """List the rules that failed to evaluate: the latest error of each, when, and how many
+    times; `failing` when it failed at the last evaluation (its alerts are stuck)."""
+    from tailwatch.rule_errors_view import health_json, health_table
+
+    at = parse_now(now)
+    with open_store(db) as store:
+        health = store.alert_state.evaluation_health()
+    if as_json:
+        print_json(health_json(health))
+    else:
+        print_table(health_table(health, at))
 
 
 @silence_app.command("add")
