@@ -45,17 +45,20 @@ def health_table(health: EvaluationHealth, now_seconds: float) -> Table:
         title=f"{failing} rule(s) failing at the last evaluation, "
         f"{_when(health.last_evaluation_seconds, now_seconds)}"
     )
-    for column in ("rule", "now", "error", "last failed", "first failed", "failures", "message"):
-        table.add_column(column, overflow="fold")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("now", no_wrap=True)
+    table.add_column("failures", justify="right", no_wrap=True)
+    table.add_column("first failed", no_wrap=True)
+    table.add_column("last failed", no_wrap=True)
+    table.add_column("error", overflow="fold", ratio=1)
     for f in health.failures:
         table.add_row(
             Text(printable(f.rule)),
             Text("failing" if health.is_failing(f) else "works again"),
-            Text(printable(f.error_type)),
-            Text(_when(f.last_failed_seconds, now_seconds)),
-            Text(iso(f.first_failed_seconds) or ""),
             Text(str(f.num_failures)),
-            Text(printable(f.message)),
+            Text(iso(f.first_failed_seconds) or ""),
+            Text(f"{age(now_seconds - f.last_failed_seconds)} ago"),
+            Text(f"{printable(f.error_type)}: {printable(f.message)}"),
         )
     return table
 
