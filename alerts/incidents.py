@@ -11,7 +11,6 @@ touches; both state stores apply it the same way, in the save's transaction).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -141,11 +140,12 @@ def listing_order(
     """Open incidents, then those resolved at or after ``since_seconds``, each newest first
     (by start, then id), at most ``limit`` (a positive integer; ``ValueError`` otherwise)."""
     check_limit(limit)
-    chosen = [
-        i
-        for i in incidents
-        if i.is_open or (not math.isnan(since_seconds) and i.resolved_at_seconds >= since_seconds)  # type: ignore[operator]
-    ]
+
+    def is_listed(incident: Incident) -> bool:
+        resolved = incident.resolved_at_seconds
+        return resolved is None or resolved >= since_seconds  # NOTE: NaN lists open ones only
+
+    chosen = [i for i in incidents if is_listed(i)]
     chosen.sort(key=lambda i: (not i.is_open, -i.started_at_seconds, -i.id))
     return chosen[:limit]
 
