@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from alerts.incidents import Incident, check_limit, episode_key, episodes, merged
+from alerts.incidents import Incident, check_limit, episode_key, episodes
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import (
     EvaluationError,
@@ -50,35 +50,39 @@ def save_incidents(
     if not touched:
         return
     earliest = min(episode_key(a)[1] for a in touched)
-    stored: dict[tuple[str, float], tuple[int, str]] = {}
+    stored: dict[tuple[str, float], tuple[int, bool, str]] = {}
     for chunk in chunks(sorted({a.fingerprint for a in touched})):
         query = select(
             IncidentRow.id,
             IncidentRow.fingerprint,
             IncidentRow.started_at_seconds,
+            IncidentRow.resolved_at_seconds,
             IncidentRow.alert_json,
         ).where(IncidentRow.fingerprint.in_(chunk), IncidentRow.started_at_seconds >= earliest)
-        for row_id, fingerprint, started, text in session.execute(query):
-            stored[(fingerprint, started)] = (row_id, text)
-    new_rows = []
+        for row_id, fingerprint, started, resolved_at, text in session.execute(query):
+            stored[(fingerprint, started)] = (row_id, resolved_at is not None, text)
+    changed = []
     for alert in touched:
         known = stored.get(episode_key(alert))
         if known is None:
-            new_rows.append(_incident_row(alert))
+            # NOTE: one row at a time keeps the ids in first-seen order on every database
+            session.execute(insert(IncidentRow), [_incident_row(alert)])
             continue
-        row_id, text = known
-        kept = merged(decode_alert(text), alert)
-        encoded = encode_alert(kept)
-        if encoded != text:
-            session.execute(
-                update(IncidentRow)
-                .where(IncidentRow.id == row_id)
-                .values(resolved_at_seconds=kept.ended_at_seconds, alert_json=encoded)
-            )
-    if new_rows:
-        # NOTE: one row at a time keeps the ids in first-seen order on every database
-        for row in new_rows:
-            session.execute(insert(IncidentRow), [row])
+        row_id, is_closed, text = known
+        encoded = encode_alert(alert)
+        if not is_closed and encoded != text:  # NOTE: a closed incident never reopens
+            changed.append({"row_id": row_id, "resolved": alert.ended_at_seconds, "json": encoded})
+    if changed:
+        session.connection().execute(_UPDATE_INCIDENT, changed)
+
+
+# NOTE: one statement for every changed incident (executemany): each open incident changes at
+# each evaluation (its value), so this runs every cycle.
+_UPDATE_INCIDENT = (
+    update(IncidentRow)
+    .where(IncidentRow.id == bindparam("row_id"))
+    .values(resolved_at_seconds=bindparam("resolved"), alert_json=bindparam("json"))
+)
 
 
 def _incident_row(alert: Alert) -> dict[str, object]:
