@@ -127,6 +127,7 @@ def _maintain(store: Store, policy: RetentionPolicy, metrics: MaintenanceMetrics
             ("incidents", report.incidents_deleted),
             ("rule_failures", report.rule_failures_deleted),
             ("notified", report.notified_deleted),
+            ("silences", report.silences_deleted),
         ):
             metrics.deleted.labels(kind).inc(count)
         if not report.more_to_do:

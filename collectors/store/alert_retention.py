@@ -1,8 +1,9 @@
 """Retention of the evaluator's records, beside the other data in a maintenance pass: the
-transition history, resolved incidents, rule failures and notifier memory older than the
-alert retention (``RetentionPolicy.alert_retention_seconds``), oldest first, in bounded
-batches. What is live is never deleted: the active alerts, open incidents (however old), and
-silences."""
+transition history, resolved incidents, rule failures, notifier memory and silences that
+expired longer ago than the alert retention (``RetentionPolicy.alert_retention_seconds``),
+oldest first, in bounded batches (Alertmanager likewise drops expired silences after its
+``--data.retention``). What is live is never deleted: the active alerts, open incidents
+(however old), and silences not yet expired."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from collectors.store.alert_models import IncidentRow, NotifiedRow, RuleFailureRow
-from collectors.store.models import AlertTransitionRow
+from collectors.store.models import AlertTransitionRow, SilenceRow
 from collectors.store.sql import chunks
 
 
@@ -25,19 +26,21 @@ class AlertExpiry:
     incidents_deleted: int
     rule_failures_deleted: int
     notified_deleted: int
+    silences_deleted: int
     more_to_do: bool
 
 
 def expire_alert_records(session: Session, *, cutoff_seconds: float, limit: int) -> AlertExpiry:
     """Delete transitions before ``cutoff_seconds``, incidents resolved before it, rule
-    failures last seen before it and notifier records from before it: at most ``limit`` of
-    each, oldest first."""
+    failures last seen before it, notifier records from before it and silences that ended
+    before it: at most ``limit`` of each, oldest first."""
     deleted: list[int] = []
     more_to_do = False
     for key, column in (
         (AlertTransitionRow.id, AlertTransitionRow.at_seconds),
         (IncidentRow.id, IncidentRow.resolved_at_seconds),  # NOTE: NULL (open) never matches
         (RuleFailureRow.rule_hash, RuleFailureRow.last_failed_seconds),
+        (SilenceRow.seq, SilenceRow.ends_at_seconds),
     ):
         keys = list(
             session.scalars(
@@ -63,4 +66,5 @@ def expire_alert_records(session: Session, *, cutoff_seconds: float, limit: int)
                 NotifiedRow.notifier == notifier, NotifiedRow.fingerprint == fingerprint
             )
         )
-    return AlertExpiry(*deleted, len(old[:limit]), more_to_do)
+    transitions, incidents, failures, silences = deleted
+    return AlertExpiry(transitions, incidents, failures, len(old[:limit]), silences, more_to_do)

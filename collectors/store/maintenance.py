@@ -115,6 +115,7 @@ class Maintenance:
             incidents_deleted=alerts.incidents_deleted,
             rule_failures_deleted=alerts.rule_failures_deleted,
             notified_deleted=alerts.notified_deleted,
+            silences_deleted=alerts.silences_deleted,
             more_to_do=any(r.more_to_do for r in (report, expired, traces, alerts)),
         )
 

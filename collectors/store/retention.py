@@ -93,4 +93,5 @@ class MaintenanceReport:
     incidents_deleted: int = 0
     rule_failures_deleted: int = 0
     notified_deleted: int = 0
+    silences_deleted: int = 0
     more_to_do: bool = False

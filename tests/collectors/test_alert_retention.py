@@ -1,7 +1,7 @@
 """The maintenance pass expires the evaluator's history past the alert retention (30 days by
-default): transitions, resolved incidents, rule failures and notifier records; never the
-active alerts, open incidents or silences; in bounded batches; counted in the report. On
-SQLite and PostgreSQL."""
+default): transitions, resolved incidents, rule failures, notifier records and silences
+expired that long; never the active alerts, open incidents or recently expired silences; in
+bounded batches; counted in the report. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _moved(alert: Alert, at: float, before: AlertState) -> Transition:
 def _seed(store: Store) -> Alert:
     """An old episode (resolved 40 days ago), a recent one (resolved 1 day ago), and an alert
     firing for 60 days (its incident is open, however old); failures and notifier records
-    old and new; a silence that expired 40 days ago. Returns the long-firing alert."""
+    old and new; silences that expired 40 days and 1 day ago. Returns the long-firing alert."""
     state = store.alert_state
     old = Alert.pending({"alertname": "Old"}, NOW - 41 * DAY).fire(NOW - 41 * DAY)
     recent = Alert.pending({"alertname": "Recent"}, NOW - 2 * DAY).fire(NOW - 2 * DAY)
@@ -57,6 +57,7 @@ def _seed(store: Store) -> Alert:
         ],
     )
     state.save_silence(Silence("s", 'alertname="Old"', NOW - 41 * DAY, NOW - 40 * DAY, "me", "c"))
+    state.save_silence(Silence("t", 'alertname="Recent"', NOW - 3 * DAY, NOW - DAY, "me", "c"))
     return long
 
 
@@ -73,8 +74,9 @@ def test_alert_records_past_the_retention_are_deleted_and_live_ones_kept(store: 
         report.incidents_deleted,
         report.rule_failures_deleted,
         report.notified_deleted,
+        report.silences_deleted,
         report.more_to_do,
-    ) == (3, 1, 1, 1, False)
+    ) == (3, 1, 1, 1, 1, False)
     assert [t.alert.name for t in state.history(-math.inf, math.inf)] == ["Recent", "Recent"]
     assert [(i.alertname, i.state) for i in state.incidents()] == [
         ("Long", "firing"),  # open: kept though it started 60 days ago
@@ -82,7 +84,8 @@ def test_alert_records_past_the_retention_are_deleted_and_live_ones_kept(store: 
     ]
     assert [f.rule for f in state.evaluation_health().failures] == ["broken-now"]
     assert [r.fingerprint for r in state.notified()] == [long.fingerprint]
-    assert state.active_alerts() == [long] and len(state.silences()) == 1
+    assert state.active_alerts() == [long]
+    assert [s.id for s in state.silences()] == ["t"]  # expired a day ago: kept
     assert store.maintain(NOW).incidents_deleted == 0  # idempotent
     # ids are never reused, even once the newest incidents are gone
     state.save_evaluation([], [_moved(long.resolve(NOW), NOW, AlertState.FIRING)])
