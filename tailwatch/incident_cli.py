@@ -26,9 +26,6 @@ incident_app = typer_app(
     name="incident", help="Incidents: list them, triage one by id (see docs/alerts.md)."
 )
 
-#: The shortest windows triage compares (a shorter incident is widened back from its end).
-MIN_INCIDENT_SECONDS = 60.0
-MIN_BASELINE_SECONDS = 600.0
 #: The most incidents one ``incident list`` prints.
 MAX_LIMIT = 10_000
 
@@ -80,8 +77,8 @@ def show(
     resolved, or now) against an equal baseline just before it, at least 10 minutes."""
     from alerts.gather import gather
     from alerts.triage import triage
-    from alerts.triage_data import TimeWindow
     from alerts.triage_report import render_text
+    from alerts.triage_windows import triage_windows
     from collectors.replica_targets import replica_targets
     from slo.window import format_utc
     from tailwatch.incident_view import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
@@ -97,18 +94,11 @@ def show(
             raise cli_error(f"ID {incident_id!r}: no incident has that id ({LIST_HINT})")
         start = incident.pending_since_seconds
         end = incident.resolved_at_seconds if incident.resolved_at_seconds is not None else at
-        end = max(end, start + MIN_INCIDENT_SECONDS)
-        length = max(end - start, MIN_BASELINE_SECONDS)
+        window, baseline = triage_windows(start, end)
         join = replica_targets(store)
         mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
         try:
-            data = gather(
-                store,
-                store,
-                TimeWindow(start, end),
-                TimeWindow(start - length, start),
-                replica_targets=mapping,
-            )
+            data = gather(store, store, window, baseline, replica_targets=mapping)
             report = triage(data)
         except Exception as error:  # NOTE: what the store cannot answer is one line
             raise cli_error(f"cannot triage incident {incident.id}: {first_line(error)}") from None
@@ -117,7 +107,7 @@ def show(
         f"{incident.fingerprint}  {labels_text(incident)}"
     )
     typer.echo(
-        f"incident {format_utc(start)} – {format_utc(end)}; "
-        f"baseline {format_utc(start - length)} – {format_utc(start)}"
+        f"incident {format_utc(window.start_seconds)} – {format_utc(window.end_seconds)}; "
+        f"baseline {format_utc(baseline.start_seconds)} – {format_utc(baseline.end_seconds)}"
     )
     typer.echo(render_text(report, width=width), nl=False)

@@ -1,0 +1,27 @@
+"""Which windows triage compares for an alert: the incident, from the start of the data that
+first made its condition hold to when it resolved (or now), against an equal baseline just
+before it; both widened to a floor so a short blip still has data, and scaled with the
+rules (drills)."""
+
+from __future__ import annotations
+
+from alerts.triage_data import TimeWindow
+
+#: The shortest windows triage compares (a shorter incident is widened forward from its
+#: start, a shorter baseline back from the incident's), at ``window_scale`` 1.
+MIN_INCIDENT_SECONDS = 60.0
+MIN_BASELINE_SECONDS = 600.0
+
+
+def triage_windows(
+    start: float, end: float, *, lookback_seconds: float = 0.0, scale: float = 1.0
+) -> tuple[TimeWindow, TimeWindow]:
+    """(incident, baseline) for an alert whose condition held from ``start`` to ``end``
+    (Unix seconds), computed over ``lookback_seconds`` of data (``Rule.lookback_seconds``):
+    the incident window reaches back that far, so it holds the onset, and the baseline ends
+    there. The floors are times ``scale``, as the rules' windows are under
+    ``alerts.window_scale``."""
+    start -= lookback_seconds
+    end = max(end, start + MIN_INCIDENT_SECONDS * scale)
+    length = max(end - start, MIN_BASELINE_SECONDS * scale)
+    return TimeWindow(start, end), TimeWindow(start - length, start)
