@@ -16,9 +16,11 @@ Each :meth:`Evaluator.evaluate_once`:
    dropped;
 4. marks the silenced alerts (an active silence mutes notification; the alert still exists)
    and the inhibited ones (a firing page inhibits the ticket for the same SLO);
-5. saves the active alerts and the transitions in one ``state.save_evaluation``; only then does
-   the evaluator's own state move on, so a failed save is retried from the old state;
-6. dispatches to the notifiers (never failing the cycle).
+5. saves the active alerts, the transitions (which open and close incidents) and the rules'
+   errors in one ``state.save_evaluation``; only then does the evaluator's own state move
+   on, so a failed save is retried from the old state;
+6. dispatches to the notifiers (never failing the cycle), whose memory of what each has had
+   is kept in the state store, so a restart does not send every firing alert again.
 
 A restarted evaluator resumes from ``state.active_alerts()``: a pending alert keeps its
 ``active_at``, so its ``for:`` continues rather than restarts.
@@ -41,6 +43,7 @@ from alerts.lifecycle import step
 from alerts.model import Alert, AlertState
 from alerts.notifiers import Notifier
 from alerts.rule_base import Rule
+from alerts.rule_errors import EvaluationError
 from alerts.rule_eval import evaluate_rule
 from alerts.silences import silenced_alerts
 from alerts.state import AlertStateStore, Transition
@@ -55,16 +58,6 @@ LOG = logging.getLogger(__name__)
 
 class ClockWentBackError(ValueError):
     """The evaluation time is before the times of the alert state it would move on from."""
-
-
-@dataclass(frozen=True)
-class EvaluationError:
-    """A rule that could not be evaluated at ``at_seconds``, and why."""
-
-    rule: str
-    at_seconds: float
-    error_type: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -139,7 +132,7 @@ class Evaluator:
         self.state = state
         self.clock = clock
         self.inhibit_rules = tuple(inhibit_rules)
-        self.dispatcher = Dispatcher(notifiers)
+        self.dispatcher = Dispatcher(notifiers, memory=state)
         self._active: dict[str, dict[str, Alert]] = {r.name: {} for r in self.rules}
         #: Alerts restored from the store that no rule raises any more: resolved (firing) or
         #: dropped (pending) at the first evaluation.
@@ -211,7 +204,7 @@ class Evaluator:
         resolved.extend(orphans.resolved)
         transitions.extend(orphans.transitions)
         active = [a for alerts in new_active.values() for a in alerts.values()]
-        self.state.save_evaluation(active, transitions)
+        self.state.save_evaluation(active, transitions, errors, now)
         self._active, self._orphans = new_active, {}
         every = [*active, *resolved]
         silenced = silenced_alerts(every, silences, now)

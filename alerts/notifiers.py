@@ -189,6 +189,11 @@ class WebhookNotifier:
         self.group_by = group_by
         self.external_url = external_url
 
+    @property
+    def destination(self) -> str:
+        """The URL posted to (with any credentials: never shown; see ``redacted_url``)."""
+        return self._poster.url
+
     def notify(self, alerts: Sequence[Alert], now_seconds: float) -> Delivery:
         """Send one notification for ``alerts`` (one group). ``now_seconds`` is unused: the
         payload carries each alert's own times."""
@@ -238,6 +243,11 @@ class AlertmanagerNotifier:
             random,
             client,
         )
+
+    @property
+    def destination(self) -> str:
+        """The URL posted to (``base_url``'s ``/api/v2/alerts``)."""
+        return self._poster.url
 
     def notify(self, alerts: Sequence[Alert], now_seconds: float) -> Delivery:
         body = postable_alerts(

@@ -5,6 +5,10 @@ rules (drills)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from alerts.model import Alert
+from alerts.rule_base import Rule
 from alerts.triage_data import TimeWindow
 
 #: The shortest windows triage compares (a shorter incident is widened forward from its
@@ -25,3 +29,15 @@ def triage_windows(
     end = max(end, start + MIN_INCIDENT_SECONDS * scale)
     length = max(end - start, MIN_BASELINE_SECONDS * scale)
     return TimeWindow(start, end), TimeWindow(start - length, start)
+
+
+def alert_triage_windows(
+    alert: Alert, start: float, end: float, rules: Iterable[Rule], *, scale: float = 1.0
+) -> tuple[TimeWindow, TimeWindow]:
+    """:func:`triage_windows` for ``alert``, reaching back over the window of the rule in
+    ``rules`` that raises it (none when no rule does any more: a removed rule)."""
+    from alerts.evaluator import rule_of  # NOTE: here: the evaluator imports much of alerts
+
+    rule = rule_of(alert, rules)
+    lookback = 0.0 if rule is None else rule.lookback_seconds()
+    return triage_windows(start, end, lookback_seconds=lookback, scale=scale)

@@ -220,8 +220,12 @@ class MaintenanceMetrics:
         self.deleted = Counter(
             DELETED_ROWS,
             "Rows past their retention deleted: raw_scrapes (with their samples), rollups, "
-            "spans, request_records.",
+            "spans, request_records, alert_transitions, incidents, rule_failures, notified, "
+            "silences.",
             [KIND_LABEL], registry=registry,
         )  # fmt: skip
-        for kind in ("raw_scrapes", "rollups", "spans", "request_records"):
+        for kind in (
+            "raw_scrapes", "rollups", "spans", "request_records",
+            "alert_transitions", "incidents", "rule_failures", "notified", "silences",
+        ):  # fmt: skip
             self.deleted.labels(kind)

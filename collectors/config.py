@@ -29,6 +29,7 @@ store:
   rollup_retention_days: 30        # 1-minute roll-ups (default 30); not shorter than raw;
                                    # request records are kept as long
   span_retention_days: 14          # spans (default 14, Tempo's default)
+  alert_retention_days: 30         # alert history, resolved incidents, rule failures (default 30)
 slos:                              # SLOs, validated by slo.load_slos (docs/slo.md)
   - name: chat-ttft
     indicator: {latency: {metric: ttft, threshold_seconds: 0.5}}
@@ -126,6 +127,7 @@ class StoreConfig:
     raw_retention_hours: float = 48.0
     rollup_retention_days: float = 30.0
     span_retention_days: float = 14.0
+    alert_retention_days: float = 30.0
 
     def retention_policy(self) -> RetentionPolicy:
         """The policy ``Store.maintain`` takes."""
@@ -133,6 +135,7 @@ class StoreConfig:
             raw_retention_seconds=self.raw_retention_hours * 3600.0,
             rollup_retention_seconds=self.rollup_retention_days * 86400.0,
             span_retention_seconds=self.span_retention_days * 86400.0,
+            alert_retention_seconds=self.alert_retention_days * 86400.0,
         )
 
 
@@ -197,7 +200,14 @@ def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:
 
 def _store(data: Any, key: str) -> StoreConfig:
     section = _mapping(
-        data, key, {"raw_retention_hours", "rollup_retention_days", "span_retention_days"}
+        data,
+        key,
+        {
+            "raw_retention_hours",
+            "rollup_retention_days",
+            "span_retention_days",
+            "alert_retention_days",
+        },
     )
     # NOTE: raw rows must outlive the roll-up lag and settling (RetentionPolicy's minimum).
     raw_hours = _positive(section, "raw_retention_hours", key, 48.0)
@@ -218,7 +228,13 @@ def _store(data: Any, key: str) -> StoreConfig:
             f"{key}.span_retention_days: expected at least {MIN_RETENTION_SECONDS / 86400:g} "
             f"(10 minutes), got {span_days:g}"
         )
-    return StoreConfig(raw_hours, rollup_days, span_days)
+    alert_days = _positive(section, "alert_retention_days", key, 30.0)
+    if alert_days * 86400 < MIN_RETENTION_SECONDS:
+        raise ConfigError(
+            f"{key}.alert_retention_days: expected at least {MIN_RETENTION_SECONDS / 86400:g} "
+            f"(10 minutes), got {alert_days:g}"
+        )
+    return StoreConfig(raw_hours, rollup_days, span_days, alert_days)
 
 
 def parse_listen(value: Any, key: str = "collector.listen") -> tuple[str, int]:

@@ -287,20 +287,17 @@ def _triage(
 ) -> TriageReport:
     """Triage as ``tailwatch incident show`` would, on the drill's scaled windows."""
     from alerts.builtin_rules import builtin_rule_set
-    from alerts.evaluator import rule_of
     from alerts.gather import gather
     from alerts.triage import triage
-    from alerts.triage_windows import triage_windows
+    from alerts.triage_windows import alert_triage_windows
     from collectors.replica_targets import replica_targets
     from collectors.store import Store
 
     end = resolved if resolved is not None else drill.phase_end("recovery")
     start = fired.active_at_seconds if fired.active_at_seconds is not None else end
     rules, _ = builtin_rule_set()
-    rule = rule_of(fired, rules.scaled(timing.window_scale))
-    lookback = 0.0 if rule is None else rule.lookback_seconds()
-    incident, baseline = triage_windows(
-        start, end, lookback_seconds=lookback, scale=timing.window_scale
+    incident, baseline = alert_triage_windows(
+        fired, start, end, rules.scaled(timing.window_scale), scale=timing.window_scale
     )
     store = Store(db_url, migrate=False)
     try:

@@ -93,12 +93,12 @@ def parse_duration(flag: str, text: str) -> float:
     return seconds
 
 
-def _print_json(value: Any) -> None:
+def print_json(value: Any) -> None:
     # NOTE: ensure_ascii keeps any control character in a label escaped in the output.
     typer.echo(json.dumps(value, indent=2, ensure_ascii=True))
 
 
-def _print_table(table: Any) -> None:
+def print_table(table: Any) -> None:
     from rich.console import Console
 
     Console().print(table)
@@ -129,10 +129,30 @@ def list_alerts(
     at = parse_now(now)
     with open_store(db) as store:
         rows = alert_rows(store.alert_state, at, since_seconds, state)
+        health = store.alert_state.evaluation_health()
     if as_json:
-        _print_json([alert_json(row) for row in rows])
+        print_json([alert_json(row) for row in rows])
     else:
-        _print_table(alerts_table(rows, at))
+        print_table(alerts_table(rows, at))
+    from tailwatch.rule_errors_view import health_warnings
+
+    for line in health_warnings(health, at):
+        typer.echo(line, err=True)
+
+
+@alerts_app.command("errors")
+def list_errors(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
+    """List the rules that failed to evaluate: the latest error of each, when, and how many
+    times; `failing` when it failed at the last evaluation (its alerts are stuck)."""
+    from tailwatch.rule_errors_view import health_json, health_table
+
+    at = parse_now(now)
+    with open_store(db) as store:
+        health = store.alert_state.evaluation_health()
+    if as_json:
+        print_json(health_json(health))
+    else:
+        print_table(health_table(health, at))
 
 
 @silence_app.command("add")
@@ -185,9 +205,9 @@ def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOpti
     with open_store(db) as store:
         silences = store.alert_state.silences()
     if as_json:
-        _print_json([silence_json(s, at) for s in silences])
+        print_json([silence_json(s, at) for s in silences])
     else:
-        _print_table(silences_table(silences, at))
+        print_table(silences_table(silences, at))
 
 
 @silence_app.command("expire")

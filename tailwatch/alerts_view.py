@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from alerts.conventions import ALERTNAME, SEVERITY
+from alerts.incidents import episode_key
 from alerts.matchers import format_matchers
 from alerts.model import Alert, AlertState
 from alerts.silences import Silence, silenced_by
@@ -24,6 +25,8 @@ from alerts.state import AlertStateStore
 STATE_CHOICES = ("all", "firing", "pending", "resolved", "silenced")
 #: Transitions read per history call while looking for resolved alerts.
 HISTORY_BATCH = 10_000
+#: Incidents read to name the incident of each listed alert (open ones come first).
+INCIDENT_BATCH = 10_000
 #: Unicode categories shown escaped: control, format, line and paragraph separators.
 _HIDDEN = ("Cc", "Cf", "Zl", "Zp")
 
@@ -32,6 +35,9 @@ _HIDDEN = ("Cc", "Cf", "Zl", "Zp")
 class AlertRow:
     alert: Alert
     silenced_by: tuple[str, ...]
+    #: The id of the incident of a firing or resolved alert's episode (None: pending, or an
+    #: episode the store has no incident for).
+    incident_id: int | None = None
 
     @property
     def since_seconds(self) -> float:
@@ -68,8 +74,20 @@ def alert_rows(
         if len(batch) < HISTORY_BATCH or batch[-1].at_seconds == start:
             break
         start = batch[-1].at_seconds
-    rows = [AlertRow(a, silenced_by(a.labels, silences, now_seconds)) for a in active]
-    rows += [AlertRow(a, ()) for a in resolved.values()]
+    incident_ids = {
+        episode_key(i.alert): i.id
+        for i in state.incidents(since_seconds=start, limit=INCIDENT_BATCH)
+    }
+
+    def incident_of(alert: Alert) -> int | None:
+        if alert.state is AlertState.PENDING:
+            return None
+        return incident_ids.get(episode_key(alert))
+
+    rows = [
+        AlertRow(a, silenced_by(a.labels, silences, now_seconds), incident_of(a)) for a in active
+    ]
+    rows += [AlertRow(a, (), incident_of(a)) for a in resolved.values()]
     if which == "silenced":
         rows = [r for r in rows if r.silenced_by]
     elif which != "all":
@@ -119,6 +137,7 @@ def alert_json(row: AlertRow) -> dict[str, Any]:
         "value": json_value(alert.value),
         "generator_url": alert.generator_url,
         "silenced_by": list(row.silenced_by),
+        "incident": row.incident_id,
     }
 
 
@@ -139,7 +158,7 @@ def printable(text: str) -> str:
 
 def alerts_table(rows: list[AlertRow], now_seconds: float) -> Table:
     table = Table(title=f"{len(rows)} alert(s) at {iso(now_seconds)}")
-    for column in ("alertname", "severity", "state", "labels", "since", "value"):
+    for column in ("alertname", "severity", "state", "labels", "since", "value", "incident"):
         table.add_column(column, overflow="fold")
     for row in rows:
         alert = row.alert
@@ -163,6 +182,7 @@ def alerts_table(rows: list[AlertRow], now_seconds: float) -> Table:
                 if value is None
                 else (f"{value:.6g}" if isinstance(value, float | int) else value)
             ),
+            Text("-" if row.incident_id is None else str(row.incident_id)),
         )
     return table
 

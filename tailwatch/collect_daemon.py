@@ -170,6 +170,11 @@ def _maintain(store: Store, policy: RetentionPolicy, metrics: MaintenanceMetrics
             ("rollups", report.rollup_rows_deleted),
             ("spans", report.spans_deleted),
             ("request_records", report.request_records_deleted),
+            ("alert_transitions", report.alert_transitions_deleted),
+            ("incidents", report.incidents_deleted),
+            ("rule_failures", report.rule_failures_deleted),
+            ("notified", report.notified_deleted),
+            ("silences", report.silences_deleted),
         ):
             metrics.deleted.labels(kind).inc(count)
         if not report.more_to_do:

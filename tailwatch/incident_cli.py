@@ -1,87 +1,128 @@
-"""``tailwatch incident show ID``: triage of one stored alert (ID: its fingerprint, or a unique
-prefix of it) over its window against the baseline just before it: the evidence table, ranked
-hypotheses, the slowest requests and the recommended knob, as a terminal report."""
+"""``tailwatch incident list`` and ``tailwatch incident show ID``: the stored incidents (one
+per firing episode of an alert, ``alerts/incidents.py``), and the triage of one over its
+window against the baseline just before it: the evidence table, ranked hypotheses, the
+slowest requests and the recommended knob, as a terminal report."""
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from tailwatch.alerts_cli import DbOption, NowOption, first_line, open_store, parse_now
+from tailwatch.alerts_cli import (
+    DbOption,
+    JsonOption,
+    NowOption,
+    first_line,
+    open_store,
+    parse_duration,
+    parse_now,
+    print_json,
+    print_table,
+)
+from tailwatch.alerts_run import DEFAULT_CONFIG
 from tailwatch.cli_options import cli_error, typer_app
 
-if TYPE_CHECKING:
-    from alerts.model import Alert
-
 incident_app = typer_app(
-    name="incident", help="Incidents: triage a stored alert's window (see docs/alerts.md)."
+    name="incident", help="Incidents: list them, triage one by id (see docs/alerts.md)."
 )
+
+#: The most incidents one ``incident list`` prints.
+MAX_LIMIT = 10_000
+
+
+def parse_limit(text: str) -> int:
+    """``--limit``: a whole number from 1 to :data:`MAX_LIMIT`, or one ``error:`` line."""
+    raw = text.strip()
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 1 <= int(raw) <= MAX_LIMIT):
+        raise cli_error(f"--limit {text!r}: must be a whole number from 1 to {MAX_LIMIT}")
+    return int(raw)
+
+
+@incident_app.command("list")
+def list_incidents(
+    since: Annotated[
+        str, typer.Option("--since", help="Also list incidents resolved this long ago or later.")
+    ] = "24h",
+    limit: Annotated[
+        str, typer.Option("--limit", help=f"At most this many (1-{MAX_LIMIT}).")
+    ] = "50",
+    as_json: JsonOption = False,
+    db: DbOption = None,
+    now: NowOption = None,
+) -> None:
+    """List open (firing) incidents, then those resolved in the last --since, newest first."""
+    from tailwatch.incident_view import incident_json, incidents_table
+
+    since_seconds = parse_duration("--since", since)
+    count = parse_limit(limit)
+    at = parse_now(now)
+    with open_store(db) as store:
+        incidents = store.alert_state.incidents(since_seconds=at - since_seconds, limit=count)
+    if as_json:
+        print_json([incident_json(i) for i in incidents])
+    else:
+        print_table(incidents_table(incidents, at))
 
 
 @incident_app.command("show")
 def show(
     incident_id: Annotated[
-        str, typer.Argument(metavar="ID", help="The alert's fingerprint, or a unique prefix.")
+        str, typer.Argument(metavar="ID", help="The incident's id, from `tailwatch incident list`.")
     ],
     db: DbOption = None,
     now: NowOption = None,
     width: Annotated[int, typer.Option(min=40, max=400, help="Report width in columns.")] = 120,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Configuration file (its alert rules); default: ./tailwatch.yaml."),
+    ] = None,
 ) -> None:
-    """Triage the stored alert ID: its window (from when its condition first held to when it
-    resolved, or now) against an equal baseline just before it, at least 10 minutes."""
+    """Triage incident ID: its window (from the start of the data that first made its
+    alert's condition hold, one rule window before it did, to when it resolved, or now)
+    against an equal baseline just before it, at least 10 minutes."""
     from alerts.gather import gather
     from alerts.triage import triage
     from alerts.triage_report import render_text
-    from alerts.triage_windows import triage_windows
+    from alerts.triage_windows import alert_triage_windows
+    from collectors.config import ConfigError, load_config
     from collectors.replica_targets import replica_targets
     from slo.window import format_utc
+    from tailwatch.incident_view import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
 
-    wanted = incident_id.strip().lower()
-    if not wanted or any(ch not in "0123456789abcdef" for ch in wanted):
-        raise cli_error(f"ID {incident_id!r}: expected an alert fingerprint (hex digits)")
+    try:
+        wanted = parse_incident_id(incident_id)
+    except IncidentIdError as error:
+        raise cli_error(str(error)) from None
+    path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    try:
+        alerts = load_config(path).alerts
+    except ConfigError as error:
+        raise cli_error(str(error)) from None
     at = parse_now(now)
     with open_store(db) as store:
-        alert = _find(store.alert_state, wanted, at)
-        start = alert.active_at_seconds if alert.active_at_seconds is not None else at
-        end = alert.ended_at_seconds if alert.ended_at_seconds is not None else at
-        incident, baseline = triage_windows(start, end)
+        incident = None if wanted is None else store.alert_state.incident(wanted)
+        if incident is None:
+            raise cli_error(f"ID {incident_id!r}: no incident has that id ({LIST_HINT})")
+        start = incident.pending_since_seconds
+        end = incident.resolved_at_seconds if incident.resolved_at_seconds is not None else at
+        window, baseline = alert_triage_windows(
+            incident.alert, start, end, alerts.rules, scale=alerts.window_scale
+        )
         join = replica_targets(store)
         mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
         try:
-            data = gather(store, store, incident, baseline, replica_targets=mapping)
+            data = gather(store, store, window, baseline, replica_targets=mapping)
             report = triage(data)
         except Exception as error:  # NOTE: what the store cannot answer is one line
-            raise cli_error(f"cannot triage {alert.fingerprint}: {first_line(error)}") from None
-    labels = ", ".join(f"{k}={v}" for k, v in sorted(alert.labels.items()) if k != "alertname")
-    typer.echo(f"{alert.name} ({alert.state.value}) {alert.fingerprint}  {labels}")
+            raise cli_error(f"cannot triage incident {incident.id}: {first_line(error)}") from None
     typer.echo(
-        f"incident {format_utc(incident.start_seconds)} – {format_utc(incident.end_seconds)}; "
+        f"incident {incident.id}: {incident.alertname} ({incident.state}) "
+        f"{incident.fingerprint}  {labels_text(incident)}"
+    )
+    typer.echo(
+        f"incident {format_utc(window.start_seconds)} – {format_utc(window.end_seconds)}; "
         f"baseline {format_utc(baseline.start_seconds)} – {format_utc(baseline.end_seconds)}"
     )
     typer.echo(render_text(report, width=width), nl=False)
-
-
-def _find(state: object, wanted: str, at: float) -> Alert:
-    """The latest saved version of the one alert whose fingerprint starts with ``wanted``."""
-    from alerts.state import AlertStateStore
-
-    assert isinstance(state, AlertStateStore)
-    versions: dict[str, Alert] = {a.fingerprint: a for a in state.active_alerts()}
-    for transition in state.history(0.0, at):
-        current = versions.get(transition.fingerprint)
-        if current is None or _latest(transition.alert) > _latest(current):
-            versions[transition.fingerprint] = transition.alert
-    matches = sorted(fp for fp in versions if fp.startswith(wanted))
-    if not matches:
-        raise cli_error(f"ID {wanted!r}: no stored alert has that fingerprint")
-    if len(matches) > 1:
-        shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
-        raise cli_error(f"ID {wanted!r}: matches {len(matches)} alerts ({shown}); give more digits")
-    return versions[matches[0]]
-
-
-def _latest(alert: Alert) -> float:
-    times = (alert.active_at_seconds, alert.started_at_seconds, alert.ended_at_seconds)
-    return max((t for t in times if t is not None), default=-math.inf)

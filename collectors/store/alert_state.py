@@ -16,7 +16,6 @@ name, so two names that differ only there are never mixed up.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Sequence
@@ -25,16 +24,23 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from alerts.labels import LabelSet
-from alerts.matchers import Matcher, MatchType, format_matchers
+from alerts.incidents import Incident, check_incident_id
+from alerts.matchers import format_matchers
 from alerts.model import Alert, AlertState
+from alerts.rule_errors import EvaluationError, EvaluationHealth
 from alerts.silences import Silence
-from alerts.state import Transition
+from alerts.state import Notified, Transition, check_evaluation_times, check_notified
+from collectors.store import alert_records
+from collectors.store.alert_codec import (
+    decode_alert,
+    decode_silence,
+    encode_alert,
+    encode_silence,
+    plain_text,
+)
 from collectors.store.codec import digest
 from collectors.store.models import AlertStateRow, AlertTransitionRow, SilenceRow
 
-#: ``String(255)``: the length of the plain ``alertname`` and silence ``id`` copies.
-_KEY_LENGTH = 255
 #: History rows read per query when an ``alertname`` filter must also be checked exactly.
 _PAGE = 1_000
 _ACTIVE = (AlertState.PENDING, AlertState.FIRING)
@@ -58,11 +64,20 @@ class SQLAlertState:
         with self._sessions() as session:
             return [decode_alert(text) for text in session.scalars(query)]
 
-    def save_evaluation(self, alerts: Sequence[Alert], transitions: Sequence[Transition]) -> None:
+    def save_evaluation(
+        self,
+        alerts: Sequence[Alert],
+        transitions: Sequence[Transition],
+        errors: Sequence[EvaluationError] = (),
+        at_seconds: float | None = None,
+    ) -> None:
         """Replace the active alerts with the pending and firing ones of ``alerts`` (one per
-        fingerprint: a later one replaces an earlier) and append ``transitions``, in one
+        fingerprint: a later one replaces an earlier), append ``transitions``, open, update
+        and close their incidents and record ``errors`` and ``at_seconds``, in one
         transaction. Raises ``ValueError`` (writing nothing) for a transition whose time is
-        not finite or whose fingerprint is not 16 hex digits."""
+        not finite or whose fingerprint is not 16 hex digits, or an ``at_seconds`` or error
+        time that is not finite."""
+        check_evaluation_times(errors, at_seconds)
         active: dict[str, Alert] = {a.fingerprint: a for a in alerts if a.state in _ACTIVE}
         state_rows = [
             {
@@ -83,6 +98,38 @@ class SQLAlertState:
                 session.execute(insert(AlertStateRow), state_rows)
             if transition_rows:
                 session.execute(insert(AlertTransitionRow), transition_rows)
+            alert_records.save_incidents(session, list(active.values()), transitions)
+            alert_records.save_failures(session, errors, at_seconds)
+            session.commit()
+
+    # -- incidents, rule failures, notifier memory ---------------------------------------------
+
+    def incident(self, incident_id: int) -> Incident | None:
+        """The incident with ``incident_id`` (``None``: none has it)."""
+        checked = check_incident_id(incident_id)
+        if checked is None:
+            return None
+        with self._sessions() as session:
+            return alert_records.read_incident(session, checked)
+
+    def incidents(self, *, since_seconds: float = -math.inf, limit: int = 100) -> list[Incident]:
+        """Open incidents, then those resolved at or after ``since_seconds``, newest first."""
+        with self._sessions() as session:
+            return alert_records.read_incidents(session, since_seconds, limit)
+
+    def evaluation_health(self) -> EvaluationHealth:
+        with self._sessions() as session:
+            return alert_records.read_health(session)
+
+    def notified(self) -> list[Notified]:
+        with self._sessions() as session:
+            return alert_records.read_notified(session)
+
+    def save_notified(self, notifier: str, records: Sequence[Notified]) -> None:
+        """Replace what ``notifier`` has had with ``records``, in one transaction."""
+        check_notified(notifier, records)
+        with self._write_lock, self._sessions() as session:
+            alert_records.save_notified(session, notifier, records)
             session.commit()
 
     def history(
@@ -148,78 +195,6 @@ class SQLAlertState:
             if not changed:
                 session.execute(insert(SilenceRow), [{"id_hash": key, **row}])
             session.commit()
-
-
-# -- encodings -------------------------------------------------------------------------------
-
-
-def plain_text(text: str, length: int | None = _KEY_LENGTH) -> str:
-    """The copy of ``text`` a plain column holds: NUL as U+FFFD, clipped to ``length``."""
-    cleaned = text.replace("\x00", "\ufffd")
-    return cleaned if length is None else cleaned[:length]
-
-
-def _dumps(value: Any) -> str:
-    # NOTE: ensure_ascii=False keeps text readable; json still escapes control characters
-    # (NUL is ``\u0000``), and writes NaN and infinities as Python's json reads them back.
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
-def encode_alert(alert: Alert) -> str:
-    return _dumps(
-        {
-            "labels": alert.labels.as_dict(),
-            "annotations": alert.annotations.as_dict(),
-            "state": alert.state.value,
-            "active_at_seconds": alert.active_at_seconds,
-            "started_at_seconds": alert.started_at_seconds,
-            "ended_at_seconds": alert.ended_at_seconds,
-            "value": alert.value,
-            "generator_url": alert.generator_url,
-            "keep_firing_since_seconds": alert.keep_firing_since_seconds,
-        }
-    )
-
-
-def decode_alert(text: str) -> Alert:
-    data = json.loads(text)
-    return Alert(
-        labels=LabelSet(data["labels"], "labels"),
-        state=AlertState(data["state"]),
-        annotations=LabelSet(data["annotations"], "annotations"),
-        active_at_seconds=data["active_at_seconds"],
-        started_at_seconds=data["started_at_seconds"],
-        ended_at_seconds=data["ended_at_seconds"],
-        value=data["value"],
-        generator_url=data["generator_url"],
-        keep_firing_since_seconds=data["keep_firing_since_seconds"],
-    )
-
-
-def encode_silence(silence: Silence) -> str:
-    return _dumps(
-        {
-            "id": silence.id,
-            # NOTE: [name, operator, value] rather than the text form: exact for any value.
-            "matchers": [[m.name, m.type.value, m.value] for m in silence.matchers],
-            "starts_at_seconds": silence.starts_at_seconds,
-            "ends_at_seconds": silence.ends_at_seconds,
-            "created_by": silence.created_by,
-            "comment": silence.comment,
-        }
-    )
-
-
-def decode_silence(text: str) -> Silence:
-    data = json.loads(text)
-    return Silence(
-        id=data["id"],
-        matchers=tuple(Matcher(n, MatchType(t), v) for n, t, v in data["matchers"]),
-        starts_at_seconds=data["starts_at_seconds"],
-        ends_at_seconds=data["ends_at_seconds"],
-        created_by=data["created_by"],
-        comment=data["comment"],
-    )
 
 
 def _transition_row(transition: Transition) -> dict[str, Any]:

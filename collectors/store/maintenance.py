@@ -10,8 +10,9 @@ maintenance has caught up.
 
 Retention deletes raw rows only for scrapes already rolled up (and settled), oldest first, in
 bounded batches; roll-ups past their own retention go the same way; spans and request records
-are expired beside them (:func:`collectors.store.traces.expire_traces`). Raw data that
-arrives later than the raw retention (its minute is gone) is dropped on arrival: its
+are expired beside them (:func:`collectors.store.traces.expire_traces`), and so is the alert
+evaluator's history (:func:`collectors.store.alert_retention.expire_alert_records`). Raw data
+that arrives later than the raw retention (its minute is gone) is dropped on arrival: its
 neighbours are no longer there to compute its increase.
 """
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Select, bindparam, delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from collectors.store.alert_retention import expire_alert_records
 from collectors.store.models import (
     ExemplarRow,
     HistogramRollup,
@@ -97,6 +99,11 @@ class Maintenance:
                     request_cutoff_seconds=now - policy.rollup_retention_seconds,
                     limit=policy.max_trace_rows_deleted_per_call,
                 )
+                alerts = expire_alert_records(
+                    session,
+                    cutoff_seconds=now - policy.alert_retention_seconds,
+                    limit=policy.max_alert_rows_deleted_per_call,
+                )
                 session.commit()
         return replace(
             report,
@@ -104,7 +111,12 @@ class Maintenance:
             rollup_rows_deleted=expired.rollup_rows_deleted,
             spans_deleted=traces.spans_deleted,
             request_records_deleted=traces.request_records_deleted,
-            more_to_do=report.more_to_do or expired.more_to_do or traces.more_to_do,
+            alert_transitions_deleted=alerts.alert_transitions_deleted,
+            incidents_deleted=alerts.incidents_deleted,
+            rule_failures_deleted=alerts.rule_failures_deleted,
+            notified_deleted=alerts.notified_deleted,
+            silences_deleted=alerts.silences_deleted,
+            more_to_do=any(r.more_to_do for r in (report, expired, traces, alerts)),
         )
 
 

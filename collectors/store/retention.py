@@ -11,6 +11,9 @@ DEFAULT_ROLLUP_RETENTION_SECONDS = 30 * 86400.0
 #: Spans (whole traces) are kept 14 days, as Grafana Tempo keeps blocks by default; request
 #: records, which goodput over SLO windows needs, as long as the roll-ups.
 DEFAULT_SPAN_RETENTION_SECONDS = 14 * 86400.0
+#: The evaluator's history (transitions, resolved incidents, rule failures, notifier memory)
+#: is kept 30 days, as long as the roll-ups its incidents are triaged from.
+DEFAULT_ALERT_RETENTION_SECONDS = 30 * 86400.0
 MIN_RETENTION_SECONDS = 600.0
 
 
@@ -33,11 +36,18 @@ class RetentionPolicy:
     max_rollup_minutes_deleted_per_call: int = 10
     span_retention_seconds: float = DEFAULT_SPAN_RETENTION_SECONDS
     max_trace_rows_deleted_per_call: int = 20000
+    alert_retention_seconds: float = DEFAULT_ALERT_RETENTION_SECONDS
+    max_alert_rows_deleted_per_call: int = 20000
 
     def __post_init__(self) -> None:
         # NOTE: raw rows must outlive the roll-up lag and settling by a few minutes, or
         # scrapes would pass the raw retention before they are rolled up (and be dropped).
-        for name in ("raw_retention_seconds", "rollup_retention_seconds", "span_retention_seconds"):
+        for name in (
+            "raw_retention_seconds",
+            "rollup_retention_seconds",
+            "span_retention_seconds",
+            "alert_retention_seconds",
+        ):
             value = getattr(self, name)
             if not (
                 isinstance(value, int | float)
@@ -57,6 +67,7 @@ class RetentionPolicy:
             "max_deleted_scrapes_per_call",
             "max_rollup_minutes_deleted_per_call",
             "max_trace_rows_deleted_per_call",
+            "max_alert_rows_deleted_per_call",
         ):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
@@ -78,4 +89,9 @@ class MaintenanceReport:
     rollup_rows_deleted: int = 0
     spans_deleted: int = 0
     request_records_deleted: int = 0
+    alert_transitions_deleted: int = 0
+    incidents_deleted: int = 0
+    rule_failures_deleted: int = 0
+    notified_deleted: int = 0
+    silences_deleted: int = 0
     more_to_do: bool = False

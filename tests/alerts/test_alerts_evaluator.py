@@ -173,11 +173,24 @@ def test_a_layout_change_is_a_per_rule_error_and_other_rules_still_evaluate() ->
     )
     reader.write_scrape(ScrapeRecord("r0", T0 + 75, is_up=False, error="refused"))
     rules = [TAIL, replace(DOWN, for_seconds=0.0)]
-    result = Evaluator(rules, reader, MemoryAlertState()).evaluate_once(T0 + 80)
+    state = MemoryAlertState()
+    evaluator = Evaluator(rules, reader, state)
+    result = evaluator.evaluate_once(T0 + 80)
     (error,) = result.errors
     assert error.rule == "tail-latency-ttft" and error.error_type == "LayoutChangeError"
     assert "bucket layout changed inside the rule's window" in error.message
     assert [a.labels["target"] for a in result.firing] == ["r0"]
+    # the failure is stored (latest message, a count), not only logged
+    evaluator.evaluate_once(T0 + 95)
+    health = state.evaluation_health()
+    (failure,) = health.failing
+    assert (failure.rule, failure.num_failures, failure.error_type) == (
+        "tail-latency-ttft",
+        2,
+        "LayoutChangeError",
+    )
+    assert "bucket layout changed inside the rule's window" in failure.message
+    assert (failure.first_failed_seconds, health.last_evaluation_seconds) == (T0 + 80, T0 + 95)
 
 
 class _FlakyState(MemoryAlertState):
@@ -185,10 +198,10 @@ class _FlakyState(MemoryAlertState):
         super().__init__()
         self.fail = False
 
-    def save_evaluation(self, alerts, transitions) -> None:
+    def save_evaluation(self, alerts, transitions, errors=(), at_seconds=None) -> None:
         if self.fail:
             raise ConnectionError("database is down")
-        super().save_evaluation(alerts, transitions)
+        super().save_evaluation(alerts, transitions, errors, at_seconds)
 
 
 def test_a_failed_save_leaves_the_evaluator_where_it_was() -> None:

@@ -110,8 +110,8 @@ def test_a_bad_config_is_one_error_line(db: str, tmp_path) -> None:
     assert "Traceback" not in err
 
 
-def _fire(db: str, tmp_path) -> tuple[str, float]:
-    """Run the evaluator twice a `for:` apart so error-rate fires; its fingerprint and when."""
+def _fire(db: str, tmp_path) -> tuple[dict, float]:
+    """Run the evaluator twice a `for:` apart so error-rate fires; its listing and when."""
     config = tmp_path / "tailwatch.yaml"
     config.write_text("alerts:\n  rules:\n    error-rate: {for: 60}\n", encoding="utf-8")
     first = PERTURB + 600
@@ -120,15 +120,22 @@ def _fire(db: str, tmp_path) -> tuple[str, float]:
         assert code == 0, err
     code, out, err = _run("alerts", "list", "--db", db, "--json", "--now", str(first + 60))
     (alert,) = [a for a in json.loads(out) if a["labels"]["alertname"] == "error-rate"]
-    return alert["fingerprint"], first + 60
+    return alert, first + 60
 
 
-def test_incident_show_triages_the_alert_window(db: str, tmp_path) -> None:
-    fingerprint, at = _fire(db, tmp_path)
-    code, out, err = _run("incident", "show", fingerprint[:6], "--db", db, "--now", str(at))
+def test_incident_show_triages_the_incident_window(db: str, tmp_path) -> None:
+    alert, at = _fire(db, tmp_path)
+    code, out, err = _run("incident", "list", "--db", db, "--json", "--now", str(at))
+    assert code == 0, err
+    (incident,) = json.loads(out)
+    assert incident["id"] == alert["incident"] == 1
+    assert (incident["fingerprint"], incident["state"]) == (alert["fingerprint"], "firing")
+    assert incident["pending_since"] == alert["active_at"]
+    assert incident["started_at"] == alert["started_at"]
+    code, out, err = _run("incident", "show", "1", "--db", db, "--now", str(at))
     assert code == 0, err
     head = out.splitlines()[0]
-    assert head.startswith(f"error-rate (firing) {fingerprint}")
+    assert head.startswith(f"incident 1: error-rate (firing) {alert['fingerprint']}")
     assert "incident " in out and "baseline " in out
     assert "Triage verdict:" in out and "Recommendation" in out
     assert "Traceback" not in out + err
@@ -136,9 +143,17 @@ def test_incident_show_triages_the_alert_window(db: str, tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("incident", "message"),
-    [("zz", "hex digits"), ("", "hex digits"), ("0123456789abcdef", "no stored alert")],
+    [
+        ("zz", "expected an incident id"),
+        ("", "expected an incident id"),
+        ("0123456789abcdef", "expected an incident id"),
+        ("7", "no incident has that id"),
+        ("#7", "no incident has that id"),
+        ("9" * 40, "no incident has that id"),
+    ],
 )
 def test_incident_show_refuses_unknown_ids_in_one_line(db: str, incident, message) -> None:
-    code, out, err = _run("incident", "show", incident, "--db", db)
+    code, out, err = _run("incident", "show", "--db", db, "--", incident)
     assert code == 2, (out, err)
     assert message in err and err.strip().count("\n") == 0
+    assert "tailwatch incident list" in err

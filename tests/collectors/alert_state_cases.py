@@ -1,15 +1,73 @@
-"""Hypothesis strategies and comparison helpers for the alert-state contract tests."""
+"""Hypothesis strategies, comparison helpers and the store factory of the alert-state
+contract tests."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 
+import pytest
 from hypothesis import strategies as st
+from sqlalchemy import delete, text
 
+from alerts.incidents import Incident
 from alerts.matchers import Matcher, MatchType
 from alerts.model import Alert, AlertState
+from alerts.rule_errors import EvaluationError
 from alerts.silences import Silence
-from alerts.state import Transition
+from alerts.state import AlertStateStore, MemoryAlertState, Transition
+from collectors.store import Store, sqlite_url
+from collectors.store.alert_models import (
+    EvaluatorStateRow,
+    IncidentRow,
+    NotifiedRow,
+    RuleFailureRow,
+)
+from collectors.store.models import AlertStateRow, AlertTransitionRow, SilenceRow
+from tests.collectors.conftest import _empty_postgres
+
+IMPLEMENTATIONS = ("memory", "sqlite", "postgresql")
+Fresh = Callable[[], AlertStateStore]
+_TABLES = (
+    AlertStateRow,
+    AlertTransitionRow,
+    SilenceRow,
+    IncidentRow,
+    RuleFailureRow,
+    EvaluatorStateRow,
+    NotifiedRow,
+)
+
+
+def fresh_states(request: pytest.FixtureRequest, tmp_path) -> Iterator[Fresh]:
+    """The ``fresh`` fixture's body: a factory of empty alert-state stores of the
+    implementation ``request.param`` names. A SQL store's tables are emptied and the incident
+    ids restarted, so the ids match ``MemoryAlertState``'s (1, 2, … in first-seen order)."""
+    if request.param == "memory":
+        yield MemoryAlertState
+        return
+    if request.param == "sqlite":
+        url = sqlite_url(tmp_path / "tw.db")
+    else:
+        url = request.getfixturevalue("postgres_store_url")
+        _empty_postgres(url)
+    store = Store(url)
+
+    def empty() -> AlertStateStore:
+        with store.engine.begin() as connection:
+            for table in _TABLES:
+                connection.execute(delete(table))
+            if connection.dialect.name == "sqlite":
+                connection.execute(text("DELETE FROM sqlite_sequence"))
+            else:
+                connection.execute(text("ALTER SEQUENCE alert_incidents_id_seq RESTART WITH 1"))
+        return store.alert_state
+
+    try:
+        yield empty
+    finally:
+        store.close()
+
 
 NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,8}", fullmatch=True).filter(
     lambda n: n != "alertname"
@@ -117,3 +175,15 @@ def transition_key(transition: Transition) -> tuple:
         transition.to_state,
         alert_key(transition.alert),
     )
+
+
+def incident_key(incident: Incident) -> tuple:
+    return (incident.id, alert_key(incident.alert))
+
+
+RULES = st.sampled_from(["tail-latency-ttft", "r\x00", "é" * 300, "x"])
+
+
+@st.composite
+def evaluation_errors(draw: st.DrawFn) -> EvaluationError:
+    return EvaluationError(draw(RULES), draw(TIMES), draw(TEXT), draw(TEXT))

@@ -5,55 +5,36 @@ exactly as saved (any Unicode, NUL, NaN)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, text
+from sqlalchemy import text
 
 from alerts.model import Alert, AlertState
 from alerts.silences import Silence
 from alerts.state import AlertStateStore, MemoryAlertState, Transition
 from collectors.store import Store, sqlite_url
-from collectors.store.models import AlertStateRow, AlertTransitionRow, SilenceRow
 from tests.collectors.alert_state_cases import (
+    IMPLEMENTATIONS,
+    Fresh,
     alert_key,
     alerts,
+    evaluation_errors,
+    fresh_states,
+    incident_key,
     silences,
     transition_key,
     transitions,
 )
-from tests.collectors.conftest import _empty_postgres
-
-IMPLEMENTATIONS = ("memory", "sqlite", "postgresql")
-Fresh = Callable[[], AlertStateStore]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
 def fresh(request: pytest.FixtureRequest, tmp_path) -> Iterator[Fresh]:
     """A factory of empty alert-state stores of one implementation (cheap: a SQL store's
     tables are emptied, not re-created, so Hypothesis can call it per example)."""
-    if request.param == "memory":
-        yield MemoryAlertState
-        return
-    if request.param == "sqlite":
-        url = sqlite_url(tmp_path / "tw.db")
-    else:
-        url = request.getfixturevalue("postgres_store_url")
-        _empty_postgres(url)
-    store = Store(url)
-
-    def empty() -> AlertStateStore:
-        with store.engine.begin() as connection:
-            for table in (AlertStateRow, AlertTransitionRow, SilenceRow):
-                connection.execute(delete(table))
-        return store.alert_state
-
-    try:
-        yield empty
-    finally:
-        store.close()
+    yield from fresh_states(request, tmp_path)
 
 
 def _pending(name: str, at: float, **labels: str) -> Alert:
@@ -177,6 +158,8 @@ OPERATIONS = st.lists(
             st.just("evaluate"),
             st.lists(alerts(), max_size=4),
             st.lists(transitions(), max_size=4),
+            st.lists(evaluation_errors(), max_size=2),
+            st.one_of(st.none(), st.floats(-1e12, 1e12)),
         ),
         st.tuples(st.just("silence"), silences()),
     ),
@@ -198,7 +181,19 @@ def _reads(state: AlertStateStore, queries: list) -> tuple:
         [transition_key(t) for t in state.history(start, end, alertname=name, limit=limit)]
         for start, end, name, limit in [(-math.inf, math.inf, None, 10_000), *queries]
     ]
-    return ([alert_key(a) for a in state.active_alerts()], history, state.silences())
+    incidents = [
+        [incident_key(i) for i in state.incidents(since_seconds=start, limit=limit)]
+        for start, _, _, limit in [(-math.inf, None, None, 100), *queries]
+    ]
+    every = state.incidents(limit=1_000)
+    assert [incident_key(state.incident(i.id)) for i in every] == [incident_key(i) for i in every]  # type: ignore[arg-type]
+    return (
+        [alert_key(a) for a in state.active_alerts()],
+        history,
+        state.silences(),
+        incidents,
+        state.evaluation_health(),
+    )
 
 
 @settings(
@@ -212,7 +207,7 @@ def test_random_saves_read_back_as_in_memory(fresh: Fresh, operations: list, que
     for operation in operations:
         for target in (state, memory):
             if operation[0] == "evaluate":
-                target.save_evaluation(operation[1], operation[2])
+                target.save_evaluation(*operation[1:])
             else:
                 target.save_silence(operation[1])
         assert _reads(state, queries) == _reads(memory, queries)

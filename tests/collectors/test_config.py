@@ -380,6 +380,15 @@ def test_span_retention_defaults_to_14_days_and_reaches_the_policy() -> None:
             parse_config({"store": {"span_retention_days": bad}})
 
 
+def test_alert_retention_defaults_to_30_days_and_reaches_the_policy() -> None:
+    assert parse_config({}).store.retention_policy().alert_retention_seconds == 30 * 86400.0
+    custom = parse_config({"store": {"alert_retention_days": 7}}).store
+    assert custom.retention_policy().alert_retention_seconds == 7 * 86400.0
+    for bad in (0, -1, "a month", 0.0001, float("nan")):
+        with pytest.raises(ConfigError, match=re.escape("store.alert_retention_days")):
+            parse_config({"store": {"alert_retention_days": bad}})
+
+
 positive_seconds = st.floats(min_value=1e-9, max_value=1e9, allow_nan=False)
 
 

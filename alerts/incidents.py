@@ -1,0 +1,156 @@
+"""Incidents: one record per firing episode of an alert, what an on-call engineer names
+(``tailwatch incident show 12``) and the console links to (``/incident/12``).
+
+An episode is identified by the alert's fingerprint and the time it began firing
+(``started_at_seconds``): the same alert firing again later is a new incident. The store
+gives each incident a short integer id when it first sees the episode, and never reuses one.
+Each saved evaluation updates its open incidents with the alert as last evaluated (value,
+annotations) and closes those the evaluation resolved (:func:`episodes` says which a save
+touches; both state stores apply it the same way, in the save's transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from alerts.conventions import SEVERITY
+from alerts.labels import LabelSet
+from alerts.model import Alert, AlertState
+
+if TYPE_CHECKING:
+    from alerts.state import Transition
+
+#: The largest incident id a store hands out or looks up (PostgreSQL's ``bigint``).
+MAX_INCIDENT_ID = 2**63 - 1
+#: Annotation the list and the report show as the one-line description.
+SUMMARY = "summary"
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One firing episode: ``id`` (a positive integer, stable for the incident's life) and
+    ``alert``, the alert as last saved (firing while the incident is open, resolved once it
+    is closed), whose labels, annotations, times and value the properties read."""
+
+    id: int
+    alert: Alert
+
+    @property
+    def fingerprint(self) -> str:
+        return self.alert.fingerprint
+
+    @property
+    def alertname(self) -> str:
+        return self.alert.name
+
+    @property
+    def severity(self) -> str:
+        """The alert's ``severity`` label (``page``, ``ticket``), empty when it has none."""
+        return self.alert.labels.get(SEVERITY, "")
+
+    @property
+    def labels(self) -> LabelSet:
+        return self.alert.labels
+
+    @property
+    def annotations(self) -> LabelSet:
+        return self.alert.annotations
+
+    @property
+    def summary(self) -> str:
+        return self.alert.annotations.get(SUMMARY, "")
+
+    @property
+    def pending_since_seconds(self) -> float:
+        """When the alert's condition first held (it went pending): where triage's window
+        starts."""
+        assert self.alert.active_at_seconds is not None
+        return self.alert.active_at_seconds
+
+    @property
+    def started_at_seconds(self) -> float:
+        """When the alert went firing: the incident's start."""
+        assert self.alert.started_at_seconds is not None
+        return self.alert.started_at_seconds
+
+    @property
+    def resolved_at_seconds(self) -> float | None:
+        """When the alert resolved; ``None`` while the incident is open."""
+        return self.alert.ended_at_seconds
+
+    @property
+    def value(self) -> float | None:
+        """The rule's value at the last saved evaluation (NaN kept)."""
+        return self.alert.value
+
+    @property
+    def is_open(self) -> bool:
+        return self.alert.state is AlertState.FIRING
+
+    @property
+    def state(self) -> str:
+        """``firing`` (open) or ``resolved``."""
+        return self.alert.state.value
+
+
+def episode_key(alert: Alert) -> tuple[str, float]:
+    """The incident an alert (firing or resolved) belongs to: (fingerprint, started at)."""
+    assert alert.started_at_seconds is not None
+    return (alert.fingerprint, alert.started_at_seconds)
+
+
+def episodes(alerts: Sequence[Alert], transitions: Sequence[Transition]) -> list[Alert]:
+    """The firing episodes one saved evaluation touches, each as the alert to store with its
+    incident: the firing and resolved alerts of ``transitions`` and the firing ones of
+    ``alerts``, one per :func:`episode_key` in first-seen order. A later version replaces an
+    earlier one, except that a resolved version is final (a resolution is never undone)."""
+    chosen: dict[tuple[str, float], Alert] = {}
+    candidates = [t.alert for t in transitions]
+    candidates += [a for a in alerts if a.state is AlertState.FIRING]
+    for alert in candidates:
+        if alert.state not in (AlertState.FIRING, AlertState.RESOLVED):
+            continue
+        key = episode_key(alert)
+        previous = chosen.get(key)
+        if previous is not None and previous.state is AlertState.RESOLVED:
+            continue
+        chosen[key] = alert
+    return list(chosen.values())
+
+
+def merged(stored: Alert, new: Alert) -> Alert:
+    """What an incident holds after a save brings ``new`` for it: ``new``, unless the
+    incident is already resolved (closed incidents do not reopen)."""
+    return stored if stored.state is AlertState.RESOLVED else new
+
+
+def check_incident_id(incident_id: object) -> int | None:
+    """``incident_id`` as a valid id, or ``None`` when no incident can have it (not a positive
+    integer up to :data:`MAX_INCIDENT_ID`): a lookup of such an id finds nothing."""
+    if isinstance(incident_id, bool) or not isinstance(incident_id, int):
+        return None
+    return incident_id if 1 <= incident_id <= MAX_INCIDENT_ID else None
+
+
+def listing_order(
+    incidents: Sequence[Incident], since_seconds: float, limit: int
+) -> list[Incident]:
+    """Open incidents, then those resolved at or after ``since_seconds``, each newest first
+    (by start, then id), at most ``limit`` (a positive integer; ``ValueError`` otherwise)."""
+    check_limit(limit)
+
+    def is_listed(incident: Incident) -> bool:
+        resolved = incident.resolved_at_seconds
+        return resolved is None or resolved >= since_seconds  # NOTE: NaN lists open ones only
+
+    chosen = [i for i in incidents if is_listed(i)]
+    chosen.sort(key=lambda i: (not i.is_open, -i.started_at_seconds, -i.id))
+    return chosen[:limit]
+
+
+def check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit={limit!r}: must be a positive integer")
+    return limit
