@@ -17,6 +17,7 @@ import json
 import re
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +39,7 @@ from loadgen.scenario import Phase, Scenario
 #: How long the collector may take to start and to scrape every replica once.
 START_TIMEOUT_SECONDS = 120.0
 _LISTENING = re.compile(r"OTLP traces at (http://[^\s/]+)/v1/traces")
+_EVALUATIONS = re.compile(r"alert evaluator stopped after (\d+) evaluations")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class AlertDrillReport:
     fired: Alert | None
     resolved_at_seconds: float | None
     triage: TriageReport | None
+    #: How many times the collector's evaluator ran (from its last log line).
+    evaluations: int = 0
 
     @property
     def perturbation_start(self) -> float:
@@ -123,24 +127,35 @@ def run_alert_drill(
     workdir.mkdir(parents=True)
     db_url = f"sqlite:///{workdir / 'store.db'}"
     targets = workdir / "targets.json"
-    targets.write_text("[]\n", encoding="utf-8")
     config = workdir / "tailwatch.yaml"
     config.write_text(yaml.safe_dump(_collector_config(db_url, targets, timing)), "utf-8")
     token = secrets.token_hex(16)
-    with (
-        _collector(config, workdir) as base,
-        bundled_replicas(
-            scenario.replicas,
-            scenario.engine,
-            admin_token=token,
-            otlp_endpoint=f"{base}/v1/traces",
-        ) as urls,
-    ):
+    # NOTE: replicas first, the collector second and stopped first: its first evaluation
+    # already sees the targets (no metric-absent for the start-up), and its last one sees
+    # them up (no target-down for the shutdown).
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    with bundled_replicas(
+        scenario.replicas, scenario.engine, admin_token=token, otlp_endpoint=f"{base}/v1/traces"
+    ) as urls:
         write_targets_file(targets, urls, scenario.name)
-        _wait_scraped(base, len(urls))
-        drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
-        _settle(db_url, scenario, drill, timing)
-    return _report(db_url, drill, timing)
+        with _collector(config, workdir, port):
+            _wait_scraped(base, len(urls))
+            drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
+            _settle(db_url, scenario, drill, timing)
+    report = _report(db_url, drill, timing)
+    return replace(report, evaluations=_evaluations(workdir / "collector.log"))
+
+
+def _evaluations(log: Path) -> int:
+    found = _EVALUATIONS.findall(log.read_text(encoding="utf-8"))
+    return int(found[-1]) if found else 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
@@ -149,7 +164,6 @@ def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
         "collector": {
             "scrape_interval_seconds": timing.scrape_interval_seconds,
             "targets_file": str(targets),
-            "listen": "127.0.0.1:0",
             "gpu": "off",
         },
         "alerts": {
@@ -161,12 +175,16 @@ def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
 
 
 @contextlib.contextmanager
-def _collector(config: Path, workdir: Path) -> Iterator[str]:
-    """``tailwatch collect --config config`` in its own process; yields its base URL and
-    stops it with SIGTERM (it writes what it holds first)."""
+def _collector(config: Path, workdir: Path, port: int) -> Iterator[str]:
+    """``tailwatch collect --config config --listen 127.0.0.1:port`` in its own process;
+    yields its base URL once it listens, and stops it with SIGTERM (it writes what it holds
+    first)."""
     log = (workdir / "collector.log").open("w", encoding="utf-8")
     process = subprocess.Popen(
-        [sys.executable, "-m", "tailwatch.cli", "collect", "--config", str(config)],
+        [
+            *(sys.executable, "-m", "tailwatch.cli", "collect", "--config", str(config)),
+            *("--listen", f"127.0.0.1:{port}"),
+        ],
         cwd=workdir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

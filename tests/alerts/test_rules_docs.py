@@ -38,6 +38,7 @@ def test_the_documented_config_example_loads_and_exports():
     assert isinstance(tail, TailLatencyRule) and tail.window_seconds == 600
     assert rules.get("slo-burn-rate:chat-ttft:page").runbook == "https://wiki.example/slo"
     assert [n.kind for n in config.alerts.notifiers] == ["webhook", "alertmanager"]
+    assert (config.alerts.evaluation_interval_seconds, config.alerts.in_collector) == (15, True)
     export = export_rules(rules, notes=config.alerts.notes)
     assert (len(export.records()), len(export.alerts())) == (19, 22)  # the counts the doc shows
 
@@ -52,4 +53,6 @@ def test_the_builtin_table_lists_every_builtin_rule():
         assert row is not None, rule.name
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert cells[1] == f"`{rule.alert}`" and cells[2] == rule.severity, row
-        assert cells[-1] == prom_duration(rule.for_seconds), row
+        assert cells[-2] == prom_duration(rule.for_seconds), row
+        keep = rule.keep_firing_for_seconds
+        assert cells[-1] == (prom_duration(keep) if keep else "0"), row

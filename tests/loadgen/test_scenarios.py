@@ -3,7 +3,6 @@ loopback, moves the engine signal it names; and bad scenario files are clear err
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 
@@ -14,11 +13,10 @@ from hypothesis import strategies as st
 
 from alerts.vocabulary import AlertName, Cause
 from loadgen.client import _retry_after_seconds
-from loadgen.drill import DrillResult, run_drill
+from loadgen.drill import DrillResult
 from loadgen.errors import WorkloadError
 from loadgen.replicas import bundled_replicas
 from loadgen.scenario import builtin_names, load_scenario, load_scenario_file, parse_scenario
-from tests.loadgen.conftest import ADMIN_TOKEN
 
 #: What each drill must raise and what triage must conclude (docs/loadgen.md's table).
 EXPECTED = {
@@ -41,20 +39,14 @@ def test_the_six_required_scenarios_are_built_in_and_complete():
         assert scenario.description and scenario.teaches
         assert (scenario.expects.alert, scenario.expects.triage_cause) == EXPECTED[name]
         compressed = scenario.scaled(scenario.compressed_time_scale)
-        assert sum(p.duration_seconds for p in compressed.phases) < 30, name
-
-
-_RUNS: dict[str, DrillResult] = {}
+        assert sum(p.duration_seconds for p in compressed.phases) <= 40, name
 
 
 def compressed_run(name: str) -> DrillResult:
-    """One compressed run per scenario for the whole module (each costs ~20 s on 2 cores)."""
-    if name not in _RUNS:
-        scenario = load_scenario(name)
-        scenario = scenario.scaled(scenario.compressed_time_scale)
-        with bundled_replicas(scenario.replicas, scenario.engine, admin_token=ADMIN_TOKEN) as urls:
-            _RUNS[name] = asyncio.run(run_drill(scenario, urls, admin_token=ADMIN_TOKEN))
-    return _RUNS[name]
+    """The scenario's one compressed run of the session, with a collector attached."""
+    from tests.loadgen.drill_runs import drill_report
+
+    return drill_report(name).drill
 
 
 @pytest.mark.parametrize("name", sorted(REQUIRED))
