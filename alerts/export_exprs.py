@@ -71,9 +71,11 @@ def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
             f"histogram_quantile({q!r}, sum by ({reader.fleet()}, le) (rate({bucket}[{window}])))"
         )
         records.append(record_rule(reader, group_name(rule), name, expr))
+    count = reader.metric(family, "_count")
     expr = (
         f"{records[0].record} > {rule.threshold_seconds!r}\n"
-        f"and {records[1].record} <= {rule.median_max_seconds!r}"
+        f"and {records[1].record} <= {rule.median_max_seconds!r}\n"
+        f"and sum by ({reader.fleet()}) (increase({count}[{window}])) >= {rule.min_observations!r}"
     )
     return [*records, alert_rule(rule, reader, group_name(rule), expr)]
 

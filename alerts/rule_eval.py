@@ -46,7 +46,11 @@ def tail_latency(rule: TailLatencyRule, reader: MetricsReader, now: float) -> li
             continue
         tail = window.quantile(rule.quantile).value
         median = window.quantile(0.5).value
-        holds = tail > rule.threshold_seconds and median <= rule.median_max_seconds
+        holds = (
+            tail > rule.threshold_seconds
+            and median <= rule.median_max_seconds
+            and window.cumulative_counts[-1] >= rule.min_observations
+        )
         out.append(Instance(dict(key), tail, holds))
     return out
 

@@ -45,7 +45,9 @@ def _window(rule: Rule, name: str) -> float:
 @dataclass(frozen=True, kw_only=True)
 class TailLatencyRule(Rule):
     """ "Median fine, tail broken": the ``quantile`` of ``metric`` over the window is above
-    ``threshold_seconds`` while the median stays at most ``median_max_seconds``."""
+    ``threshold_seconds`` while the median stays at most ``median_max_seconds``, over at
+    least ``min_observations`` observations (fewer than 1 / (1 - quantile) and the "p99" is
+    just the slowest one: one hiccup would page)."""
 
     kind: ClassVar[str] = "tail-latency"
 
@@ -53,6 +55,7 @@ class TailLatencyRule(Rule):
     quantile: float = 0.99
     threshold_seconds: float
     median_max_seconds: float
+    min_observations: float = 100.0
     window_seconds: float = 300.0
 
     def check(self) -> None:
@@ -62,6 +65,7 @@ class TailLatencyRule(Rule):
         check_number(self.name, "quantile", self.quantile, low=0.5, high=1, low_open=True, high_open=True)  # fmt: skip
         check_number(self.name, "threshold_seconds", self.threshold_seconds, low=0, low_open=True)
         check_number(self.name, "median_max_seconds", self.median_max_seconds, low=0, low_open=True)
+        check_number(self.name, "min_observations", self.min_observations)
         _window(self, "window_seconds")
 
     def families(self) -> tuple[str, ...]:

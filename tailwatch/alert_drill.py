@@ -39,7 +39,16 @@ from loadgen.scenario import Phase, Scenario
 #: How long the collector may take to start and to scrape every replica once.
 START_TIMEOUT_SECONDS = 120.0
 _LISTENING = re.compile(r"OTLP traces at (http://[^\s/]+)/v1/traces")
+#: The replicas export spans in batches every 5 s (OpenTelemetry's default schedule delay):
+#: the collector stays up that long after the drill so the last ones reach it.
+SPAN_FLUSH_SECONDS = 5.5
+#: The name of a scenario's clean twin is the scenario's and this.
+CLEAN_SUFFIX = "-clean"
 _EVALUATIONS = re.compile(r"alert evaluator stopped after (\d+) evaluations")
+
+
+class DrillError(RuntimeError):
+    """The drill could not run: the collector did not start or did not scrape in time."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,13 @@ class AlertDrillReport:
         return self.drill.phase_start("recovery")
 
     @property
+    def pending_delay_seconds(self) -> float | None:
+        """From the perturbation's start to when the alert's condition first held."""
+        if self.fired is None or self.fired.active_at_seconds is None:
+            return None
+        return self.fired.active_at_seconds - self.perturbation_start
+
+    @property
     def detection_delay_seconds(self) -> float | None:
         if self.fired is None or self.fired.started_at_seconds is None:
             return None
@@ -102,7 +118,7 @@ def clean_twin(scenario: Scenario) -> Scenario:
     and names kept): what the same fleet does when nothing goes wrong."""
     baseline = next(p for p in scenario.phases if p.name == "baseline")
     phases = tuple(p if p is baseline else _as_baseline(baseline, p) for p in scenario.phases)
-    return replace(scenario, name=f"{scenario.name}-clean", phases=phases)
+    return replace(scenario, name=f"{scenario.name}{CLEAN_SUFFIX}", phases=phases)
 
 
 def _as_baseline(baseline: Phase, phase: Phase) -> Phase:
@@ -144,7 +160,10 @@ def run_alert_drill(
             drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
             _settle(db_url, scenario, drill, timing)
     report = _report(db_url, drill, timing)
-    return replace(report, evaluations=_evaluations(workdir / "collector.log"))
+    report = replace(report, evaluations=_evaluations(workdir / "collector.log"))
+    figures = {**report_json(report), "verdict": drill.verdict()}
+    (workdir / "drill.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    return report
 
 
 def _evaluations(log: Path) -> int:
@@ -209,7 +228,7 @@ def _collector(config: Path, workdir: Path, port: int) -> Iterator[str]:
     try:
         ready.wait(START_TIMEOUT_SECONDS)
         if not found:
-            raise RuntimeError(f"the collector did not start; see {workdir / 'collector.log'}")
+            raise DrillError(f"the collector did not start; see {workdir / 'collector.log'}")
         yield found[0]
     finally:
         process.terminate()
@@ -232,15 +251,20 @@ def _wait_scraped(base: str, count: int) -> None:
             if len(healthy) >= count:
                 return
         time.sleep(0.1)
-    raise RuntimeError(f"the collector did not scrape {count} targets in time")
+    raise DrillError(f"the collector did not scrape {count} targets in time")
 
 
 def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTiming) -> None:
     """Keep the idle replicas up until the expected alert has resolved (or never fired),
-    at most ``timing.settle_seconds``."""
+    at most ``timing.settle_seconds``, and at least until the replicas' last spans were
+    exported."""
     wanted = scenario.expects.alert
-    deadline = time.monotonic() + timing.settle_seconds
+    begun = time.monotonic()
+    deadline = begun + timing.settle_seconds
     while time.monotonic() < deadline:
+        if time.monotonic() - begun < SPAN_FLUSH_SECONDS:
+            time.sleep(timing.evaluation_interval_seconds)
+            continue
         transitions = _transitions(db_url, drill.state.started_at)
         firing = {
             t.fingerprint
@@ -331,9 +355,12 @@ def report_json(report: AlertDrillReport) -> dict:
     rank, score = report.cause_rank()
     return {
         "scenario": report.drill.scenario.name,
+        "clean": report.drill.scenario.name.endswith(CLEAN_SUFFIX),
         "alert": report.drill.scenario.expects.alert,
         "fired": report.fired is not None,
+        "pending_delay_seconds": report.pending_delay_seconds,
         "detection_delay_seconds": report.detection_delay_seconds,
+        "evaluations": report.evaluations,
         "evaluation_interval_seconds": report.timing.evaluation_interval_seconds,
         "resolved_after_recovery_start_seconds": (
             None
@@ -345,19 +372,3 @@ def report_json(report: AlertDrillReport) -> dict:
         "cause_rank": rank,
         "cause_score": score,
     }
-
-
-if __name__ == "__main__":  # NOTE: python -m tailwatch.alert_drill NAME [--clean]
-    from loadgen.scenario import load_scenario
-
-    chosen = load_scenario(sys.argv[1])
-    chosen = chosen.scaled(chosen.compressed_time_scale)
-    if "--clean" in sys.argv:
-        chosen = clean_twin(chosen)
-    out = Path(sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else ".")
-    result = run_alert_drill(chosen, out / chosen.name)
-    print(json.dumps(report_json(result), indent=2, default=str))
-    if result.triage is not None and "--triage" in sys.argv:
-        from alerts.triage_report import render_text
-
-        print(render_text(result.triage, width=160), file=sys.stderr)

@@ -11,6 +11,7 @@ from tailwatch.alerts_run import run as alerts_run
 from tailwatch.cli_options import cli_error, port_option, typer_app
 from tailwatch.collect_cli import collect
 from tailwatch.demo import run_demo
+from tailwatch.drill_cli import drill
 from tailwatch.engine_cli import engine_app
 from tailwatch.incident_cli import incident_app
 from tailwatch.load_cli import load_app
@@ -28,6 +29,7 @@ engine_app.command()(serve)
 app.add_typer(engine_app, name="engine")
 app.command()(collect)
 app.add_typer(load_app, name="load")
+scenario_app.command("drill")(drill)
 app.add_typer(scenario_app, name="scenario")
 app.add_typer(rules_app, name="rules")
 alerts_app.command("run")(alerts_run)

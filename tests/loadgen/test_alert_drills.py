@@ -62,3 +62,16 @@ def test_a_clean_twin_of_the_same_length_pages_nothing(name):
     # the evaluator ran the whole time (at a quarter of its ticks at least, on a busy machine)
     length = sum(p.duration_seconds for p in drill.scenario.phases)
     assert report.evaluations >= length / report.timing.evaluation_interval_seconds / 4
+
+
+def test_drilling_an_unknown_scenario_is_one_error_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from tailwatch.cli import app
+
+    ran = CliRunner().invoke(
+        app, ["scenario", "drill", "no-such-drill", "--workdir", str(tmp_path)]
+    )
+    assert ran.exit_code == 2
+    assert ran.output.count("error:") == 1 and "no-such-drill" in ran.output
+    assert not any(tmp_path.iterdir())  # nothing ran
