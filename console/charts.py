@@ -15,6 +15,8 @@ import pandas as pd
 
 #: The most rows a chart's frame may hold (aggregate before charting).
 MAX_POINTS = 5_000
+#: Below this many steps per series a line also shows its points.
+SPARSE_STEPS = 30
 HEIGHT = 220
 PERCENTILE_COLOURS = {"p50": "#73bf69", "p95": "#fade2a", "p99": "#f2495c"}
 SLO_COLOUR = "#ff7383"
@@ -33,6 +35,28 @@ def _check(frame: pd.DataFrame) -> pd.DataFrame:
             f"{len(frame)} rows for one chart (at most {MAX_POINTS}): aggregate to fewer steps"
         )
     return frame
+
+
+def _sparse(frame: pd.DataFrame, series: str | None) -> bool | alt.OverlayMarkDef:
+    """Points on the line when a series has few steps (a lone step draws no line)."""
+    counts = frame.groupby(series).size() if series else pd.Series([len(frame)])
+    return alt.OverlayMarkDef(size=28, filled=True) if counts.max() < SPARSE_STEPS else False
+
+
+def _percentile_colour(*, legend: bool) -> alt.Color:
+    return alt.Color(
+        "percentile:N",
+        scale=alt.Scale(domain=list(PERCENTILE_COLOURS), range=list(PERCENTILE_COLOURS.values())),
+        legend=alt.Legend(orient="top", title=None, symbolOpacity=1) if legend else None,
+    )
+
+
+def _y_scale(frame: pd.DataFrame, y: str, percent: bool) -> alt.Scale:
+    """From 0, and never an empty domain (an all-zero series still gets an axis)."""
+    if percent:
+        return alt.Scale(domain=[0, 1])
+    top = frame[y].max() if len(frame) else 0.0
+    return alt.Scale(domain=[0, float(top) * 1.15 if top and top > 0 else 1.0])
 
 
 def _x(start: pd.Timestamp, end: pd.Timestamp) -> alt.X:
@@ -80,24 +104,23 @@ def percentile_chart(
     data = _check(frame).copy()
     for column in ("seconds", "lower_seconds", "upper_seconds"):
         data[column.replace("seconds", "ms")] = data[column] * 1000.0
-    colour = alt.Color(
-        "percentile:N",
-        scale=alt.Scale(domain=list(PERCENTILE_COLOURS), range=list(PERCENTILE_COLOURS.values())),
-        legend=alt.Legend(orient="top", title=None),
-    )
-    base = alt.Chart(data).encode(x=_x(start, end), color=colour)
+    base = alt.Chart(data).encode(x=_x(start, end))
     band = base.mark_area(opacity=0.12, interpolate="step-before").encode(
-        y=alt.Y("lower_ms:Q", title="ms"), y2="upper_ms:Q"
+        y=alt.Y("lower_ms:Q", title="ms"), y2="upper_ms:Q", color=_percentile_colour(legend=False)
     )
-    lines = base.mark_line(strokeWidth=1.8).encode(
-        y=alt.Y("ms:Q", title="ms"),
-        tooltip=[
-            alt.Tooltip("ts:T", format="%H:%M:%S", title="UTC"),
-            "percentile:N",
-            alt.Tooltip("ms:Q", format=",.1f", title="value ms"),
-            alt.Tooltip("lower_ms:Q", format=",.1f", title="bucket from ms"),
-            alt.Tooltip("upper_ms:Q", format=",.1f", title="bucket to ms"),
-        ],
+    lines = (
+        base.encode(color=_percentile_colour(legend=True))
+        .mark_line(strokeWidth=1.8, point=_sparse(data, "percentile"))
+        .encode(
+            y=alt.Y("ms:Q", title="ms"),
+            tooltip=[
+                alt.Tooltip("ts:T", format="%H:%M:%S", title="UTC"),
+                "percentile:N",
+                alt.Tooltip("ms:Q", format=",.1f", title="value ms"),
+                alt.Tooltip("lower_ms:Q", format=",.1f", title="bucket from ms"),
+                alt.Tooltip("upper_ms:Q", format=",.1f", title="bucket to ms"),
+            ],
+        )
     )
     layers: list[alt.Chart] = [band, lines]
     if thresholds:
@@ -110,7 +133,7 @@ def percentile_chart(
             .encode(y="ms:Q", tooltip=["slo:N", alt.Tooltip("ms:Q", format=",.0f", title="SLO ms")])
         )
     layers += _annotations(annotations, start, end)
-    return alt.layer(*layers).properties(height=HEIGHT)
+    return alt.layer(*layers).resolve_scale(color="independent").properties(height=HEIGHT)
 
 
 def series_chart(
@@ -128,7 +151,7 @@ def series_chart(
     axis = alt.Axis(format="%" if percent else "~s", title=title)
     encoding = {
         "x": _x(start, end),
-        "y": alt.Y(f"{y}:Q", axis=axis),
+        "y": alt.Y(f"{y}:Q", axis=axis, scale=_y_scale(frame, y, percent)),
         "tooltip": [alt.Tooltip("ts:T", format="%H:%M:%S", title="UTC"),
                     alt.Tooltip(f"{y}:Q", format=".1%" if percent else ",.3g", title=title)],
     }  # fmt: skip
@@ -136,9 +159,15 @@ def series_chart(
         encoding["color"] = alt.Color(f"{series}:N", legend=alt.Legend(orient="top", title=None))
         encoding["tooltip"].append(f"{series}:N")
     line = (
-        alt.Chart(_check(frame)).mark_line(strokeWidth=1.8, point=len(frame) < 4).encode(**encoding)
+        alt.Chart(_check(frame))
+        .mark_line(strokeWidth=1.8, point=_sparse(frame, series))
+        .encode(**encoding)
     )
-    return alt.layer(line, *_annotations(annotations, start, end)).properties(height=HEIGHT)
+    return (
+        alt.layer(line, *_annotations(annotations, start, end))
+        .resolve_scale(color="independent")
+        .properties(height=HEIGHT)
+    )
 
 
 def heatmap_chart(
@@ -168,34 +197,30 @@ def heatmap_chart(
     )
 
 
-def waterfall_chart(frame: pd.DataFrame) -> alt.Chart:
+def waterfall_chart(frame: pd.DataFrame) -> alt.LayerChart:
     """One bar per phase (queue, each prefill chunk, decode) and a tick per preemption,
-    in ms from the request's arrival."""
+    in ms from the request's arrival, one row per phase in time order."""
     data = _check(frame).copy()
     data["kind"] = data["phase"].str.split(" ").str[0]
-    data["label"] = data["span"] + " · " + data["phase"]
-    order = data.sort_values("start_ms")["label"].tolist()
-    return (
-        alt.Chart(data)
-        .mark_bar(cornerRadius=2, minBandSize=3)
-        .encode(
-            x=alt.X("start_ms:Q", title="ms since arrival"),
-            x2="end_ms:Q",
-            y=alt.Y("label:N", sort=order, title=None),
-            color=alt.Color(
-                "kind:N",
-                scale=alt.Scale(domain=list(PHASE_COLOURS), range=list(PHASE_COLOURS.values())),
-                legend=alt.Legend(orient="top", title=None),
-            ),
-            tooltip=[
-                "phase:N",
-                alt.Tooltip("start_ms:Q", format=",.1f"),
-                alt.Tooltip("end_ms:Q", format=",.1f"),
-                "detail:N",
-            ],
-        )
-        .properties(height=max(80, 26 * len(data)))
+    order = data.sort_values(["start_ms", "end_ms"])["phase"].drop_duplicates().tolist()
+    y = alt.Y("phase:N", sort=order, title=None, axis=alt.Axis(labelLimit=240))
+    colour = alt.Color(
+        "kind:N",
+        scale=alt.Scale(domain=list(PHASE_COLOURS), range=list(PHASE_COLOURS.values())),
+        legend=alt.Legend(orient="top", title=None),
     )
+    tooltip = ["span:N", "phase:N", alt.Tooltip("start_ms:Q", format=",.2f"),
+               alt.Tooltip("end_ms:Q", format=",.2f"), "detail:N"]  # fmt: skip
+    base = alt.Chart(data).encode(y=y, color=colour, tooltip=tooltip)
+    bars = base.mark_bar(cornerRadius=2, height=16).encode(
+        x=alt.X("start_ms:Q", title="ms since arrival"), x2="end_ms:Q"
+    )
+    ticks = (
+        base.transform_filter("datum.kind == 'preempted'")
+        .mark_tick(thickness=3, size=20)
+        .encode(x="start_ms:Q")
+    )
+    return alt.layer(bars, ticks).properties(height=32 * len(order) + 20)
 
 
 def bar_chart(frame: pd.DataFrame, *, x: str, y: str, title: str) -> alt.Chart:

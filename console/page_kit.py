@@ -83,6 +83,14 @@ def ms(seconds: float | None) -> str:
     return f"{seconds * 1000:,.0f} ms" if seconds * 1000 >= 10 else f"{seconds * 1000:.2f} ms"
 
 
+def ms_value(seconds: float | None) -> str:
+    """Seconds as a number of milliseconds without the unit (the label carries it)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    value = seconds * 1000
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def bound_text(result: QuantileResult) -> str:
     """The bucket interval that holds the true quantile, e.g. ``in (100 ms, 250 ms]``."""
     low, high = result.lower_bound, result.upper_bound

@@ -42,6 +42,8 @@ EVENT_SCHEDULED = "tailwatch.request.scheduled"
 EVENT_PREFILL_CHUNK = "tailwatch.request.prefill_chunk"
 EVENT_FIRST_TOKEN = "tailwatch.request.first_token"
 EVENT_PREEMPTED = "tailwatch.request.preempted"
+#: Events that end a running prefill chunk.
+_PHASE_MARKS = (EVENT_PREFILL_CHUNK, EVENT_FIRST_TOKEN, EVENT_PREEMPTED)
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -150,37 +152,36 @@ class WaterfallBar:
 
 def waterfall(span: SpanRecord) -> list[WaterfallBar]:
     """Queue, each prefill chunk, decode and preemptions of one request span, from its
-    events (docs/tracing.md): queue = arrival → scheduled; chunk *i* = the previous mark →
-    its event; decode = first token → span end. Without events: one bar for the span."""
+    events (docs/tracing.md): queue = arrival → scheduled; a prefill chunk runs from its
+    event (when it was scheduled) to the next mark (the next chunk, a preemption or the first
+    token); decode = first token → span end; a preemption is a mark. Without events: one bar
+    for the whole span."""
     t0 = span.start
 
     def ms(t: float) -> float:
         return (t - t0) * 1000.0
 
     events = sorted(span.events, key=lambda e: e.time)
+    marks = [e.time for e in events if e.name in _PHASE_MARKS] + [span.end]
     bars: list[WaterfallBar] = []
-    mark = t0
     first_token: float | None = None
     for event in events:
         if event.name == EVENT_SCHEDULED:
-            bars.append(WaterfallBar("queue", ms(t0), ms(event.time), "arrival → scheduled"))
-            mark = event.time
+            bars.append(WaterfallBar("queue", 0.0, ms(event.time), "arrival → scheduled"))
         elif event.name == EVENT_PREFILL_CHUNK:
-            index = event.attributes.get("tailwatch.prefill.chunk_index", len(bars))
+            index = event.attributes.get("tailwatch.prefill.chunk_index", "?")
             tokens = event.attributes.get("tailwatch.prefill.num_tokens", "?")
+            end = next((t for t in marks if t > event.time), span.end)
             bars.append(
-                WaterfallBar(f"prefill chunk {index}", ms(mark), ms(event.time), f"{tokens} tokens")
+                WaterfallBar(f"prefill chunk {index}", ms(event.time), ms(end), f"{tokens} tokens")
             )
-            mark = event.time
         elif event.name == EVENT_FIRST_TOKEN:
             first_token = event.time
-            mark = event.time
         elif event.name == EVENT_PREEMPTED:
             index = event.attributes.get("tailwatch.preemption.index", "?")
             bars.append(
-                WaterfallBar("preempted", ms(event.time), ms(event.time), f"preemption {index}")
+                WaterfallBar(f"preempted {index}", ms(event.time), ms(event.time), "preemption")
             )
-            mark = event.time
     if first_token is not None:
         bars.append(WaterfallBar("decode", ms(first_token), ms(span.end), "first → last token"))
     if not bars:

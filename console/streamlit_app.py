@@ -29,22 +29,28 @@ from console.page_kit import (  # noqa: E402
     SLOS_PAGE,
     TRACES_PAGE,
     PageContext,
+    escape,
 )
 
 ALL = "all"
 
-st.set_page_config(page_title="Tailwatch", page_icon="📈", layout="wide")
+st.set_page_config(page_title="Tailwatch", page_icon=":material/monitoring:", layout="wide")
 
 pages = {
     "Monitor": [
-        st.Page(OVERVIEW_PAGE, title="Overview", icon="📊", default=True),
-        st.Page(INCIDENTS_PAGE, title="Incidents", icon="🚨", url_path="incidents"),
-        st.Page(TRACES_PAGE, title="Traces", icon="🔎", url_path="traces"),
+        st.Page(OVERVIEW_PAGE, title="Overview", icon=":material/monitoring:", default=True),
+        st.Page(
+            INCIDENTS_PAGE,
+            title="Incidents",
+            icon=":material/notifications_active:",
+            url_path="incidents",
+        ),
+        st.Page(TRACES_PAGE, title="Traces", icon=":material/timeline:", url_path="traces"),
     ],
     "Plan": [
-        st.Page(SLOS_PAGE, title="SLOs & goodput", icon="🎯", url_path="slos"),
-        st.Page(COST_PAGE, title="Cost", icon="💰", url_path="cost"),
-        st.Page(CAPACITY_PAGE, title="Capacity", icon="🧮", url_path="capacity"),
+        st.Page(SLOS_PAGE, title="SLOs & goodput", icon=":material/target:", url_path="slos"),
+        st.Page(COST_PAGE, title="Cost", icon=":material/payments:", url_path="cost"),
+        st.Page(CAPACITY_PAGE, title="Capacity", icon=":material/calculate:", url_path="capacity"),
     ],
 }
 navigation = st.navigation(pages)
@@ -113,6 +119,10 @@ with st.sidebar:
         if has_live
         else "TAILWATCH_LIVE=0",
     )
+    shown = [f"{k}={v}" for k, v in chosen.items() if v is not None]
+    if shown:
+        # NOTE: stored label values are shown escaped: a tenant named <script> is text.
+        st.caption("Showing " + escape(", ".join(shown)))
     for text in warnings:
         st.warning(text, icon="⚠️")
 

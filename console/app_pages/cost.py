@@ -64,16 +64,20 @@ summary = cost_summary(
 
 
 def money(x: float) -> str:
-    return "—" if not math.isfinite(x) else f"{x:,.4f} {pricing.currency}"
+    return "—" if not math.isfinite(x) else f"{x:,.2f} {pricing.currency}"
+
+
+def amount(x: float) -> str:
+    return "—" if not math.isfinite(x) else f"{x:,.2f}"
 
 
 section("Cost per 1M output tokens")
 cols = st.columns(5)
-cols[0].metric("Effective", money(summary.effective), border=True,
+cols[0].metric(f"Effective ({pricing.currency})", amount(summary.effective), border=True,
                help="billed GPU time over the output tokens served")  # fmt: skip
-cols[1].metric("At capacity", money(summary.at_capacity), border=True,
+cols[1].metric(f"At capacity ({pricing.currency})", amount(summary.at_capacity), border=True,
                help="serving at the measured knee all the time; enter the knee above")  # fmt: skip
-cols[2].metric("Good tokens only", money(summary.good_only), border=True,
+cols[2].metric(f"Good tokens only ({pricing.currency})", amount(summary.good_only), border=True,
                help="over the output tokens of requests that met their SLOs")  # fmt: skip
 cols[3].metric("Utilisation", percent(summary.utilisation, 1), border=True,
                help="output tokens served per second over the knee")  # fmt: skip
@@ -114,8 +118,8 @@ for col, by in ((left, "tenant"), (right, "model")):
     )
     with col:
         st.markdown(f"**Per {by}** ({pricing.currency})")
-        st.altair_chart(charts.bar_chart(frame, x="cost", y=by, title=f"cost ({pricing.currency})"),
-                        width="stretch")  # fmt: skip
+        chart = charts.bar_chart(frame, x="cost", y=by, title=f"cost ({pricing.currency})")
+        st.altair_chart(chart, width="stretch", height=chart.height)
         st.dataframe(frame, hide_index=True, width="stretch")
 table = pd.DataFrame([r._asdict() if hasattr(r, "_asdict") else r.__dict__ for r in rows])
 cols = st.columns(2)

@@ -174,10 +174,10 @@ def _detail(fingerprint: str) -> None:
     section("Silence", "mutes this alert's notifications; needs the admin token")
     with st.form("silence", border=True):
         cols = st.columns(4)
-        hours = cols[0].number_input("Hours", 0.25, 168.0, 2.0, step=0.25)
-        author = cols[1].text_input("Your name", max_chars=100)
-        comment = cols[2].text_input("Why", max_chars=500)
-        token = cols[3].text_input("Admin token", type="password", max_chars=512)
+        hours = cols[0].number_input("Hours", 0.25, 168.0, 2.0, step=0.25, key="sil_hours")
+        author = cols[1].text_input("Your name", max_chars=100, key="sil_author")
+        comment = cols[2].text_input("Why", max_chars=500, key="sil_comment")
+        token = cols[3].text_input("Admin token", type="password", max_chars=512, key="sil_token")
         if st.form_submit_button("Silence this alert"):
             if not check_token(token, os.environ.get(ADMIN_TOKEN_ENV)):
                 st.error(

@@ -15,7 +15,7 @@ from console.page_kit import (
     bound_text,
     empty,
     live_filters,
-    ms,
+    ms_value,
     page_context,
     percent,
     rate,
@@ -66,19 +66,19 @@ def overview() -> None:
             "and widen the time range.",
         )
     else:
-        cols = st.columns(9)
-        i = 0
-        for family, name in LATENCY:
+        groups = st.columns(3)
+        for group, (family, name) in zip(groups, LATENCY, strict=True):
             results = headline[family]
-            for p in ("p50", "p95", "p99"):
-                result = None if results is None else results[p]
-                cols[i].metric(
-                    f"{name} {p}",
-                    "—" if result is None else ms(result.value),
-                    help=None if result is None else f"true value {bound_text(result)}",
-                    border=True,
-                )
-                i += 1
+            with group.container(border=True):
+                st.markdown(f"**{name}** (ms)")
+                cols = st.columns(3)
+                for col, p in zip(cols, ("p50", "p95", "p99"), strict=True):
+                    result = None if results is None else results[p]
+                    col.metric(
+                        f"{name} {p}",
+                        "—" if result is None else ms_value(result.value),
+                        help=None if result is None else f"true value {bound_text(result)}",
+                    )
     objectives = _objectives()
     good = data.goodput(url, f, objectives) if list(objectives.given()) else None
     responses = data.increase_by(url, c.HTTP_RESPONSES_TOTAL, c.LABEL_CODE, f)
