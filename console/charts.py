@@ -220,7 +220,8 @@ def waterfall_chart(frame: pd.DataFrame) -> alt.LayerChart:
         .mark_tick(thickness=3, size=20)
         .encode(x="start_ms:Q")
     )
-    return alt.layer(bars, ticks).properties(height=32 * len(order) + 20)
+    # NOTE: a discrete axis sized by step: a fixed height collapses it under Streamlit's theme
+    return alt.layer(bars, ticks).properties(height=alt.Step(30))
 
 
 def bar_chart(frame: pd.DataFrame, *, x: str, y: str, title: str) -> alt.Chart:
@@ -233,5 +234,5 @@ def bar_chart(frame: pd.DataFrame, *, x: str, y: str, title: str) -> alt.Chart:
             y=alt.Y(f"{y}:N", sort="-x", title=None),
             tooltip=[f"{y}:N", alt.Tooltip(f"{x}:Q", format=",.4g")],
         )
-        .properties(height=max(80, 28 * len(frame)))
+        .properties(height=alt.Step(28))
     )

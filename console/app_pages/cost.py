@@ -119,7 +119,7 @@ for col, by in ((left, "tenant"), (right, "model")):
     with col:
         st.markdown(f"**Per {by}** ({pricing.currency})")
         chart = charts.bar_chart(frame, x="cost", y=by, title=f"cost ({pricing.currency})")
-        st.altair_chart(chart, width="stretch", height=chart.height)
+        st.altair_chart(chart, width="stretch")
         st.dataframe(frame, hide_index=True, width="stretch")
 table = pd.DataFrame([r._asdict() if hasattr(r, "_asdict") else r.__dict__ for r in rows])
 cols = st.columns(2)

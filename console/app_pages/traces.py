@@ -53,7 +53,7 @@ if trace_id:
     else:
         frame = waterfall_frame(spans)
         chart = charts.waterfall_chart(frame)
-        st.altair_chart(chart, width="stretch", height=chart.height)
+        st.altair_chart(chart, width="stretch")
         record = next((r for r in data.records(ctx.url, f) if r.trace_id == trace_id), None) or (
             data.request_by_id(ctx.url, request_param) if request_param else None
         )
