@@ -255,3 +255,16 @@ def test_no_slos_is_an_empty_state(seeded, monkeypatch):
     monkeypatch.delenv(CONFIG_ENV)
     at = run(SLOS_PAGE, seeded)
     assert any("No SLOs configured" in i.value for i in at.info)
+
+
+def test_cost_at_capacity_reproduces_the_worked_example(seeded):
+    """docs/console.md's worked example: ₹250 per GPU-hour, 2 GPUs, a knee of 1,500 output
+    tokens/s: ₹92.59 per 1M output tokens at capacity (docs/slo.md, "Cost per million")."""
+    at = run(COST_PAGE, seeded)
+    at.text_input(key="cost_currency").input("INR")
+    at.number_input(key="cost_price").set_value(250.0)
+    at.number_input(key="cost_gpus").set_value(2)
+    at.number_input(key="cost_knee").set_value(1500.0)
+    at.run()
+    assert not at.exception
+    assert metric(at, "At capacity (INR)") == "92.59"
