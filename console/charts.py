@@ -20,7 +20,7 @@ SPARSE_STEPS = 30
 HEIGHT = 220
 PERCENTILE_COLOURS = {"p50": "#73bf69", "p95": "#fade2a", "p99": "#f2495c"}
 SLO_COLOUR = "#ff7383"
-FIRING_COLOUR, RESOLVED_COLOUR = "#ff9830", "#5794f2"
+FIRING_COLOUR, RESOLVED_COLOUR, KNOB_COLOUR = "#ff9830", "#5794f2", "#b877d9"
 PHASE_COLOURS = {
     "queue": "#8e8e8e",
     "prefill": "#5794f2",
@@ -79,7 +79,8 @@ def _annotations(frame: pd.DataFrame | None, start, end) -> list[alt.Chart]:
             color=alt.Color(
                 "state:N",
                 scale=alt.Scale(
-                    domain=["firing", "resolved"], range=[FIRING_COLOUR, RESOLVED_COLOUR]
+                    domain=["firing", "resolved", "knob change"],
+                    range=[FIRING_COLOUR, RESOLVED_COLOUR, KNOB_COLOUR],
                 ),
                 legend=None,
             ),

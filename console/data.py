@@ -268,7 +268,8 @@ def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def annotations(url: str, start: float, end: float) -> pd.DataFrame:
-    return incidents.annotation_frame(_store(url).alert_state, start, end)
+    store = _store(url)
+    return incidents.annotation_frame(store.alert_state, store, start, end)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
@@ -298,3 +299,19 @@ def _counter_total(url, family, selector: Selector, start, end):
 def counter_total(url: str, family: str, f: Filters) -> float | None:
     """A counter's increase over the window, summed across the selected series."""
     return _counter_total(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _by_target(url, family, selector: Selector, targets, start, end, step, q):
+    return metric_frames.quantile_by_label(
+        _store(url), family, dict(selector), c.LABEL_TARGET, targets, start, end, step, q
+    )
+
+
+def quantile_by_target(url: str, family: str, f: Filters, q: float = 0.99) -> pd.DataFrame:
+    """``ts, series, ms``: one line per target (the chosen one, or every target)."""
+    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
+    selector = {k: v for k, v in f.selector().items() if k != "target"}
+    return _by_target(
+        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds, q
+    )

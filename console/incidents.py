@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from alerts.gather import gather
+from alerts.gather import gather, knob_changes
 from alerts.model import Alert, AlertState
 from alerts.state import AlertStateStore, Transition
 from alerts.triage import TriageReport, triage
@@ -99,13 +99,25 @@ def transitions_of(state: AlertStateStore, fingerprint: str, now: float) -> list
     return [t for t in state.history(0.0, now) if t.fingerprint == fingerprint]
 
 
-def annotation_frame(state: AlertStateStore, start: float, end: float) -> pd.DataFrame:
-    """``ts, alert, state``: the alerts' firing and resolved transitions in ``[start, end]``
-    (annotations on every time chart)."""
+#: The annotation kind of a live knob change (beside the alert states firing and resolved).
+KNOB_CHANGE = "knob change"
+
+
+def annotation_frame(
+    state: AlertStateStore, metrics: MetricsReader, start: float, end: float
+) -> pd.DataFrame:
+    """``ts, alert, state``: the alerts' firing and resolved transitions and the live knob
+    changes (``alerts.gather.knob_changes``, first seen at) in ``[start, end]``: the
+    annotations on every time chart."""
     rows = [
         (pd.Timestamp(t.at_seconds, unit="s", tz="UTC"), t.alert.name, t.to_state.value)
         for t in state.history(start, end)
         if t.to_state in (AlertState.FIRING, AlertState.RESOLVED)
+    ]
+    rows += [
+        (pd.Timestamp(k.at_seconds, unit="s", tz="UTC"), f"{k.knob} on {k.target}", KNOB_CHANGE)
+        for k in knob_changes(metrics, start, end)
+        if k.at_seconds is not None
     ]
     return pd.DataFrame(rows, columns=["ts", "alert", "state"])
 

@@ -212,3 +212,30 @@ def label_values(reader: MetricsReader, families: Sequence[str], label: str) -> 
             if value:
                 found.add(value)
     return sorted(found)
+
+
+#: The most series a per-label breakdown draws (a chart with more lines is unreadable).
+MAX_BREAKDOWN_SERIES = 16
+
+
+def quantile_by_label(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    label: str,
+    values: Sequence[str],
+    start: float,
+    end: float,
+    step: float,
+    q: float = 0.99,
+) -> pd.DataFrame:
+    """``ts, series, ms``: quantile ``q`` of ``family`` per value of ``label`` (e.g. per
+    target: "p99 tripled on replica 3"), each over its own series only; at most
+    :data:`MAX_BREAKDOWN_SERIES` values, in order."""
+    rows = []
+    for value in list(values)[:MAX_BREAKDOWN_SERIES]:
+        labels = {**selector, label: value}
+        for t, results in reader.quantile_series(family, labels, start, end, (q,), step):
+            if results is not None and _finite(results[0].value) is not None:
+                rows.append((_ts(t), value, results[0].value * 1000.0))
+    return pd.DataFrame(rows, columns=["ts", "series", "ms"])

@@ -43,8 +43,10 @@ def _list() -> None:
         width="stretch",
         column_config={
             "duration_s": st.column_config.NumberColumn("duration (s)", format="%.0f"),
-            "started": st.column_config.DatetimeColumn("started (UTC)"),
-            "ended": st.column_config.DatetimeColumn("ended (UTC)"),
+            "started": st.column_config.DatetimeColumn(
+                "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
+            ),
+            "ended": st.column_config.DatetimeColumn("ended (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         },
     )
     st.caption("Open an incident:")

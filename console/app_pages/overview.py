@@ -115,6 +115,12 @@ def overview() -> None:
                     )
                 )
     cols = st.columns(2)
+    for col, (family, name) in zip(cols, (LATENCY[0], LATENCY[1]), strict=True):
+        with col:
+            st.markdown(f"**{name} p99 per replica** (ms)")
+            _series(data.quantile_by_target(url, family, f), start, end, notes, y="ms",
+                    title="ms", series="series")  # fmt: skip
+    cols = st.columns(2)
     with cols[0]:
         st.markdown("**Responses by status code** (per second)")
         frame = data.counter_rate(url, c.HTTP_RESPONSES_TOTAL, f, split_by=c.LABEL_CODE)

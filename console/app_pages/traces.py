@@ -80,7 +80,16 @@ if not records:
     )
 else:
     top = slowest(records, 20)
-    st.dataframe(request_frame(top), hide_index=True, width="stretch")
+    st.dataframe(
+        request_frame(top),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "arrival": st.column_config.DatetimeColumn(
+                "arrival (UTC)", format="YYYY-MM-DD HH:mm:ss.SSS"
+            )
+        },
+    )
     st.caption("Open a trace:")
     cols = st.columns(4)
     for i, record in enumerate(top[:8]):
