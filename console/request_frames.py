@@ -219,3 +219,21 @@ def good_flags(records: Sequence[RequestRecord], specs: Sequence[SLOSpec]) -> li
         ]
         flags.append(judged.succeeded and all(is_good(judged, o) for o in applicable))
     return flags
+
+
+def exact_attainment(records: Sequence[RequestRecord], spec: SLOSpec) -> tuple[float, int] | None:
+    """``(attainment, requests judged)`` of a latency SLO over the records its selector
+    matches, exactly (every request judged, ``slo.request_goodput``); ``None`` for an
+    error-ratio or ITL SLO (records keep no worst gap) or when no record matches."""
+    indicator = spec.indicator
+    if not isinstance(indicator, LatencyIndicator) or indicator.metric is LatencyMetric.ITL:
+        return None
+    judged = [
+        g
+        for g in goodput_records(records)
+        if spec.selector.matches(g.model or None, g.tenant or None, None)
+    ]
+    if not judged:
+        return None
+    result = request_goodput(judged, indicator.objectives, 1.0)
+    return result.attainment, result.num_requests

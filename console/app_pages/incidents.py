@@ -13,21 +13,30 @@ import streamlit as st
 from alerts.triage_report import format_change, format_seconds, format_value
 from console import data
 from console.incidents import INCIDENT_ID, check_token, silence_for
-from console.page_kit import INCIDENTS_PAGE, TRACES_PAGE, empty, escape, page_context, section
+from console.page_kit import (
+    INCIDENTS_PAGE,
+    TRACES_PAGE,
+    empty,
+    escape,
+    live_filters,
+    page_context,
+    section,
+)
 from console.settings import ADMIN_TOKEN_ENV
 
 ctx = page_context()
-f = ctx.filters
 now = data.now()
 incident_id = st.query_params.get("id", "")
 
 
+@st.fragment(run_every=ctx.live_seconds)
 def _list() -> None:
     st.title("Incidents")
-    frame = data.incident_list(ctx.url, f.start_seconds, f.end_seconds, f.end_seconds)
+    g = live_filters(ctx)
+    frame = data.incident_list(ctx.url, g.start_seconds, g.end_seconds, g.end_seconds)
     if frame.empty:
         empty(
-            f"No incidents in the last {f.range_key}.",
+            f"No incidents in the last {g.range_key}.",
             "Incidents are alerts that fired: run the evaluator with `tailwatch alerts run` "
             "(rules from tailwatch.yaml or the built-ins), or widen the time range.",
         )

@@ -11,7 +11,7 @@ import streamlit as st
 
 from console import charts, data
 from console.page_kit import empty, escape, page_context, percent, section, span
-from console.request_frames import good_flags
+from console.request_frames import exact_attainment, good_flags
 
 ctx = page_context()
 f = ctx.filters
@@ -45,7 +45,8 @@ for spec in ctx.slos:
     status = data.slo_status(ctx.url, spec, f)
     section(spec.name, escape(spec.description) if spec.description else "")
     firing = status.firing_severities
-    cols = st.columns(4)
+    exact = exact_attainment(records, spec)
+    cols = st.columns(5)
     cols[0].metric("Target", percent(spec.target, 3), border=True)
     bounds = (
         ""
@@ -59,9 +60,17 @@ for spec in ctx.slos:
         border=True,
     )
     cols[2].metric(
+        "Attainment, request records",
+        "—" if exact is None else percent(exact[0]),
+        help="exact: every request judged" + ("" if exact is None else f" ({exact[1]:,} records)")
+        if exact is not None
+        else "no matching request records (or an error-ratio or ITL SLO)",
+        border=True,
+    )
+    cols[3].metric(
         f"Budget remaining ({spec.period_days} d)", percent(status.budget_remaining, 1), border=True
     )
-    cols[3].metric("Burn-rate alerts", ", ".join(firing) if firing else "none firing", border=True)
+    cols[4].metric("Burn-rate alerts", ", ".join(firing) if firing else "none firing", border=True)
     st.caption(escape(status.basis + bounds + (f"; {status.note}" if status.note else "")))
     table = pd.DataFrame(
         [

@@ -88,6 +88,19 @@ def counter_total(store: Store, family: str, start: float, end: float, **labels)
     )
 
 
+def ttft_goodput(records, duration_seconds: float) -> slo.GoodputResult:
+    """vLLM's goodput over the records against the seeded TTFT SLO's 0.5 s threshold."""
+    judged = [
+        slo.RequestRecord(
+            succeeded=not r.is_error and r.finish_reason in ("stop", "length"),
+            ttft_seconds=r.ttft_seconds, e2e_seconds=r.e2e_seconds,
+            output_tokens=r.output_tokens or 0,
+        )
+        for r in records
+    ]  # fmt: skip
+    return slo.request_goodput(judged, slo.Objectives(ttft_seconds=0.5), duration_seconds)
+
+
 @pytest.mark.parametrize("page", ALL_PAGES)
 def test_every_page_runs_without_exception(page, seeded):
     at = run(page, seeded)
@@ -111,16 +124,7 @@ def test_overview_percentiles_are_the_merged_histograms_quantiles(seeded):
         records = store.requests(start, end)
     finally:
         store.close()
-    # goodput: vLLM's definition over the same records, with the TTFT SLO's threshold
-    judged = [
-        slo.RequestRecord(
-            succeeded=not r.is_error and r.finish_reason in ("stop", "length"),
-            ttft_seconds=r.ttft_seconds, e2e_seconds=r.e2e_seconds,
-            output_tokens=r.output_tokens or 0,
-        )
-        for r in records
-    ]  # fmt: skip
-    result = slo.request_goodput(judged, slo.Objectives(ttft_seconds=0.5), end - start)
+    result = ttft_goodput(records, end - start)
     assert result.num_requests == seeded.num_requests
     assert metric(at, "Goodput attainment") == percent(result.attainment)
 
@@ -137,6 +141,7 @@ def test_slo_page_attainment_is_slos(seeded):
             )
             for info in store.series(c.REQUESTS_TOTAL)
         }
+        records = store.requests(start, end)
     finally:
         store.close()
     availability = slo.error_ratio_from_increases(
@@ -144,6 +149,8 @@ def test_slo_page_attainment_is_slos(seeded):
     )
     shown = [m.value for m in at.metric if m.label == f"Attainment, last {RANGE}"]
     assert shown == [percent(ttft.attainment), percent(1 - availability.error_ratio)]
+    exact = [m.value for m in at.metric if m.label == "Attainment, request records"]
+    assert exact == [percent(ttft_goodput(records, end - start).attainment), "—"]
     assert len(at.dataframe) >= 2 and len(at.dataframe[0].value) == 4  # the MWMB rows
 
 
