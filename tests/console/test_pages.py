@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from hypothesis import given, strategies
+from hypothesis import settings as hypothesis_settings
 from streamlit.testing.v1 import AppTest
 
 import slo
@@ -275,3 +277,22 @@ def test_cost_at_capacity_reproduces_the_worked_example(seeded):
     at.run()
     assert not at.exception
     assert metric(at, "At capacity (INR)") == "92.59"
+
+
+@hypothesis_settings(max_examples=12, deadline=None)
+@given(
+    page=strategies.sampled_from([TRACES_PAGE, INCIDENTS_PAGE, OVERVIEW_PAGE]),
+    params=strategies.dictionaries(
+        strategies.sampled_from(["range", "until", "model", "target", "tenant", "id", "trace",
+                                 "request"]),
+        strategies.text(max_size=80),
+        max_size=4,
+    ),
+)  # fmt: skip
+def test_any_query_string_renders_without_exception(seeded, page, params):
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(page).run()
+    assert not at.exception, (params, [e.value for e in at.exception])
