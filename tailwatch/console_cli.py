@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
 from pathlib import Path
 from typing import Annotated
 
@@ -60,8 +59,7 @@ def console(
         )
     env = console_environment(os.environ, url, None if path is None else str(path.resolve()), live)
     typer.echo(f"Tailwatch console on http://{host}:{port} (store {url})", err=True)
-    try:
-        code = subprocess.call(streamlit_command(host, port), env=env)
-    except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+    command = streamlit_command(host, port)
+    # NOTE: exec, not a child process: Ctrl-C and a supervisor's SIGTERM reach the server
+    # itself, and no parent is left waiting on it.
+    os.execve(command[0], command, env)
