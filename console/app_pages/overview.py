@@ -107,7 +107,7 @@ def overview() -> None:
             st.markdown(f"**{name} percentiles**")
             frame = data.percentile_frame(url, family, f)
             if frame.empty:
-                st.caption(f"no {name} observations in this window")
+                _no_data(f"{name} observations")
             else:
                 _chart(
                     charts.percentile_chart(
@@ -164,7 +164,7 @@ def overview() -> None:
             st.markdown(f"**{title}**")
             frame = data.heatmap(url, family, f)
             if frame.empty:
-                st.caption(f"no {title.lower()} observations in this window")
+                _no_data(f"{title.lower()} observations")
             else:
                 _chart(
                     charts.heatmap_chart(frame, start, end, step_seconds=f.step_seconds, unit=unit)
@@ -197,9 +197,18 @@ def overview() -> None:
                         y="value", title=title, percent=is_percent)  # fmt: skip
 
 
+def _no_data(what: str) -> None:
+    if ctx.filters.tenant is not None:
+        # NOTE: engines break only some families down by tenant (the bundled one: TTFT,
+        # tokens and finished requests), so a tenant filter empties the others.
+        st.caption(f"no per-tenant {what} in this window: this family has no tenant breakdown")
+    else:
+        st.caption(f"no {what} in this window")
+
+
 def _series(frame, start, end, notes, **kwargs) -> None:
     if frame.empty:
-        st.caption("no data in this window")
+        _no_data("data")
         return
     _chart(charts.series_chart(frame, start, end, annotations=notes, **kwargs))
 

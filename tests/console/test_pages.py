@@ -296,3 +296,21 @@ def test_any_query_string_renders_without_exception(seeded, page, params):
         at.query_params[key] = value
     at.switch_page(page).run()
     assert not at.exception, (params, [e.value for e in at.exception])
+
+
+def test_the_tenant_filter_reads_the_tenants_own_series(seeded):
+    at = run(OVERVIEW_PAGE, seeded, tenant="acme")
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        increases = [
+            slo.histogram_increase(snaps)
+            for snaps in store.snapshots(c.TTFT_SECONDS, {"tenant": "acme"}, start, end).values()
+            if len(snaps) > 1
+        ]
+    finally:
+        store.close()
+    histogram = slo.merge_histograms(h for h in increases if h is not None)
+    assert 0 < histogram.total_count < seeded.num_requests  # one tenant's share
+    assert metric(at, "TTFT p99") == ms_value(histogram.quantile(0.99).value)
+    assert metric(at, "ITL p99") == "—"  # no per-tenant ITL series: shown as unknown
