@@ -126,6 +126,8 @@ def test_overview_percentiles_are_the_merged_histograms_quantiles(seeded):
         records = store.requests(start, end)
     finally:
         store.close()
+    # 3 percentile bands, 2 per-replica p99s, 2 rate panels, 4 saturation, 3 heatmaps
+    assert len(at.get("vega_lite_chart")) >= 12
     result = ttft_goodput(records, end - start)
     assert result.num_requests == seeded.num_requests
     assert metric(at, "Goodput attainment") == percent(result.attainment)
@@ -314,3 +316,63 @@ def test_the_tenant_filter_reads_the_tenants_own_series(seeded):
     assert 0 < histogram.total_count < seeded.num_requests  # one tenant's share
     assert metric(at, "TTFT p99") == ms_value(histogram.quantile(0.99).value)
     assert metric(at, "ITL p99") == "—"  # no per-tenant ITL series: shown as unknown
+
+
+def _empty_store(tmp_path) -> str:
+    from collectors.store import sqlite_url
+
+    url = sqlite_url(tmp_path / "empty.db")
+    Store(url).close()  # a writer migrates it: the schema, and no data
+    return url
+
+
+@pytest.mark.parametrize(
+    ("page", "says"),
+    [
+        (OVERVIEW_PAGE, "No latency histograms"),
+        (INCIDENTS_PAGE, "tailwatch alerts run"),
+        (TRACES_PAGE, "No request records"),
+        (SLOS_PAGE, "No request records"),
+        (COST_PAGE, "No request records"),
+    ],
+)
+def test_an_empty_store_has_empty_states_that_say_what_to_do(tmp_path, monkeypatch, page, says):
+    monkeypatch.setenv("TAILWATCH_DB_URL", _empty_store(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(says in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_gpu_panels_appear_with_nvml_readings(tmp_path, monkeypatch):
+    import time
+
+    from collectors.store.records import ScrapeRecord
+
+    url = _empty_store(tmp_path)
+    store = Store(url)
+    now = time.time()
+    labels = c.labels_key({"target": "gpu-host", "gpu": "0", "gpu_name": "NVIDIA H200"})
+    for i, t in enumerate((now - 120, now - 60)):
+        samples = tuple(
+            c.CanonicalSample(family, labels, value, c.Kind.GAUGE)
+            for family, value in (
+                (c.GPU_UTILIZATION, 0.5 + 0.1 * i),
+                (c.GPU_MEMORY_USED_BYTES, 70e9),
+                (c.GPU_POWER_WATTS, 450.0),
+                (c.GPU_TEMPERATURE_CELSIUS, 61.0),
+            )
+        )
+        store.write_scrape(ScrapeRecord("gpu-host", t, samples=samples))
+    store.close()
+    monkeypatch.setenv("TAILWATCH_DB_URL", url)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["range"] = "15m"
+    at.switch_page(OVERVIEW_PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any("No GPU telemetry" in i.value for i in at.info)
+    titles = [m.value for m in at.markdown]
+    assert "**GPU utilisation**" in titles and "**Power (W)**" in titles
+    assert not any("not reported by this GPU" in cap.value for cap in at.caption)
+    # the store holds GPU readings only: the four GPU panels are the page's only charts
+    assert len(at.get("vega_lite_chart")) == 4
