@@ -9,6 +9,7 @@ The reads themselves are pure functions in :mod:`console.metric_frames`,
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from collectors.store import SchemaOutOfDateError, Store
 from collectors.store.schema import MIGRATE_COMMAND
 from console import incidents, metric_frames, request_frames, slo_frames
 from console.filters import Filters
-from console.settings import ConsoleSettings, load_settings
+from console.settings import LIVE_ENV, ConsoleSettings, load_settings
 from slo import GoodputResult, Objectives, QuantileResult, SLOSpec
 
 #: Seconds a cached read is reused; the live refresh interval is about as long.
@@ -35,7 +36,12 @@ Selector = tuple[tuple[str, str], ...]
 
 
 def settings() -> ConsoleSettings:
-    return load_settings()
+    """The console's settings; a bad ``TAILWATCH_LIVE`` is a warning (live refresh off)."""
+    try:
+        return load_settings()
+    except ValueError as error:
+        st.warning(f"{error}; live refresh is off")
+        return load_settings({**os.environ, LIVE_ENV: "0"})
 
 
 @dataclass(frozen=True)

@@ -137,3 +137,18 @@ def test_the_server_binds_loopback_by_default():
 def test_console_options_are_checked_before_starting(args, message):
     result = CliRunner().invoke(app, ["console", *args])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.parametrize("raw", ["-1", "soon", "nan", "inf"])
+def test_a_bad_live_setting_names_the_variable(raw):
+    from console.settings import LIVE_ENV, load_settings
+
+    with pytest.raises(ValueError, match=LIVE_ENV):
+        load_settings({LIVE_ENV: raw})
+
+
+def test_live_zero_turns_refresh_off():
+    from console.settings import LIVE_ENV, load_settings
+
+    assert load_settings({LIVE_ENV: "0"}).live_seconds is None
+    assert load_settings({LIVE_ENV: "5"}).live_seconds == 5.0

@@ -376,3 +376,9 @@ def test_gpu_panels_appear_with_nvml_readings(tmp_path, monkeypatch):
     assert not any("not reported by this GPU" in cap.value for cap in at.caption)
     # the store holds GPU readings only: the four GPU panels are the page's only charts
     assert len(at.get("vega_lite_chart")) == 4
+
+
+def test_a_bad_live_setting_is_a_warning_not_a_traceback(seeded, monkeypatch):
+    monkeypatch.setenv(LIVE_ENV, "soon")
+    at = run(CAPACITY_PAGE, seeded)
+    assert any(LIVE_ENV in w.value for w in at.warning)
