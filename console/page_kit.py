@@ -138,3 +138,11 @@ def span(f: Filters) -> tuple[pd.Timestamp, pd.Timestamp]:
         pd.Timestamp(f.start_seconds, unit="s", tz="UTC"),
         pd.Timestamp(f.end_seconds, unit="s", tz="UTC"),
     )
+
+
+def versus_target(attainment: float | None, target: float | None) -> str | None:
+    """A metric's delta: attainment minus the SLO target in percentage points (green above,
+    red below); ``None`` when either is unknown."""
+    if attainment is None or target is None or not math.isfinite(attainment):
+        return None
+    return f"{(attainment - target) * 100:+.2f} pp vs target {target * 100:g} %"

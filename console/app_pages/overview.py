@@ -21,6 +21,7 @@ from console.page_kit import (
     rate,
     section,
     span,
+    versus_target,
 )
 from console.slo_frames import latency_thresholds
 from slo import LatencyIndicator, LatencyMetric, Objectives
@@ -39,6 +40,11 @@ def _objectives() -> Objectives:
             name = ind.metric.objective_field
             best[name] = min(best.get(name, math.inf), ind.threshold_seconds)
     return Objectives(**best)
+
+
+def _strictest_target() -> float | None:
+    targets = [s.target for s in ctx.slos if isinstance(s.indicator, LatencyIndicator)]
+    return max(targets) if targets else None
 
 
 def _chart(chart) -> None:
@@ -89,6 +95,7 @@ def overview() -> None:
     a.metric(
         "Goodput attainment",
         "—" if good is None else percent(good.attainment),
+        delta=versus_target(None if good is None else good.attainment, _strictest_target()),
         help="exact, from request records: good / all requests against "
         + (", ".join(f"{k} ≤ {v:g} s" for k, v in objectives.given()) or "no latency SLO"),
         border=True,

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from console import charts, data
-from console.page_kit import empty, escape, page_context, percent, section, span
+from console.page_kit import empty, escape, page_context, percent, section, span, versus_target
 from console.request_frames import exact_attainment, good_flags
 
 ctx = page_context()
@@ -56,11 +56,12 @@ for spec in ctx.slos:
     cols[1].metric(
         f"Attainment, last {f.range_key}",
         percent(status.attainment),
+        delta=versus_target(status.attainment, spec.target),
         help=status.basis + bounds,
         border=True,
     )
     cols[2].metric(
-        "Attainment, request records",
+        "Exact (records)",
         "—" if exact is None else percent(exact[0]),
         help="exact: every request judged" + ("" if exact is None else f" ({exact[1]:,} records)")
         if exact is not None

@@ -153,7 +153,7 @@ def test_slo_page_attainment_is_slos(seeded):
     )
     shown = [m.value for m in at.metric if m.label == f"Attainment, last {RANGE}"]
     assert shown == [percent(ttft.attainment), percent(1 - availability.error_ratio)]
-    exact = [m.value for m in at.metric if m.label == "Attainment, request records"]
+    exact = [m.value for m in at.metric if m.label == "Exact (records)"]
     assert exact == [percent(ttft_goodput(records, end - start).attainment), "—"]
     assert len(at.dataframe) >= 2 and len(at.dataframe[0].value) == 4  # the MWMB rows
 
