@@ -71,7 +71,8 @@ range_key, warning = filters.parse_range(params.get(filters.RANGE_PARAM))
 warnings += [warning] if warning else []
 until, warning = filters.parse_until(params.get(filters.UNTIL_PARAM))
 warnings += [warning] if warning else []
-_seed("f_until", "" if until is None else str(until))
+# NOTE: whole seconds, so the URL written back parses again (parse_until takes <= 6 decimals)
+_seed("f_until", "" if until is None else f"{until:.0f}")
 
 choices = data.catalog(settings.db_url) if status.store is not None else {"model": [], "target": []}
 with st.sidebar:

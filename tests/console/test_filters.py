@@ -152,3 +152,9 @@ def test_live_zero_turns_refresh_off():
 
     assert load_settings({LIVE_ENV: "0"}).live_seconds is None
     assert load_settings({LIVE_ENV: "5"}).live_seconds == 5.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(min_value=1e9, max_value=9.9e10))
+def test_a_pinned_time_written_back_parses_again(t):
+    assert parse_until(f"{t:.0f}")[0] == float(f"{t:.0f}")
