@@ -101,6 +101,9 @@ def _detail(fingerprint: str) -> None:
         ),
         hide_index=True,
         width="stretch",
+        column_config={
+            "at (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss.SSS")
+        },
     )
     report = detail.report
     if report is None:
