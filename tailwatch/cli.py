@@ -10,6 +10,7 @@ from tailwatch.alerts_cli import alerts_app
 from tailwatch.alerts_run import run as alerts_run
 from tailwatch.cli_options import cli_error, port_option, typer_app
 from tailwatch.collect_cli import collect
+from tailwatch.console_cli import console
 from tailwatch.demo import run_demo
 from tailwatch.drill_cli import drill
 from tailwatch.engine_cli import engine_app
@@ -36,6 +37,7 @@ alerts_app.command("run")(alerts_run)
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(incident_app, name="incident")
 app.add_typer(store_app, name="store")
+app.command()(console)
 
 
 @app.command()

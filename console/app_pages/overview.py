@@ -1,0 +1,223 @@
+"""Overview: user experience, engine saturation, traffic shape, hardware (seed Q36's four
+groups). Percentiles are merged across the selected replicas by the store and shown with the
+bucket interval that bounds each; SLO thresholds are rules, alert transitions annotations."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from collectors import canonical as c
+from console import charts, data
+from console.page_kit import (
+    bound_text,
+    empty,
+    live_filters,
+    ms_value,
+    page_context,
+    percent,
+    rate,
+    section,
+    span,
+    versus_target,
+)
+from console.slo_frames import latency_thresholds
+from slo import LatencyIndicator, LatencyMetric, Objectives
+
+ctx = page_context()
+LATENCY = ((c.TTFT_SECONDS, "TTFT"), (c.ITL_SECONDS, "ITL"), (c.E2E_SECONDS, "E2E"))
+
+
+def _objectives() -> Objectives:
+    """The strictest threshold per metric of the latency SLOs (ITL left out: records lack
+    the worst gap)."""
+    best: dict[str, float] = {}
+    for spec in ctx.slos:
+        ind = spec.indicator
+        if isinstance(ind, LatencyIndicator) and ind.metric is not LatencyMetric.ITL:
+            name = ind.metric.objective_field
+            best[name] = min(best.get(name, math.inf), ind.threshold_seconds)
+    return Objectives(**best)
+
+
+def _strictest_target() -> float | None:
+    targets = [s.target for s in ctx.slos if isinstance(s.indicator, LatencyIndicator)]
+    return max(targets) if targets else None
+
+
+def _chart(chart) -> None:
+    st.altair_chart(chart, width="stretch")
+
+
+@st.fragment(run_every=ctx.live_seconds)
+def overview() -> None:
+    f = live_filters(ctx)
+    start, end = span(f)
+    url = ctx.url
+    notes = data.annotations(url, f.start_seconds, f.end_seconds)
+    thresholds = latency_thresholds(ctx.slos)
+    st.title("Overview")
+    st.caption(
+        f"{f.range_key} to {end:%Y-%m-%d %H:%M:%S} UTC · step {f.step_seconds:g} s · "
+        "percentiles merged across the selected replicas from stored buckets"
+    )
+    section("User experience", "Each percentile's bucket interval bounds the true value.")
+    headline = {family: data.window_percentiles(url, family, f) for family, _ in LATENCY}
+    if all(v is None for v in headline.values()):
+        empty(
+            "No latency histograms in this window.",
+            "Check that `tailwatch collect` scrapes your engines (targets in tailwatch.yaml) "
+            "and widen the time range.",
+        )
+    else:
+        groups = st.columns(3)
+        for group, (family, name) in zip(groups, LATENCY, strict=True):
+            results = headline[family]
+            with group.container(border=True):
+                st.markdown(f"**{name}** (ms)")
+                cols = st.columns(3)
+                for col, p in zip(cols, ("p50", "p95", "p99"), strict=True):
+                    result = None if results is None else results[p]
+                    col.metric(
+                        f"{name} {p}",
+                        "—" if result is None else ms_value(result.value),
+                        help=None if result is None else f"true value {bound_text(result)}",
+                    )
+    objectives = _objectives()
+    good = data.goodput(url, f, objectives) if list(objectives.given()) else None
+    responses = data.increase_by(url, c.HTTP_RESPONSES_TOTAL, c.LABEL_CODE, f)
+    total = sum(responses.values())
+    errors = sum(v for k, v in responses.items() if k.startswith("5"))
+    shed = responses.get("429", 0.0)
+    a, b, d, e = st.columns(4)
+    a.metric(
+        "Goodput attainment",
+        "—" if good is None else percent(good.attainment),
+        delta=versus_target(None if good is None else good.attainment, _strictest_target()),
+        help="exact, from request records: good / all requests against "
+        + (", ".join(f"{k} ≤ {v:g} s" for k, v in objectives.given()) or "no latency SLO"),
+        border=True,
+    )
+    b.metric("Request rate", rate(total / f.range_seconds if total else None), border=True)
+    d.metric("Error rate (5xx)", percent(errors / total if total else None), border=True)
+    e.metric("429 rate", percent(shed / total if total else None), border=True)
+    if not ctx.slos:
+        st.caption(
+            "No SLOs configured: add `slos:` to tailwatch.yaml and start the console with "
+            "`--config` to see attainment and thresholds."
+        )
+    cols = st.columns(3)
+    for col, (family, name) in zip(cols, LATENCY, strict=True):
+        with col:
+            st.markdown(f"**{name} percentiles**")
+            frame = data.percentile_frame(url, family, f)
+            if frame.empty:
+                _no_data(f"{name} observations")
+            else:
+                _chart(
+                    charts.percentile_chart(
+                        frame, start, end, thresholds=thresholds.get(family, ()), annotations=notes
+                    )
+                )
+    cols = st.columns(2)
+    for col, (family, name) in zip(cols, (LATENCY[0], LATENCY[1]), strict=True):
+        with col:
+            st.markdown(f"**{name} p99 per replica** (ms)")
+            _series(data.quantile_by_target(url, family, f), start, end, notes, y="ms",
+                    title="ms", series="series")  # fmt: skip
+    cols = st.columns(2)
+    with cols[0]:
+        st.markdown("**Responses by status code** (per second)")
+        frame = data.counter_rate(url, c.HTTP_RESPONSES_TOTAL, f, split_by=c.LABEL_CODE)
+        _series(frame, start, end, notes, y="rate", title="req/s", series="series")
+    with cols[1]:
+        st.markdown("**Finished requests by reason** (per second)")
+        frame = data.counter_rate(url, c.REQUESTS_TOTAL, f, split_by=c.LABEL_FINISHED_REASON)
+        _series(frame, start, end, notes, y="rate", title="req/s", series="series")
+
+    section("Engine saturation")
+    cols = st.columns(4)
+    running = data.gauge(url, c.REQUESTS_RUNNING, f).assign(series="running")
+    waiting = data.gauge(url, c.REQUESTS_WAITING, f).assign(series="waiting")
+    with cols[0]:
+        st.markdown("**Requests running and waiting**")
+        _series(pd.concat([running, waiting]), start, end, notes, y="value", title="requests",
+                series="series")  # fmt: skip
+    with cols[1]:
+        st.markdown("**KV cache usage** (fullest replica)")
+        _series(data.gauge(url, c.KV_CACHE_USAGE, f, across="max"), start, end, notes,
+                y="value", title="KV usage", percent=True)  # fmt: skip
+    with cols[2]:
+        st.markdown("**Preemptions** (per minute)")
+        frame = data.counter_rate(url, c.PREEMPTIONS_TOTAL, f, per_seconds=60.0)
+        _series(frame, start, end, notes, y="rate", title="per min")
+    with cols[3]:
+        st.markdown("**Prefix cache hit rate**")
+        frame = data.ratio(url, c.PREFIX_CACHE_HITS_TOTAL, c.PREFIX_CACHE_QUERIES_TOTAL, f)
+        _series(frame, start, end, notes, y="value", title="hit rate", percent=True)
+
+    section("Traffic shape", "Heatmaps from the stored histogram buckets, per step.")
+    cols = st.columns(3)
+    for col, (family, title, unit) in zip(
+        cols,
+        ((c.PROMPT_TOKENS, "Prompt length", "tokens"),
+         (c.GENERATION_TOKENS, "Output length", "tokens"),
+         (c.TTFT_SECONDS, "TTFT", "seconds")),
+        strict=True,
+    ):  # fmt: skip
+        with col:
+            st.markdown(f"**{title}**")
+            frame = data.heatmap(url, family, f)
+            if frame.empty:
+                _no_data(f"{title.lower()} observations")
+            else:
+                _chart(
+                    charts.heatmap_chart(frame, start, end, step_seconds=f.step_seconds, unit=unit)
+                )
+
+    section("Hardware")
+    gpu = data.gpu_families(url)
+    if not gpu:
+        empty(
+            "No GPU telemetry.",
+            "The collector stored no NVML readings: its host has no NVIDIA GPU (or no driver), "
+            "or `collector.gpu` is `off` in tailwatch.yaml. Run `tailwatch collect` on the GPU "
+            "host with `gpu: auto` or `on`.",
+        )
+    else:
+        shown = [
+            (c.GPU_UTILIZATION, "GPU utilisation", True, "max"),
+            (c.GPU_MEMORY_USED_BYTES, "GPU memory used (bytes)", False, "sum"),
+            (c.GPU_POWER_WATTS, "Power (W)", False, "sum"),
+            (c.GPU_TEMPERATURE_CELSIUS, "Temperature (°C, hottest)", False, "max"),
+        ]
+        cols = st.columns(4)
+        for col, (family, title, is_percent, across) in zip(cols, shown, strict=True):
+            with col:
+                st.markdown(f"**{title}**")
+                if family not in gpu:
+                    st.caption("not reported by this GPU")
+                    continue
+                _series(data.gauge(url, family, f, across=across), start, end, notes,
+                        y="value", title=title, percent=is_percent)  # fmt: skip
+
+
+def _no_data(what: str) -> None:
+    if ctx.filters.tenant is not None:
+        # NOTE: engines break only some families down by tenant (the bundled one: TTFT,
+        # tokens and finished requests), so a tenant filter empties the others.
+        st.caption(f"no per-tenant {what} in this window: this family has no tenant breakdown")
+    else:
+        st.caption(f"no {what} in this window")
+
+
+def _series(frame, start, end, notes, **kwargs) -> None:
+    if frame.empty:
+        _no_data("data")
+        return
+    _chart(charts.series_chart(frame, start, end, annotations=notes, **kwargs))
+
+
+overview()

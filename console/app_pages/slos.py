@@ -1,0 +1,135 @@
+"""SLOs and goodput: per SLO its attainment over the range (exact, or estimated from the
+histogram with its bounds), the budget remaining over its period, and the multi-window
+multi-burn-rate table with the rows that fire; goodput over time from request records."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from console import charts, data
+from console.page_kit import empty, escape, page_context, percent, section, span, versus_target
+from console.request_frames import exact_attainment, good_flags
+
+ctx = page_context()
+f = ctx.filters
+start, end = span(f)
+st.title("SLOs & goodput")
+
+if ctx.slo_problem:
+    st.error("The SLOs in the configuration cannot be read: " + escape(ctx.slo_problem))
+if not ctx.slos:
+    empty(
+        "No SLOs configured.",
+        "Add an `slos:` section to tailwatch.yaml (see docs/slo.md) and start the console "
+        "with `tailwatch console --config tailwatch.yaml`.",
+    )
+    st.stop()
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def _number(x: float, fmt: str = "{:.3g}") -> str:
+    return "—" if x is None or not math.isfinite(x) else fmt.format(x)
+
+
+records = data.records(ctx.url, f)
+for spec in ctx.slos:
+    status = data.slo_status(ctx.url, spec, f)
+    section(spec.name, escape(spec.description) if spec.description else "")
+    firing = status.firing_severities
+    exact = exact_attainment(records, spec)
+    cols = st.columns(5)
+    cols[0].metric("Target", percent(spec.target, 3), border=True)
+    bounds = (
+        ""
+        if status.attainment_low == status.attainment_high
+        else f" (true value in [{percent(status.attainment_low)}, {percent(status.attainment_high)}])"
+    )
+    cols[1].metric(
+        f"Attainment, last {f.range_key}",
+        percent(status.attainment),
+        delta=versus_target(status.attainment, spec.target),
+        help=status.basis + bounds,
+        border=True,
+    )
+    cols[2].metric(
+        "Exact (records)",
+        "—" if exact is None else percent(exact[0]),
+        help="exact: every request judged" + ("" if exact is None else f" ({exact[1]:,} records)")
+        if exact is not None
+        else "no matching request records (or an error-ratio or ITL SLO)",
+        border=True,
+    )
+    cols[3].metric(
+        f"Budget remaining ({spec.period_days} d)", percent(status.budget_remaining, 1), border=True
+    )
+    cols[4].metric("Burn-rate alerts", ", ".join(firing) if firing else "none firing", border=True)
+    st.caption(escape(status.basis + bounds + (f"; {status.note}" if status.note else "")))
+    table = pd.DataFrame(
+        [
+            {
+                "severity": check.window.severity,
+                "long window": _duration(check.window.long_window_seconds),
+                "short window": _duration(check.window.short_window_seconds),
+                "budget spent": f"{check.window.budget_fraction:.0%}",
+                "factor": round(check.window.burn_rate_factor, 4),
+                "long burn rate": _number(check.long_burn_rate),
+                "short burn rate": _number(check.short_burn_rate),
+                "threshold error ratio": _number(check.threshold_error_ratio, "{:.4%}"),
+                "fires": "🔥 yes" if check.is_firing else "no",
+            }
+            for check in status.checks
+        ]
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+
+section(
+    "Goodput over time",
+    "exact, from request records: a request is good when it succeeded and met every latency "
+    "SLO (TTFT, TPOT, e2e) that applies to its model and tenant",
+)
+if not records:
+    empty(
+        "No request records in this window.",
+        "Goodput needs request records from engine traces (`--otlp-endpoint` to `tailwatch "
+        "collect`); the SLO figures above come from the metrics.",
+    )
+else:
+    flags = good_flags(records, ctx.slos)
+    rows = [(r.arrival, g) for r, g in zip(records, flags, strict=True)]
+    frame = pd.DataFrame(rows, columns=["t", "good"])
+    frame["t"] = (frame["t"] // f.step_seconds + 1) * f.step_seconds
+    per_step = frame.groupby("t")["good"].agg(["sum", "count"]).reset_index()
+    per_step["ts"] = pd.to_datetime(per_step["t"], unit="s", utc=True)
+    per_step["goodput"] = per_step["sum"] / f.step_seconds
+    per_step["attainment"] = per_step["sum"] / per_step["count"]
+    notes = data.annotations(ctx.url, f.start_seconds, f.end_seconds)
+    total_good = int(frame["good"].sum())
+    cols = st.columns(3)
+    cols[0].metric("Requests", f"{len(frame):,}", border=True)
+    cols[1].metric("Good requests", f"{total_good:,}", border=True)
+    cols[2].metric("Goodput", f"{total_good / f.range_seconds:.3f} req/s", border=True)
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Goodput** (good requests per second)")
+        st.altair_chart(
+            charts.series_chart(
+                per_step, start, end, y="goodput", title="req/s", annotations=notes
+            ),
+            width="stretch",
+        )
+    with right:
+        st.markdown("**Attainment** (good / all per step)")
+        st.altair_chart(
+            charts.series_chart(per_step, start, end, y="attainment", title="attainment",
+                                annotations=notes, percent=True),
+            width="stretch",
+        )  # fmt: skip

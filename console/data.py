@@ -1,0 +1,323 @@
+"""The only module pages read through: the store opened once per URL (``st.cache_resource``,
+read-only in schema: ``Store(url, migrate=False)``), and every read cached with a ttl and a
+bound on entries (``st.cache_data``), keyed on plain values (URL, family, selector items,
+window) so that two viewers of the same view share one query.
+
+The reads themselves are pure functions in :mod:`console.metric_frames`,
+:mod:`console.request_frames`, :mod:`console.slo_frames` and :mod:`console.incidents`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from collectors import canonical as c
+from collectors.config import ConfigError, load_config
+from collectors.store import SchemaOutOfDateError, Store
+from collectors.store.schema import MIGRATE_COMMAND
+from console import incidents, metric_frames, request_frames, slo_frames
+from console.filters import Filters
+from console.settings import LIVE_ENV, ConsoleSettings, load_settings
+from slo import GoodputResult, Objectives, QuantileResult, SLOSpec
+
+#: Seconds a cached read is reused; the live refresh interval is about as long.
+TTL_SECONDS = 15
+MAX_ENTRIES = 256
+#: Families whose series name the models and targets offered in the filters.
+CATALOG_FAMILIES = (c.TTFT_SECONDS, c.E2E_SECONDS, c.REQUESTS_RUNNING)
+
+Selector = tuple[tuple[str, str], ...]
+
+
+def settings() -> ConsoleSettings:
+    """The console's settings; a bad ``TAILWATCH_LIVE`` is a warning (live refresh off)."""
+    try:
+        return load_settings()
+    except ValueError as error:
+        st.warning(f"{error}; live refresh is off")
+        return load_settings({**os.environ, LIVE_ENV: "0"})
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """The store, or why it cannot be read and what to do (``problem``)."""
+
+    store: Store | None
+    problem: str = ""
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _open(url: str) -> Store:
+    return Store(url, migrate=False)
+
+
+def store_status(url: str) -> StoreStatus:
+    """The store at ``url``; a missing or old schema (or any open error) is a problem that
+    names ``tailwatch store migrate``. Not cached when it fails, so a later run retries."""
+    try:
+        return StoreStatus(_open(url))
+    except SchemaOutOfDateError as error:
+        return StoreStatus(None, str(error))
+    except Exception as error:  # NOTE: any URL or driver error is one message, never a trace
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return StoreStatus(
+            None,
+            f"cannot open the store at {url}: {first}. Check --db; a new store is created "
+            f"with `{MIGRATE_COMMAND}` or by `tailwatch collect`.",
+        )
+
+
+def _store(url: str) -> Store:
+    status = store_status(url)
+    if status.store is None:
+        raise RuntimeError(status.problem)
+    return status.store
+
+
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def slos(config_path: str | None) -> tuple[tuple[SLOSpec, ...], str]:
+    """``(SLOs, problem)`` from the ``slos:`` of ``config_path`` (``None``: no SLOs)."""
+    if config_path is None:
+        return (), ""
+    try:
+        return load_config(config_path).slos, ""
+    except ConfigError as error:
+        return (), str(error)
+
+
+def now() -> float:
+    return time.time()
+
+
+def _sel(selector: Mapping[str, str]) -> Selector:
+    return tuple(sorted(selector.items()))
+
+
+# -- catalog ---------------------------------------------------------------------------------
+
+
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def catalog(url: str) -> dict[str, list[str]]:
+    """Models and targets in the store's series (the filters' choices)."""
+    store = _store(url)
+    return {
+        "model": metric_frames.label_values(store, CATALOG_FAMILIES, c.LABEL_MODEL),
+        "target": metric_frames.label_values(store, CATALOG_FAMILIES, c.LABEL_TARGET),
+    }
+
+
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def tenants(url: str, start: float, end: float) -> list[str]:
+    """Tenants seen in request records over ``[start, end]``."""
+    records = _store(url).requests(start, end, limit=request_frames.RECORD_LIMIT)
+    return sorted({r.tenant for r in records if r.tenant})
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _window_percentiles(url, family, selector: Selector, start, end):
+    return metric_frames.window_percentiles(_store(url), family, dict(selector), start, end)
+
+
+def window_percentiles(url: str, family: str, f: Filters) -> dict[str, QuantileResult] | None:
+    return _window_percentiles(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _percentile_frame(url, family, selector: Selector, start, end, step):
+    return metric_frames.percentile_frame(_store(url), family, dict(selector), start, end, step)
+
+
+def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
+    return _percentile_frame(
+        url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds
+    )
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _counter_rate(url, family, selector: Selector, start, end, step, split_by, per_seconds):
+    return metric_frames.counter_rate_frame(
+        _store(url), family, dict(selector), start, end, step, split_by=split_by,
+        per_seconds=per_seconds,
+    )  # fmt: skip
+
+
+def counter_rate(
+    url: str, family: str, f: Filters, *, split_by: str | None = None, per_seconds: float = 1.0
+) -> pd.DataFrame:
+    return _counter_rate(
+        url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds,
+        split_by, per_seconds,
+    )  # fmt: skip
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _increase_by(url, family, selector: Selector, label, start, end):
+    return metric_frames.counter_increase_by(_store(url), family, dict(selector), label, start, end)
+
+
+def increase_by(url: str, family: str, label: str, f: Filters) -> dict[str, float]:
+    return _increase_by(url, family, _sel(f.selector()), label, f.start_seconds, f.end_seconds)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _gauge(url, family, selector: Selector, start, end, step, across):
+    return metric_frames.gauge_frame(
+        _store(url), family, dict(selector), start, end, step, across=across
+    )
+
+
+def gauge(url: str, family: str, f: Filters, *, across: str = "sum") -> pd.DataFrame:
+    return _gauge(
+        url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds, across
+    )
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _ratio(url, numerator, denominator, selector: Selector, start, end, step):
+    return metric_frames.ratio_frame(
+        _store(url), numerator, denominator, dict(selector), start, end, step
+    )
+
+
+def ratio(url: str, numerator: str, denominator: str, f: Filters) -> pd.DataFrame:
+    return _ratio(
+        url, numerator, denominator, _sel(f.selector()), f.start_seconds, f.end_seconds,
+        f.step_seconds,
+    )  # fmt: skip
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _heatmap(url, family, selector: Selector, start, end, step):
+    return metric_frames.heatmap_frame(_store(url), family, dict(selector), start, end, step)
+
+
+def heatmap(url: str, family: str, f: Filters) -> pd.DataFrame:
+    return _heatmap(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds)
+
+
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def gpu_families(url: str) -> list[str]:
+    """The NVML families with stored series (empty: no GPU telemetry)."""
+    store = _store(url)
+    return [family for family in c.GPU_FAMILIES if store.series(family)]
+
+
+# -- requests and traces ---------------------------------------------------------------------
+
+
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def _replicas_of(url: str) -> dict[str, list[str]]:
+    """Target → the engine instance ids its scrapes showed (records name those)."""
+    from collectors.replica_targets import replica_targets
+
+    out: dict[str, list[str]] = {}
+    for replica, targets in replica_targets(_store(url)).targets_by_replica.items():
+        for target in targets:
+            out.setdefault(target, []).append(replica)
+    return out
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _records(url, start, end, tenant, model, target):
+    replicas = None if target is None else _replicas_of(url).get(target, [])
+    return request_frames.read_requests(
+        _store(url), start, end, tenant=tenant, model=model, replicas=replicas
+    )
+
+
+def records(url: str, f: Filters) -> list:
+    """Request records of the filters' window (``collectors.request_records.RequestRecord``)."""
+    return _records(url, f.start_seconds, f.end_seconds, f.tenant, f.model, f.target)
+
+
+def goodput(url: str, f: Filters, objectives: Objectives) -> GoodputResult | None:
+    """Exact goodput over the window's request records (``None``: no records)."""
+    chosen = records(url, f)
+    if not chosen:
+        return None
+    return request_frames.exact_goodput(chosen, objectives, f.range_seconds)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def request_by_id(url: str, request_id: str):
+    return _store(url).request(request_id)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def trace(url: str, trace_id: str):
+    return _store(url).trace(trace_id)
+
+
+# -- SLOs ------------------------------------------------------------------------------------
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
+def _slo_status(url, spec: SLOSpec, selector: Selector, start, end):
+    return slo_frames.slo_status(_store(url), spec, dict(selector), start, end)
+
+
+def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
+    return _slo_status(url, spec, _sel(f.selector()), f.start_seconds, f.end_seconds)
+
+
+# -- alerts and incidents --------------------------------------------------------------------
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def annotations(url: str, start: float, end: float) -> pd.DataFrame:
+    store = _store(url)
+    return incidents.annotation_frame(store.alert_state, store, start, end)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def incident_list(url: str, start: float, end: float, at: float) -> pd.DataFrame:
+    state = _store(url).alert_state
+    return incidents.incident_frame(incidents.incident_versions(state, start, end), at)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def incident_detail(url: str, fingerprint: str, at: float) -> incidents.IncidentDetail | None:
+    store = _store(url)
+    return incidents.incident_detail(store.alert_state, store, store, fingerprint, at)
+
+
+def save_silence(url: str, silence) -> None:
+    """Store a silence (the page has checked the admin token) and drop cached alert reads."""
+    _store(url).alert_state.save_silence(silence)
+    incident_list.clear()
+    incident_detail.clear()
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _counter_total(url, family, selector: Selector, start, end):
+    return _store(url).counter_window(family, dict(selector), start, end)
+
+
+def counter_total(url: str, family: str, f: Filters) -> float | None:
+    """A counter's increase over the window, summed across the selected series."""
+    return _counter_total(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _by_target(url, family, selector: Selector, targets, start, end, step, q):
+    return metric_frames.quantile_by_label(
+        _store(url), family, dict(selector), c.LABEL_TARGET, targets, start, end, step, q
+    )
+
+
+def quantile_by_target(url: str, family: str, f: Filters, q: float = 0.99) -> pd.DataFrame:
+    """``ts, series, ms``: one line per target (the chosen one, or every target)."""
+    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
+    selector = {k: v for k, v in f.selector().items() if k != "target"}
+    return _by_target(
+        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds, q
+    )

@@ -1,0 +1,241 @@
+"""Stored metrics as small, chart-ready DataFrames: merged percentiles with their bounds,
+rates, gauges and histogram heatmaps, one row per step (already aggregated, so no chart ships
+more than a few thousand points).
+
+Pure reads through :class:`collectors.store.MetricsReader` (no Streamlit, no SQL): the
+console's cache in :mod:`console.data` wraps these, and tests call them on any reader.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from collectors.store.protocols import MetricsReader
+from slo import QuantileResult
+
+PERCENTILES = (0.5, 0.95, 0.99)
+PERCENTILE_NAMES = {0.5: "p50", 0.95: "p95", 0.99: "p99"}
+QUANTILE_COLUMNS = ["ts", "percentile", "seconds", "lower_seconds", "upper_seconds"]
+#: Heatmap rows: per step and bucket, the observations in that bucket.
+HEATMAP_COLUMNS = ["ts", "bucket", "lower", "upper", "count"]
+
+
+def _ts(t: float) -> pd.Timestamp:
+    return pd.Timestamp(t, unit="s", tz="UTC")
+
+
+def _finite(x: float) -> float | None:
+    return x if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def window_percentiles(
+    reader: MetricsReader, family: str, selector: Mapping[str, str], start: float, end: float
+) -> dict[str, QuantileResult] | None:
+    """p50/p95/p99 of ``family`` over ``[start, end]``, merged across the selected series
+    (every replica the selector picks) by the store's window, each with the bucket interval
+    holding the true value. ``None`` when no series has two snapshots in the window."""
+    histogram = reader.histogram_window(family, dict(selector), start, end)
+    if histogram is None:
+        return None
+    return {PERCENTILE_NAMES[q]: histogram.quantile(q) for q in PERCENTILES}
+
+
+def window_total(
+    reader: MetricsReader, family: str, selector: Mapping[str, str], start: float, end: float
+) -> float | None:
+    """Observations of a histogram family over the window (``None``: no data)."""
+    histogram = reader.histogram_window(family, dict(selector), start, end)
+    return None if histogram is None else histogram.total_count
+
+
+def percentile_frame(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step: float,
+) -> pd.DataFrame:
+    """Long frame ``ts, percentile, seconds, lower_seconds, upper_seconds`` from the store's
+    ``quantile_series``; steps without observations and NaN values are left out (a gap)."""
+    rows = []
+    for t, results in reader.quantile_series(family, dict(selector), start, end, PERCENTILES, step):
+        if results is None:
+            continue
+        for q, result in zip(PERCENTILES, results, strict=True):
+            value = _finite(result.value)
+            if value is None:
+                continue
+            rows.append(
+                (_ts(t), PERCENTILE_NAMES[q], value, _finite(result.lower_bound),
+                 _finite(result.upper_bound))
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=QUANTILE_COLUMNS)
+
+
+def counter_rate_frame(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step: float,
+    *,
+    split_by: str | None = None,
+    per_seconds: float = 1.0,
+) -> pd.DataFrame:
+    """``ts, series, rate``: a counter's increase per step over ``per_seconds`` (1: per second,
+    60: per minute), summed across the selected series, or one series per value of the label
+    ``split_by`` (e.g. ``code``)."""
+    groups: dict[str, dict[str, str]] = {"all": dict(selector)}
+    if split_by is not None:
+        values = sorted(
+            {dict(s.labels).get(split_by) for s in reader.series(family, dict(selector))} - {None}
+        )
+        groups = {v: {**selector, split_by: v} for v in values}  # type: ignore[misc]
+    rows = []
+    for name, labels in groups.items():
+        for t, increase in reader.counter_series(family, labels, start, end, step):
+            if increase is not None:
+                rows.append((_ts(t), name, increase / step * per_seconds))
+    return pd.DataFrame(rows, columns=["ts", "series", "rate"])
+
+
+def counter_increase_by(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    label: str,
+    start: float,
+    end: float,
+) -> dict[str, float]:
+    """A counter's increase over the window per value of ``label`` (e.g. ``code``)."""
+    values = sorted(
+        {dict(s.labels).get(label) for s in reader.series(family, dict(selector))} - {None}
+    )
+    out = {}
+    for value in values:
+        increase = reader.counter_window(family, {**selector, label: value}, start, end)  # type: ignore[dict-item]
+        if increase is not None:
+            out[value] = increase  # type: ignore[index]
+    return out
+
+
+def gauge_frame(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step: float,
+    *,
+    across: str = "sum",
+) -> pd.DataFrame:
+    """``ts, value``: a gauge averaged per step within each series, then summed (``across=
+    "sum"``, e.g. requests running) or maxed (``"max"``, e.g. KV usage) across series."""
+    per_series = []
+    for labels, samples in reader.samples(family, dict(selector), start, end).items():
+        if not samples:
+            continue
+        frame = pd.DataFrame(samples, columns=["t", "value"])
+        frame["bin"] = (frame["t"] // step + 1) * step
+        means = frame.groupby("bin")["value"].mean()
+        per_series.append(means.rename(str(labels)))
+    if not per_series:
+        return pd.DataFrame(columns=["ts", "value"])
+    wide = pd.concat(per_series, axis=1)
+    combined = wide.sum(axis=1, min_count=1) if across == "sum" else wide.max(axis=1)
+    out = combined.dropna().reset_index()
+    out.columns = ["t", "value"]
+    out["ts"] = pd.to_datetime(out["t"], unit="s", utc=True)
+    return out[["ts", "value"]]
+
+
+def ratio_frame(
+    reader: MetricsReader,
+    numerator: str,
+    denominator: str,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step: float,
+) -> pd.DataFrame:
+    """``ts, value``: increase(numerator) / increase(denominator) per step (e.g. prefix hit
+    rate); steps with no denominator are left out."""
+    top = dict(reader.counter_series(numerator, dict(selector), start, end, step))
+    rows = []
+    for t, bottom in reader.counter_series(denominator, dict(selector), start, end, step):
+        hits = top.get(t)
+        if bottom and hits is not None:
+            rows.append((_ts(t), hits / bottom))
+    return pd.DataFrame(rows, columns=["ts", "value"])
+
+
+def heatmap_frame(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step: float,
+) -> pd.DataFrame:
+    """Grafana-style heatmap cells from the stored buckets: per step and bucket
+    ``(lower, upper]``, the observations that fell in it (cumulative counts differenced).
+    The ``+Inf`` bucket is labelled ``> highest bound``; empty cells are left out."""
+    rows = []
+    for t, histogram in reader.histogram_series(family, dict(selector), start, end, step):
+        if histogram is None:
+            continue
+        lower = 0.0
+        previous = 0.0
+        for upper, cumulative in zip(
+            histogram.upper_bounds, histogram.cumulative_counts, strict=True
+        ):
+            count = max(0.0, cumulative - previous)
+            previous = max(previous, cumulative)
+            if count > 0:
+                label = f"> {lower:g}" if math.isinf(upper) else f"≤ {upper:g}"
+                rows.append((_ts(t), label, lower, upper, count))
+            lower = upper
+    return pd.DataFrame(rows, columns=HEATMAP_COLUMNS)
+
+
+def label_values(reader: MetricsReader, families: Sequence[str], label: str) -> list[str]:
+    """The values of ``label`` on the stored series of ``families``, sorted."""
+    found: set[str] = set()
+    for family in families:
+        for info in reader.series(family):
+            value = dict(info.labels).get(label)
+            if value:
+                found.add(value)
+    return sorted(found)
+
+
+#: The most series a per-label breakdown draws (a chart with more lines is unreadable).
+MAX_BREAKDOWN_SERIES = 16
+
+
+def quantile_by_label(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    label: str,
+    values: Sequence[str],
+    start: float,
+    end: float,
+    step: float,
+    q: float = 0.99,
+) -> pd.DataFrame:
+    """``ts, series, ms``: quantile ``q`` of ``family`` per value of ``label`` (e.g. per
+    target: "p99 tripled on replica 3"), each over its own series only; at most
+    :data:`MAX_BREAKDOWN_SERIES` values, in order."""
+    rows = []
+    for value in list(values)[:MAX_BREAKDOWN_SERIES]:
+        labels = {**selector, label: value}
+        for t, results in reader.quantile_series(family, labels, start, end, (q,), step):
+            if results is not None and _finite(results[0].value) is not None:
+                rows.append((_ts(t), value, results[0].value * 1000.0))
+    return pd.DataFrame(rows, columns=["ts", "series", "ms"])

@@ -1,0 +1,150 @@
+"""Per-SLO figures for the SLOs page and the Overview: attainment over the range (exact from
+request records where the metric allows, else estimated from histograms with its bounds),
+budget remaining over the SLO's period, and the multi-window multi-burn-rate table with
+which rows fire (``slo.evaluate_burn_rates``, the error ratios as ``alerts.sli`` reads them,
+so the table agrees with the burn-rate alerts).
+
+Pure: a :class:`collectors.store.MetricsReader` in, plain data out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from alerts.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
+from collectors.store.protocols import MetricsReader
+from slo import (
+    AttainmentEstimate,
+    BurnRateCheck,
+    ErrorRatioIndicator,
+    LatencyIndicator,
+    LatencyMetric,
+    SLOSpec,
+    budget_remaining,
+    burn_rate_windows,
+    evaluate_burn_rates,
+    objective_attainment,
+)
+
+
+@dataclass(frozen=True)
+class SLOStatus:
+    """One SLO over the console's range: ``attainment`` (NaN: no traffic), with its bounds
+    ``[attainment_low, attainment_high]`` (equal when exact) and how it was read
+    (``basis``); ``budget_remaining`` over the SLO's period; ``checks`` the MWMB rows."""
+
+    spec: SLOSpec
+    attainment: float
+    attainment_low: float
+    attainment_high: float
+    basis: str
+    budget_remaining: float
+    checks: tuple[BurnRateCheck, ...]
+    note: str = ""
+
+    @property
+    def firing_severities(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.window.severity for c in self.checks if c.is_firing))
+
+
+def slo_selector(spec: SLOSpec, base: Mapping[str, str]) -> dict[str, str]:
+    """The metric selector of an SLO: its ``model``/``tenant`` on top of the page's filters."""
+    chosen = dict(base)
+    if spec.selector.model is not None:
+        chosen["model"] = spec.selector.model
+    if spec.selector.tenant is not None:
+        chosen["tenant"] = spec.selector.tenant
+    return chosen
+
+
+def latency_family(spec: SLOSpec) -> str | None:
+    """The histogram family of a latency SLO (``None``: TPOT, or an error-ratio SLO)."""
+    indicator = spec.indicator
+    if isinstance(indicator, LatencyIndicator):
+        return LATENCY_FAMILIES.get(indicator.metric)
+    return None
+
+
+def error_ratio(
+    reader: MetricsReader, spec: SLOSpec, selector: Mapping[str, str], start: float, end: float
+) -> float:
+    """The SLO's error ratio over ``[start, end]`` as its burn-rate rule reads it (NaN: no
+    traffic, or TPOT, which only request records measure)."""
+    indicator = spec.indicator
+    if isinstance(indicator, LatencyIndicator):
+        family = latency_family(spec)
+        if family is None:
+            return math.nan
+        window = reader.histogram_window(family, dict(selector), start, end)
+        if window is None:
+            return math.nan
+        return LatencySLI(indicator.metric, indicator.threshold_seconds).error_ratio(window)[0]
+    assert isinstance(indicator, ErrorRatioIndicator)
+    sli = ErrorSLI(indicator)
+    increases: dict[str, float] = {}
+    for info in reader.series(sli.family, dict(selector)):
+        value = dict(info.labels).get(sli.label)
+        if value is None or value in increases:
+            continue
+        increase = reader.counter_window(sli.family, {**selector, sli.label: value}, start, end)
+        if increase is not None:
+            increases[value] = increase
+    return sli.error_ratio(increases) if increases else math.nan
+
+
+def _attainment(
+    reader: MetricsReader, spec: SLOSpec, selector: Mapping[str, str], start: float, end: float
+) -> tuple[float, float, float, str]:
+    indicator = spec.indicator
+    if isinstance(indicator, LatencyIndicator):
+        family = latency_family(spec)
+        window = (
+            None if family is None else reader.histogram_window(family, dict(selector), start, end)
+        )
+        if window is None:
+            return math.nan, math.nan, math.nan, "no data"
+        estimate: AttainmentEstimate = objective_attainment(window, indicator.threshold_seconds)
+        basis = (
+            "exact (threshold is a bucket bound)"
+            if estimate.is_exact
+            else "estimated from histogram buckets"
+        )
+        return estimate.attainment, estimate.lower_bound, estimate.upper_bound, basis
+    ratio = error_ratio(reader, spec, selector, start, end)
+    value = 1.0 - ratio
+    return value, value, value, "exact (request counters)"
+
+
+def slo_status(
+    reader: MetricsReader, spec: SLOSpec, base: Mapping[str, str], start: float, end: float
+) -> SLOStatus:
+    """One SLO's figures over ``[start, end]`` and its burn-rate windows ending at ``end``."""
+    selector = slo_selector(spec, base)
+    note = ""
+    if spec.selector.route is not None:
+        note = f"route {spec.selector.route!r} is not a metric label: all routes are counted"
+    if isinstance(spec.indicator, LatencyIndicator) and spec.indicator.metric is LatencyMetric.TPOT:
+        note = "TPOT has no histogram: see goodput from request records below"
+    value, low, high, basis = _attainment(reader, spec, selector, start, end)
+    windows = burn_rate_windows(spec.period_days)
+    lengths = {w.long_window_seconds for w in windows} | {w.short_window_seconds for w in windows}
+    ratios = {w: error_ratio(reader, spec, selector, end - w, end) for w in sorted(lengths)}
+    checks = evaluate_burn_rates(ratios, spec.target, windows)
+    period_ratio = error_ratio(reader, spec, selector, end - spec.period_seconds, end)
+    remaining = (
+        math.nan if math.isnan(period_ratio) else budget_remaining(period_ratio, 1.0, spec.target)
+    )
+    return SLOStatus(spec, value, low, high, basis, remaining, checks, note)
+
+
+def latency_thresholds(specs: tuple[SLOSpec, ...]) -> dict[str, list[tuple[str, float]]]:
+    """``{family: [(slo name, threshold seconds), ...]}`` of the latency SLOs: the rules
+    drawn on percentile charts."""
+    out: dict[str, list[tuple[str, float]]] = {}
+    for spec in specs:
+        family = latency_family(spec)
+        if family is not None and isinstance(spec.indicator, LatencyIndicator):
+            out.setdefault(family, []).append((spec.name, spec.indicator.threshold_seconds))
+    return out

@@ -1,0 +1,130 @@
+"""The console's pure frame builders on hand-made data (``FakeMetricsReader``, plain span
+records): heatmap cells, gauge sums, percentile bounds, the waterfall of one request, and the
+SLO page's burn-rate table against hand-computed rows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from collectors import canonical as c
+from collectors.request_records import SpanEvent, SpanRecord
+from collectors.store.fake import FakeMetricsReader
+from collectors.store.records import ScrapeRecord
+from console.metric_frames import gauge_frame, heatmap_frame, percentile_frame
+from console.request_frames import waterfall
+from console.slo_frames import slo_status
+from slo import LatencyIndicator, LatencyMetric, Selector, SLOSpec
+
+BOUNDS = (0.1, 0.5, 1.0, math.inf)
+T0 = 1_800_000_000.0
+
+
+def histogram(target: str, counts: tuple[float, ...]) -> c.CanonicalHistogram:
+    return c.CanonicalHistogram(
+        c.TTFT_SECONDS, c.labels_key({"target": target, "model": "m"}), BOUNDS, counts,
+        None, counts[-1],
+    )  # fmt: skip
+
+
+def gauge(target: str, value: float) -> c.CanonicalSample:
+    return c.CanonicalSample(
+        c.REQUESTS_RUNNING, c.labels_key({"target": target, "model": "m"}), value, c.Kind.GAUGE
+    )
+
+
+def reader(bad_share: float = 0.0, minutes: int = 3 * 24 * 60) -> FakeMetricsReader:
+    """Two targets scraped every minute; each minute adds 100 TTFT observations per target,
+    ``bad_share`` of them above 0.5 s (in the (0.5, 1] bucket)."""
+    scrapes = []
+    for i in range(0, minutes + 1, 60 if minutes > 60 else 1):
+        n = 100.0 * i
+        bad = n * bad_share
+        counts = (n - bad, n - bad, n, n)
+        for target in ("a", "b"):
+            scrapes.append(
+                ScrapeRecord(target, T0 + 60 * i, samples=(gauge(target, i % 3),),
+                             histograms=(histogram(target, counts),))
+            )  # fmt: skip
+    return FakeMetricsReader(scrapes)
+
+
+def test_heatmap_cells_are_the_bucket_differences_per_step():
+    fake = reader(bad_share=0.25, minutes=5)
+    frame = heatmap_frame(fake, c.TTFT_SECONDS, {}, T0, T0 + 300, 60)
+    # per minute and target 100 observations: 75 at <= 0.1 and 25 in (0.5, 1]; two targets
+    assert set(frame["bucket"]) == {"≤ 0.1", "≤ 1"}
+    assert frame.groupby("bucket")["count"].sum().to_dict() == {"≤ 0.1": 750.0, "≤ 1": 250.0}
+
+
+def test_gauges_are_averaged_per_step_then_summed_across_targets():
+    fake = reader(minutes=5)
+    frame = gauge_frame(fake, c.REQUESTS_RUNNING, {}, T0, T0 + 300, 60)
+    # minute i reads i % 3 on both targets, one reading per step
+    assert list(frame["value"]) == [2.0 * (i % 3) for i in range(0, 6)]
+
+
+def test_percentiles_lie_in_their_bucket_bounds():
+    fake = reader(bad_share=0.25, minutes=5)
+    frame = percentile_frame(fake, c.TTFT_SECONDS, {}, T0, T0 + 300, 60)
+    assert len(frame) == 15  # 5 steps x p50/p95/p99
+    assert (frame["lower_seconds"] <= frame["seconds"]).all()
+    assert (frame["seconds"] <= frame["upper_seconds"]).all()
+    assert set(frame.loc[frame["percentile"] == "p99", "upper_seconds"]) == {1.0}
+
+
+@pytest.mark.parametrize(
+    ("bad_share", "firing"),
+    [
+        (0.0, []),
+        # 28 days, target 0.99 (budget 1 %): burn rate 10 fires the rows whose factor is below
+        # it (6h: 5.6, 1d: 2.8, 3d: 14/15), not the 1h row (13.44)
+        (0.10, ["6h", "1d", "3d"]),
+        (0.20, ["1h", "6h", "1d", "3d"]),  # burn rate 20 > 13.44
+        (0.005, []),  # burn rate 0.5: below every factor
+    ],
+)
+def test_the_burn_rate_table_fires_the_hand_computed_rows(bad_share, firing):
+    spec = SLOSpec(
+        "ttft", Selector(), LatencyIndicator(LatencyMetric.TTFT, 0.5), target=0.99, period_days=28
+    )
+    end = T0 + 3 * 86400
+    status = slo_status(reader(bad_share), spec, {}, end - 3600, end)
+    names = {3600.0: "1h", 21600.0: "6h", 86400.0: "1d", 259200.0: "3d"}
+    assert [names[ch.window.long_window_seconds] for ch in status.checks if ch.is_firing] == firing
+    assert status.attainment == pytest.approx(1 - bad_share)
+    assert status.basis.startswith("exact")  # 0.5 s is a bucket bound
+
+
+def span(events: list[SpanEvent]) -> SpanRecord:
+    return SpanRecord("a" * 32, "b" * 16, None, "chat m", 2, 10.0, 10.5, {}, tuple(events), 0, "",
+                      {}, "tailwatch")  # fmt: skip
+
+
+def test_the_waterfall_follows_the_span_events():
+    bars = waterfall(
+        span(
+            [
+                SpanEvent("tailwatch.request.scheduled", 10.01, {}),
+                SpanEvent("tailwatch.request.prefill_chunk", 10.01,
+                          {"tailwatch.prefill.chunk_index": 0, "tailwatch.prefill.num_tokens": 32}),
+                SpanEvent("tailwatch.request.preempted", 10.05, {"tailwatch.preemption.index": 0}),
+                SpanEvent("tailwatch.request.prefill_chunk", 10.10,
+                          {"tailwatch.prefill.chunk_index": 1, "tailwatch.prefill.num_tokens": 16}),
+                SpanEvent("tailwatch.request.first_token", 10.20, {}),
+            ]
+        )
+    )  # fmt: skip
+    got = [(b.phase, round(b.start_ms, 3), round(b.end_ms, 3)) for b in bars]
+    assert got == [
+        ("queue", 0.0, 10.0),
+        ("prefill chunk 0", 10.0, 50.0),
+        ("preempted 0", 50.0, 50.0),
+        ("prefill chunk 1", 100.0, 200.0),
+        ("decode", 200.0, 500.0),
+    ]
+
+
+def test_a_span_without_events_is_one_bar():
+    assert [(b.phase, b.end_ms) for b in waterfall(span([]))] == [("chat m", 500.0)]

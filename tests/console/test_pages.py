@@ -1,0 +1,384 @@
+"""Every console page through Streamlit's AppTest (the entrypoint, then ``switch_page``) on the
+seeded store, pinned to one window (``until``) so the test can compute the same figures
+with ``slo/`` directly from the stored rows and compare them with what the page shows."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from hypothesis import given, strategies
+from hypothesis import settings as hypothesis_settings
+from streamlit.testing.v1 import AppTest
+
+import slo
+from collectors import canonical as c
+from collectors.store import Store
+from console.filters import RANGES, floor_to_step, step_for
+from console.page_kit import (
+    CAPACITY_PAGE,
+    COST_PAGE,
+    INCIDENTS_PAGE,
+    OVERVIEW_PAGE,
+    SLOS_PAGE,
+    TRACES_PAGE,
+    ms,
+    ms_value,
+    percent,
+)
+from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
+from tests.console.seeded_store import HOSTILE_TENANT, Seeded
+
+APP = str(Path(__file__).resolve().parents[2] / "console" / "streamlit_app.py")
+RANGE = "15m"
+ALL_PAGES = [OVERVIEW_PAGE, INCIDENTS_PAGE, TRACES_PAGE, SLOS_PAGE, COST_PAGE, CAPACITY_PAGE]
+
+
+@pytest.fixture(autouse=True)
+def _console_env(monkeypatch, seeded: Seeded):
+    monkeypatch.setenv("TAILWATCH_DB_URL", seeded.url)
+    monkeypatch.setenv(CONFIG_ENV, str(seeded.config))
+    monkeypatch.setenv(LIVE_ENV, "0")
+    monkeypatch.delenv(ADMIN_TOKEN_ENV, raising=False)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def window(seeded: Seeded) -> tuple[float, float]:
+    """The window the pinned pages show: ``until`` floored to the step, ``RANGE`` long."""
+    end = floor_to_step(seeded.until, step_for(RANGES[RANGE]))
+    return end - RANGES[RANGE], end
+
+
+def run(page: str, seeded: Seeded, **params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["range"] = RANGE
+    at.query_params["until"] = f"{seeded.until:.0f}"
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    found = [m.value for m in at.metric if m.label == label]
+    assert len(found) == 1, (label, [m.label for m in at.metric])
+    return found[0]
+
+
+def merged(store: Store, family: str, start: float, end: float) -> slo.ClassicHistogram:
+    """The window's distribution the slow way: every series' increase from its snapshots
+    (``slo.histogram_increase``), added (``slo.merge_histograms``)."""
+    increases = [
+        slo.histogram_increase(snaps)
+        for snaps in store.snapshots(family, None, start, end).values()
+        if len(snaps) > 1
+    ]
+    return slo.merge_histograms(h for h in increases if h is not None)
+
+
+def counter_total(store: Store, family: str, start: float, end: float, **labels) -> float:
+    return sum(
+        slo.counter_increase([s.value for s in samples])
+        for samples in store.samples(family, labels or None, start, end).values()
+    )
+
+
+def ttft_goodput(records, duration_seconds: float) -> slo.GoodputResult:
+    """vLLM's goodput over the records against the seeded TTFT SLO's 0.5 s threshold."""
+    judged = [
+        slo.RequestRecord(
+            succeeded=not r.is_error and r.finish_reason in ("stop", "length"),
+            ttft_seconds=r.ttft_seconds, e2e_seconds=r.e2e_seconds,
+            output_tokens=r.output_tokens or 0,
+        )
+        for r in records
+    ]  # fmt: skip
+    return slo.request_goodput(judged, slo.Objectives(ttft_seconds=0.5), duration_seconds)
+
+
+@pytest.mark.parametrize("page", ALL_PAGES)
+def test_every_page_runs_without_exception(page, seeded):
+    at = run(page, seeded)
+    assert at.title, "every page has a title"
+
+
+def test_overview_percentiles_are_the_merged_histograms_quantiles(seeded):
+    at = run(OVERVIEW_PAGE, seeded)
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        for family, name in (
+            (c.TTFT_SECONDS, "TTFT"),
+            (c.ITL_SECONDS, "ITL"),
+            (c.E2E_SECONDS, "E2E"),
+        ):
+            histogram = merged(store, family, start, end)
+            assert histogram.total_count > 0
+            for q, p in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
+                assert metric(at, f"{name} {p}") == ms_value(histogram.quantile(q).value)
+        records = store.requests(start, end)
+    finally:
+        store.close()
+    # 3 percentile bands, 2 per-replica p99s, 2 rate panels, 4 saturation, 3 heatmaps
+    assert len(at.get("vega_lite_chart")) >= 12
+    result = ttft_goodput(records, end - start)
+    assert result.num_requests == seeded.num_requests
+    assert metric(at, "Goodput attainment") == percent(result.attainment)
+
+
+def test_slo_page_attainment_is_slos(seeded):
+    at = run(SLOS_PAGE, seeded)
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        ttft = slo.objective_attainment(merged(store, c.TTFT_SECONDS, start, end), 0.5)
+        increases = {
+            dict(info.labels)[c.LABEL_FINISHED_REASON]: counter_total(
+                store, c.REQUESTS_TOTAL, start, end, **dict(info.labels)
+            )
+            for info in store.series(c.REQUESTS_TOTAL)
+        }
+        records = store.requests(start, end)
+    finally:
+        store.close()
+    availability = slo.error_ratio_from_increases(
+        increases, slo.ErrorRatioIndicator(slo.ErrorSource.REQUESTS)
+    )
+    shown = [m.value for m in at.metric if m.label == f"Attainment, last {RANGE}"]
+    assert shown == [percent(ttft.attainment), percent(1 - availability.error_ratio)]
+    exact = [m.value for m in at.metric if m.label == "Exact (records)"]
+    assert exact == [percent(ttft_goodput(records, end - start).attainment), "—"]
+    assert len(at.dataframe) >= 2 and len(at.dataframe[0].value) == 4  # the MWMB rows
+
+
+def test_cost_page_effective_cost_is_slos(seeded):
+    at = run(COST_PAGE, seeded)
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        tokens = counter_total(store, c.GENERATION_TOKENS_TOTAL, start, end)
+    finally:
+        store.close()
+    expected = slo.effective_cost_per_million_tokens(
+        slo.Pricing("USD", 2.5), 1, end - start, tokens
+    )
+    assert tokens > 0
+    assert metric(at, "Effective (USD)") == f"{expected:,.2f}"
+    assert len(at.get("download_button")) == 2
+
+
+def test_capacity_page_reproduces_q39(seeded):
+    at = run(CAPACITY_PAGE, seeded)
+    assert metric(at, "KV cache per token") == "160 KiB"
+    assert metric(at, "KV tokens that fit") == "262,144"
+    assert metric(at, "Sequences of 4,000 tokens") == "65"
+    assert metric(at, "Replicas needed") == "3"
+
+
+def test_incident_list_and_detail(seeded):
+    at = run(INCIDENTS_PAGE, seeded)
+    incidents = at.dataframe[0].value
+    assert seeded.incident_id in set(incidents["id"])
+    assert metric(at, "Resolved") == "1"
+    at = run(INCIDENTS_PAGE, seeded, id=seeded.incident_id)
+    assert at.title[0].value == "tail-latency-incident · resolved"
+    timeline, evidence = at.dataframe[0].value, at.dataframe[1].value
+    assert list(timeline["to"]) == ["pending", "firing", "resolved"]
+    assert "TTFT mean" in set(evidence["signal"])
+
+
+def test_silencing_without_the_token_changes_nothing(seeded, monkeypatch):
+    monkeypatch.setenv(ADMIN_TOKEN_ENV, "right-token")
+    at = run(INCIDENTS_PAGE, seeded, id=seeded.incident_id)
+    at.text_input(key="sil_author").input("oncall")
+    at.text_input(key="sil_comment").input("known")
+    at.text_input(key="sil_token").input("wrong-token")
+    at.button[0].click().run()
+    assert any("Not silenced" in e.value for e in at.error)
+    store = Store(seeded.url, migrate=False)
+    try:
+        assert store.alert_state.silences() == []
+    finally:
+        store.close()
+
+
+def test_traces_by_trace_and_request_id(seeded):
+    store = Store(seeded.url, migrate=False)
+    try:
+        record = store.requests(0, math.inf)[0]
+    finally:
+        store.close()
+    for params in ({"trace": record.trace_id}, {"request": record.request_id}):
+        at = run(TRACES_PAGE, seeded, **params)
+        phases = list(at.dataframe[0].value["phase"])
+        assert phases[0] == "queue" and phases[-1] == "decode", phases
+        assert metric(at, "TTFT") == ms(record.ttft_seconds)
+
+
+def test_bad_url_values_are_dropped_with_a_warning(seeded):
+    at = run(TRACES_PAGE, seeded, range="2y", model="<img src=x>", trace="not-hex!")
+    texts = [w.value for w in at.warning]
+    assert any("range='2y'" in t for t in texts), texts
+    assert any("model=" in t and "not a model" in t for t in texts), texts
+    assert any("Not a trace id" in t for t in texts), texts
+    at = run(INCIDENTS_PAGE, seeded, id="zz")
+    assert any("not an incident id" in w.value for w in at.warning)
+
+
+def test_a_hostile_tenant_label_is_escaped_text(seeded):
+    at = run(TRACES_PAGE, seeded, tenant=HOSTILE_TENANT)
+    sources = [m.value for m in at.get("markdown")] + [m.value for m in at.caption]
+    # the markdown source has every punctuation character escaped, so it renders as the
+    # literal string (the browser test reads it back) and can never become markup
+    assert any(s.startswith("Showing tenant") and "\\<script\\>" in s for s in sources), sources
+    assert not any("<script>" in s or "<b>" in s for s in sources), sources
+    shown = at.dataframe[-1].value
+    assert set(shown["tenant"]) == {HOSTILE_TENANT}  # a cell holds the string itself
+
+
+def test_no_page_allows_unsafe_html():
+    root = Path(APP).parent
+    for path in root.rglob("*.py"):
+        assert "unsafe_allow_html" not in path.read_text(encoding="utf-8"), path
+
+
+def test_an_unmigrated_store_says_how_to_migrate(tmp_path, monkeypatch, seeded):
+    monkeypatch.setenv("TAILWATCH_DB_URL", f"sqlite:///{tmp_path / 'missing.db'}")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception
+    assert any("tailwatch store migrate" in w.value for w in at.warning), [
+        w.value for w in at.warning
+    ]
+    at.switch_page(CAPACITY_PAGE).run()  # the planner needs no store
+    assert not at.exception and metric(at, "Replicas needed") == "3"
+    assert not (tmp_path / "missing.db").exists(), "a reader never creates the store"
+
+
+def test_no_slos_is_an_empty_state(seeded, monkeypatch):
+    monkeypatch.delenv(CONFIG_ENV)
+    at = run(SLOS_PAGE, seeded)
+    assert any("No SLOs configured" in i.value for i in at.info)
+
+
+def test_cost_at_capacity_reproduces_the_worked_example(seeded):
+    """docs/console.md's worked example: ₹250 per GPU-hour, 2 GPUs, a knee of 1,500 output
+    tokens/s: ₹92.59 per 1M output tokens at capacity (docs/slo.md, "Cost per million")."""
+    at = run(COST_PAGE, seeded)
+    at.text_input(key="cost_currency").input("INR")
+    at.number_input(key="cost_price").set_value(250.0)
+    at.number_input(key="cost_gpus").set_value(2)
+    at.number_input(key="cost_knee").set_value(1500.0)
+    at.run()
+    assert not at.exception
+    assert metric(at, "At capacity (INR)") == "92.59"
+
+
+@hypothesis_settings(max_examples=12, deadline=None)
+@given(
+    page=strategies.sampled_from([TRACES_PAGE, INCIDENTS_PAGE, OVERVIEW_PAGE]),
+    params=strategies.dictionaries(
+        strategies.sampled_from(["range", "until", "model", "target", "tenant", "id", "trace",
+                                 "request"]),
+        strategies.text(max_size=80),
+        max_size=4,
+    ),
+)  # fmt: skip
+def test_any_query_string_renders_without_exception(seeded, page, params):
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(page).run()
+    assert not at.exception, (params, [e.value for e in at.exception])
+
+
+def test_the_tenant_filter_reads_the_tenants_own_series(seeded):
+    at = run(OVERVIEW_PAGE, seeded, tenant="acme")
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        increases = [
+            slo.histogram_increase(snaps)
+            for snaps in store.snapshots(c.TTFT_SECONDS, {"tenant": "acme"}, start, end).values()
+            if len(snaps) > 1
+        ]
+    finally:
+        store.close()
+    histogram = slo.merge_histograms(h for h in increases if h is not None)
+    assert 0 < histogram.total_count < seeded.num_requests  # one tenant's share
+    assert metric(at, "TTFT p99") == ms_value(histogram.quantile(0.99).value)
+    assert metric(at, "ITL p99") == "—"  # no per-tenant ITL series: shown as unknown
+
+
+def _empty_store(tmp_path) -> str:
+    from collectors.store import sqlite_url
+
+    url = sqlite_url(tmp_path / "empty.db")
+    Store(url).close()  # a writer migrates it: the schema, and no data
+    return url
+
+
+@pytest.mark.parametrize(
+    ("page", "says"),
+    [
+        (OVERVIEW_PAGE, "No latency histograms"),
+        (INCIDENTS_PAGE, "tailwatch alerts run"),
+        (TRACES_PAGE, "No request records"),
+        (SLOS_PAGE, "No request records"),
+        (COST_PAGE, "No request records"),
+    ],
+)
+def test_an_empty_store_has_empty_states_that_say_what_to_do(tmp_path, monkeypatch, page, says):
+    monkeypatch.setenv("TAILWATCH_DB_URL", _empty_store(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(says in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_gpu_panels_appear_with_nvml_readings(tmp_path, monkeypatch):
+    import time
+
+    from collectors.store.records import ScrapeRecord
+
+    url = _empty_store(tmp_path)
+    store = Store(url)
+    now = time.time()
+    labels = c.labels_key({"target": "gpu-host", "gpu": "0", "gpu_name": "NVIDIA H200"})
+    for i, t in enumerate((now - 120, now - 60)):
+        samples = tuple(
+            c.CanonicalSample(family, labels, value, c.Kind.GAUGE)
+            for family, value in (
+                (c.GPU_UTILIZATION, 0.5 + 0.1 * i),
+                (c.GPU_MEMORY_USED_BYTES, 70e9),
+                (c.GPU_POWER_WATTS, 450.0),
+                (c.GPU_TEMPERATURE_CELSIUS, 61.0),
+            )
+        )
+        store.write_scrape(ScrapeRecord("gpu-host", t, samples=samples))
+    store.close()
+    monkeypatch.setenv("TAILWATCH_DB_URL", url)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["range"] = "15m"
+    at.switch_page(OVERVIEW_PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any("No GPU telemetry" in i.value for i in at.info)
+    titles = [m.value for m in at.markdown]
+    assert "**GPU utilisation**" in titles and "**Power (W)**" in titles
+    assert not any("not reported by this GPU" in cap.value for cap in at.caption)
+    # the store holds GPU readings only: the four GPU panels are the page's only charts
+    assert len(at.get("vega_lite_chart")) == 4
+
+
+def test_a_bad_live_setting_is_a_warning_not_a_traceback(seeded, monkeypatch):
+    monkeypatch.setenv(LIVE_ENV, "soon")
+    at = run(CAPACITY_PAGE, seeded)
+    assert any(LIVE_ENV in w.value for w in at.warning)
