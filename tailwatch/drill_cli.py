@@ -18,7 +18,10 @@ from tailwatch.cli_options import cli_error
 def drill(
     names: Annotated[
         list[str] | None,
-        typer.Argument(metavar="NAME...", help="Scenarios (built-in names or YAML files); default: every built-in."),
+        typer.Argument(
+            metavar="NAME...",
+            help="Scenarios (built-in names or YAML files); default: every built-in.",
+        ),
     ] = None,
     clean: Annotated[
         bool,
