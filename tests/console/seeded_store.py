@@ -101,7 +101,7 @@ def seed(folder: Path) -> Seeded:
     # clock, so every transition is in the past when the console reads it.
     rule = replace(
         BUILTIN_RULES[0], threshold_seconds=1e-6, median_max_seconds=60.0, for_seconds=0.0,
-        window_seconds=RULE_WINDOW_SECONDS,
+        window_seconds=RULE_WINDOW_SECONDS, min_observations=1.0, keep_firing_for_seconds=0.0,
     )  # fmt: skip
     evaluator = Evaluator([rule], store, store.alert_state)
     evaluator.evaluate_once(start + (end - start) / 2)  # mid-run: the window holds traffic
