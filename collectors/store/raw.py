@@ -67,27 +67,27 @@ def _from_baseline(
 
 # NOTE: statements built once: per series, building and compiling them cost more than running
 # them on SQLite.
-SNAPSHOT_ROWS = _from_baseline(
+_SNAPSHOT_ROWS = _from_baseline(
     HistogramSnapshotRow,
     HistogramSnapshotRow.timestamp_seconds,
     HistogramSnapshotRow.layout_id,
     HistogramSnapshotRow.counts_json,
     HistogramSnapshotRow.sum_value,
 )
-VALUE_ROWS = _from_baseline(ValueSample, ValueSample.timestamp_seconds, ValueSample.value)
+_VALUE_ROWS = _from_baseline(ValueSample, ValueSample.timestamp_seconds, ValueSample.value)
 
 
 def raw_snapshots(session: Session, sid: int, a: float, b: float) -> list[RawSnapshot]:
     """Snapshots of series ``sid`` from its last one at or before ``a`` (else from ``a``) to
     its last at or before ``b``, in time order."""
-    rows = session.connection().execute(SNAPSHOT_ROWS, {"sid": sid, "a": a, "b": b})
+    rows = session.connection().execute(_SNAPSHOT_ROWS, {"sid": sid, "a": a, "b": b})
     return [RawSnapshot(t, layout, json.loads(counts), s) for t, layout, counts, s in rows]
 
 
 def raw_values(session: Session, sid: int, a: float, b: float) -> list[RawValue]:
     """Counter or gauge readings of series ``sid``, with the same rule as
     :func:`raw_snapshots`."""
-    rows = session.connection().execute(VALUE_ROWS, {"sid": sid, "a": a, "b": b})
+    rows = session.connection().execute(_VALUE_ROWS, {"sid": sid, "a": a, "b": b})
     return [RawValue(t, v) for t, v in rows]
 
 

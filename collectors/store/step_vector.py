@@ -28,9 +28,10 @@ import numpy as np
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from collectors.store import raw_batch
 from collectors.store.catalog import Catalog
 from collectors.store.models import HistogramRollup, SampleRollup
-from collectors.store.raw import MINUTE, SNAPSHOT_ROWS, VALUE_ROWS
+from collectors.store.raw import MINUTE
 from slo import ClassicHistogram
 from slo.histogram import histograms_from_rows
 
@@ -96,6 +97,7 @@ def histogram_steps(
     edges = np.asarray(bounds, dtype=float)
     wanted = set(minutes)
     rollups = _histogram_rollups(session, ids, minutes)
+    raws = [(a, raw_batch.snapshot_rows(session, ids, a, b)) for a, b in intervals]
     layout: int | None = None
     merged: np.ndarray | None = None
     merged_sum = np.full(steps, -0.0)
@@ -115,8 +117,8 @@ def histogram_steps(
             parts.steps.append(np.searchsorted(edges, starts + MINUTE, side="left") - 1)
             parts.counts.append(_decode([r[3] for r in rows]))
             _add_sums(parts, [r[4] for r in rows])
-        for a, b in intervals:
-            raw = session.connection().execute(SNAPSHOT_ROWS, {"sid": sid, "a": a, "b": b}).all()
+        for a, by_series in raws:
+            raw = by_series.get(sid, ())
             if len(raw) < 2:
                 continue
             layouts = {r[1] for r in raw}
@@ -192,6 +194,7 @@ def counter_steps(
     edges = np.asarray(bounds, dtype=float)
     wanted = set(minutes)
     rollups = _sample_rollups(session, ids, minutes)
+    raws = [(a, raw_batch.value_rows(session, ids, a, b)) for a, b in intervals]
     ks: list[np.ndarray] = []
     increases: list[np.ndarray] = []
     for sid in ids:
@@ -200,8 +203,8 @@ def counter_steps(
             starts = np.fromiter((r[0] for r in rows), dtype=float, count=len(rows))
             ks.append(np.searchsorted(edges, starts + MINUTE, side="left") - 1)
             increases.append(np.fromiter((r[2] for r in rows), dtype=float, count=len(rows)))
-        for a, b in intervals:
-            raw = session.connection().execute(VALUE_ROWS, {"sid": sid, "a": a, "b": b}).all()
+        for a, by_series in raws:
+            raw = by_series.get(sid, ())
             if len(raw) < 2:
                 continue
             times = np.fromiter((r[0] for r in raw), dtype=float, count=len(raw))
