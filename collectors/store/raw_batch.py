@@ -12,6 +12,8 @@ read's cost.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from collections.abc import Sequence
 
 from sqlalchemy import Select, bindparam, func, select, union_all
@@ -46,8 +48,9 @@ def _rows(session: Session, raw: _Raw, ids: Sequence[int], a: float, b: float) -
         chunk = ids[first : first + _SERIES_PER_QUERY]
         params: dict[str, float] = {f"sid{i}": sid for i, sid in enumerate(chunk)}
         params.update(a=a, b=b)
-        for sid, *rest in connection.execute(_statement(raw, len(chunk)), params).all():
-            out.setdefault(sid, []).append(tuple(rest))
+        rows = connection.execute(_statement(raw, len(chunk)), params)
+        for sid, group in itertools.groupby(rows, key=operator.itemgetter(0)):
+            out.setdefault(sid, []).extend(row[1:] for row in group)
     return out
 
 
