@@ -1,7 +1,7 @@
 """Console read benchmark: the reads behind the console's Overview and SLOs (merged TTFT and
 ITL p50/p95/p99 per 1-minute step, the step histograms, one window over the whole range) over
-the last 1 h and 24 h of 16 replicas, read by the reference loops (``vectorised=False``, the
-path before issue 13) and by the vectorised path, side by side on one store, cold and warm.
+the last 1 h and 24 h of 16 replicas, read by the reference loops (``Store(vectorised=False)``,
+the path before issue 13) and by the vectorised path, side by side on one store, cold and warm.
 
 The store is ``bench/collector_query.py``'s: 24 h of 16 replicas scraped every 5 s, rolled
 up and settled. "Cold": a new ``Store`` per read (a fresh engine and connection, empty id and
@@ -24,31 +24,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy.orm import sessionmaker
 
 from bench import collector_query as cq
 from bench._report import print_table
 from collectors.store import Store, sqlite_url
-from collectors.store.catalog import Catalog
-from collectors.store.windows import Windows
 
 REPEATS = 3
 WINDOWS_HOURS = tuple(h for h in (1, 24) if h <= cq.HOURS)
 PATHS = {"reference": False, "vectorised": True}
 
 
-def _reads(windows: Windows, start: float, end: float) -> dict[str, Callable[[], object]]:
+def _reads(store: Store, start: float, end: float) -> dict[str, Callable[[], object]]:
     """The console's reads of both families over [start, end], by name."""
     selector = cq._selector(cq.REPLICAS)
 
     def quantiles() -> object:
-        return [windows.quantile_series(f, selector, start, end, cq.QS, 60.0) for f in cq.FAMILIES]
+        return [store.quantile_series(f, selector, start, end, cq.QS, 60.0) for f in cq.FAMILIES]
 
     def steps() -> object:
-        return [windows.histogram_series(f, selector, start, end, 60.0) for f in cq.FAMILIES]
+        return [store.histogram_series(f, selector, start, end, 60.0) for f in cq.FAMILIES]
 
     def window() -> object:
-        return [windows.histogram_window(f, selector, start, end) for f in cq.FAMILIES]
+        return [store.histogram_window(f, selector, start, end) for f in cq.FAMILIES]
 
     return {"quantile_series": quantiles, "histogram_series": steps, "histogram_window": window}
 
@@ -63,12 +60,9 @@ def _measure(url: str, vectorised: bool, read: str, start: float, end: float) ->
     """Median cold and warm wall and CPU seconds of one read, and its result."""
     cold, warm, result = [], [], None
     for _ in range(REPEATS):
-        store = Store(url, migrate=False)
+        store = Store(url, migrate=False, vectorised=vectorised)
         try:
-            windows = Windows(
-                sessionmaker(store.engine, expire_on_commit=False), Catalog(), vectorised=vectorised
-            )
-            run = _reads(windows, start, end)[read]
+            run = _reads(store, start, end)[read]
             wall, cpu, result = _timed(run)
             cold.append((wall, cpu))
             wall, cpu, _ = _timed(run)
