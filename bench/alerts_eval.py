@@ -211,17 +211,33 @@ def main() -> None:
             if replicas == 16:
                 breakdown = per_rule(store, last)
             store.close()
-        assert result is not None
+            # The same cycles read through the reference loops (the path before issue 13).
+            reference = Store(sqlite_url(Path(folder) / "alerts.db"), migrate=False, vectorised=False)  # fmt: skip
+            ref_cpu, _, ref_result = measure(reference, last)
+            reference.close()
+        assert result is not None and ref_result is not None
+        assert (result.alerts, result.errors) == (ref_result.alerts, ref_result.errors)
         table.append((
             replicas, len(rules), f"{cpu * 1000:.0f}", f"{wall * 1000:.0f}",
-            f"{cpu / INTERVAL:.1%}", len(result.alerts), len(result.errors),
+            f"{cpu / INTERVAL:.1%}", f"{ref_cpu * 1000:.0f}", f"{ref_cpu / INTERVAL:.1%}",
+            len(result.alerts), len(result.errors),
         ))  # fmt: skip
     print(
         f"\none evaluation cycle of {len(rules)} rules over {HOURS:g} h at {INTERVAL:g} s "
         f"scrapes; median of {REPEATS} cycles"
     )
     print_table(
-        ("replicas", "rules", "CPU ms", "wall ms", "share of a core at 15 s", "alerts", "errors"),
+        (
+            "replicas",
+            "rules",
+            "CPU ms",
+            "wall ms",
+            "share of a core at 15 s",
+            "reference CPU ms",
+            "reference share",
+            "alerts",
+            "errors",
+        ),
         table,
     )
     print(f"\nper rule, 16 replicas (each rule alone, median of {REPEATS})")

@@ -75,7 +75,8 @@ def _cumulative(rng: np.random.Generator, bounds: tuple[float, ...], median: flo
     per_bucket = np.array([rng.multinomial(n, probabilities) for n in arrivals], dtype=float)
     mids = np.array([*bounds[:-1], bounds[-2] * 2]) * 0.75
     sums = per_bucket @ mids
-    return np.cumsum(per_bucket, axis=0), np.cumsum(sums)
+    # NOTE: le-cumulative across the buckets (+Inf holds the total), then over time.
+    return np.cumsum(np.cumsum(per_bucket, axis=1), axis=0), np.cumsum(sums)
 
 
 def _seed(store: Store, rng: np.random.Generator) -> tuple[int, float]:

@@ -9,6 +9,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from slo.buckets import SMALL_DELTA_TOLERANCE, Bucket, coalesce_buckets
 from slo.errors import SLOError
 from slo.quantile import QuantileResult, histogram_quantile
@@ -112,3 +114,33 @@ class ClassicHistogram:
         return ClassicHistogram(
             self.upper_bounds, tuple(c * factor for c in self.cumulative_counts), total_sum
         )
+
+
+def histograms_from_rows(
+    upper_bounds: tuple[float, ...],
+    rows: Sequence[Sequence[float]],
+    sums: Sequence[float | None],
+) -> list[ClassicHistogram]:
+    """``ClassicHistogram(upper_bounds, tuple(row), sum)`` for each row and sum, the checks of
+    ``__post_init__`` made once for the layout and as one array test for all the counts: a
+    day of 1-minute steps would otherwise check every bucket of every step in Python. Rows
+    that fail are built one by one, so the error is the one the constructor raises for the
+    first of them."""
+    if not rows:
+        return []
+    first = ClassicHistogram(upper_bounds, tuple(rows[0]), sums[0])  # checks the layout
+    counts = np.asarray(rows, dtype=float)
+    shaped = counts.ndim == 2 and counts.shape[1] == len(upper_bounds)
+    if not (shaped and (np.isfinite(counts) & (counts >= 0)).all()):
+        return [
+            ClassicHistogram(upper_bounds, tuple(r), s) for r, s in zip(rows, sums, strict=True)
+        ]
+    out = [first]
+    for row, total in zip(rows[1:], sums[1:], strict=True):
+        # NOTE: what the frozen dataclass's __init__ does, minus the checks made above.
+        histogram = object.__new__(ClassicHistogram)
+        object.__setattr__(histogram, "upper_bounds", upper_bounds)
+        object.__setattr__(histogram, "cumulative_counts", tuple(row))
+        object.__setattr__(histogram, "sum_value", total)
+        out.append(histogram)
+    return out

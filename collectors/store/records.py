@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Labels, Normalised, RawSample
 from slo import ClassicHistogram, QuantileResult
+from slo.quantile_batch import histogram_quantiles
 
 
 class SemanticsMismatchError(ValueError):
@@ -97,11 +98,11 @@ class QuantileStep(NamedTuple):
     quantiles: tuple[QuantileResult, ...] | None
 
 
-def quantile_steps(
+def scalar_quantile_steps(
     steps: Iterable[HistogramStep], qs: Sequence[float], small_delta_tolerance: float
 ) -> list[QuantileStep]:
     """``ClassicHistogram.quantile`` of each of ``qs`` for each step (``None`` stays ``None``):
-    the rule every ``MetricsReader.quantile_series`` follows."""
+    the rule every ``MetricsReader.quantile_series`` follows, one step at a time."""
     return [
         QuantileStep(
             t,
@@ -111,6 +112,24 @@ def quantile_steps(
         )
         for t, h in steps
     ]
+
+
+def quantile_steps(
+    steps: Iterable[HistogramStep], qs: Sequence[float], small_delta_tolerance: float
+) -> list[QuantileStep]:
+    """:func:`scalar_quantile_steps`, bit for bit, computed per layout over the matrix of the
+    steps' counts (``slo.quantile_batch``): a day of 1-minute steps costs milliseconds."""
+    steps = list(steps)
+    by_layout: dict[tuple[float, ...], list[int]] = {}
+    for i, (_, h) in enumerate(steps):
+        if h is not None:
+            by_layout.setdefault(h.upper_bounds, []).append(i)
+    results: dict[int, tuple[QuantileResult, ...]] = {}
+    for bounds, chosen in by_layout.items():
+        counts = [steps[i][1].cumulative_counts for i in chosen]
+        batch = histogram_quantiles(bounds, counts, qs, small_delta_tolerance)
+        results.update(zip(chosen, batch, strict=True))
+    return [QuantileStep(t, results.get(i)) for i, (t, _) in enumerate(steps)]
 
 
 class CounterStep(NamedTuple):

@@ -55,9 +55,15 @@ class Store:
     ``migrate=True`` (writers: the collector) brings the schema to the latest Alembic
     revision on open. ``migrate=False`` (readers) changes nothing: it checks the revision and
     raises :class:`~collectors.store.SchemaOutOfDateError` (saying how to migrate) when the
-    schema is absent or not the latest."""
+    schema is absent or not the latest.
 
-    def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:
+    ``vectorised=False`` reads windows through the reference loops
+    (:mod:`collectors.store.step_engine`) instead of numpy: the same figures, bit for bit,
+    more slowly; for benchmarks that measure both side by side."""
+
+    def __init__(
+        self, url: str | None = None, *, migrate: bool = True, vectorised: bool = True
+    ) -> None:
         self.url = url or default_url()
         self.engine: Engine = make_engine(self.url)
         try:
@@ -75,7 +81,7 @@ class Store:
         catalog = Catalog()
         self._writer = ScrapeWriter(self.engine, catalog, write_lock)
         self._reads = MetricReads(sessions, catalog)
-        self._windows = Windows(sessions, catalog)
+        self._windows = Windows(sessions, catalog, vectorised=vectorised)
         self._maintenance = Maintenance(sessions, write_lock)
         self._traces = Traces(sessions, write_lock)
         self._alert_state = SQLAlertState(sessions, write_lock)

@@ -16,7 +16,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from collectors.store.catalog import Catalog
 from collectors.store.raw import MINUTE
-from collectors.store.records import CounterStep, HistogramStep, QuantileStep, quantile_steps
+from collectors.store.records import (
+    CounterStep,
+    HistogramStep,
+    QuantileStep,
+    quantile_steps,
+    scalar_quantile_steps,
+)
 from collectors.store.step_engine import StepEngine, rollup_coverage
 from collectors.store.window_semantics import (
     WindowSemantics,
@@ -28,12 +34,19 @@ from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram
 
 
 class Windows:
-    """Windows and step series of the selected series, exact or with Prometheus semantics."""
+    """Windows and step series of the selected series, exact or with Prometheus semantics.
 
-    def __init__(self, sessions: sessionmaker[Session], catalog: Catalog) -> None:
+    ``vectorised=False`` reads through the reference loops only (per-row Python sums and
+    per-step scalar quantiles): the same figures, bit for bit, for the benchmark's side by
+    side and the equivalence tests."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], catalog: Catalog, *, vectorised: bool = True
+    ) -> None:
         self._sessions = sessions
         self._catalog = catalog
-        self._engine = StepEngine(catalog)
+        self._engine = StepEngine(catalog, vectorised=vectorised)
+        self._quantile_steps = quantile_steps if vectorised else scalar_quantile_steps
 
     # -- one window -------------------------------------------------------------------------
 
@@ -116,7 +129,7 @@ class Windows:
         steps = self.histogram_series(
             family, labels, start, end, step_seconds, use_rollups=use_rollups, semantics=semantics
         )
-        return quantile_steps(steps, qs, small_delta_tolerance)
+        return self._quantile_steps(steps, qs, small_delta_tolerance)
 
     def counter_series(
         self,
