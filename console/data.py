@@ -22,7 +22,7 @@ from collectors.config import ConfigError, load_config
 from collectors.store import SchemaOutOfDateError, Store
 from collectors.store.schema import MIGRATE_COMMAND
 from console import incidents, metric_frames, request_frames, slo_frames
-from console.filters import Filters
+from console.filters import Filters, step_for
 from console.settings import LIVE_ENV, ConsoleSettings, load_settings
 from slo import GoodputResult, Objectives, QuantileResult, SLOSpec
 
@@ -140,6 +140,13 @@ def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
     return _percentile_frame(
         url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds
     )
+
+
+def percentile_frame_between(
+    url: str, family: str, selector: Mapping[str, str], start: float, end: float
+) -> pd.DataFrame:
+    """:func:`percentile_frame` over ``[start, end]`` (an incident's windows), not the filters'."""
+    return _percentile_frame(url, family, _sel(selector), start, end, step_for(end - start))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)

@@ -13,13 +13,10 @@ import os
 import pandas as pd
 import streamlit as st
 
-from alerts.triage import NO_CAUSE, NOT_ENOUGH_DATA
-from alerts.triage_report import format_change, format_seconds, format_value
-from console import data, rule_health
+from console import data, incident_sections, rule_health
 from console.incidents import check_token, parse_incident_param, silence_for, timeline_frame
 from console.page_kit import (
     INCIDENTS_PAGE,
-    TRACES_PAGE,
     empty,
     escape,
     live_filters,
@@ -27,14 +24,12 @@ from console.page_kit import (
     section,
 )
 from console.settings import ADMIN_TOKEN_ENV
-from slo.window import format_utc
 from tailwatch.alerts_view import age
 
 ctx = page_context()
 now = data.now()
 raw_id = st.query_params.get("id", "")
 TIME = "YYYY-MM-DD HH:mm:ss"
-SEVERITY_COLOUR = {"page": "red", "ticket": "orange"}
 
 
 def _stamp(seconds: float) -> str:
@@ -50,7 +45,7 @@ def _rule_health(detailed: bool) -> None:
     if detailed:
         lines += rule_health.failure_lines(found, now)
     if found.failing:
-        lines.append("Details: `tailwatch alerts errors`.")
+        lines.append("\nDetails: `tailwatch alerts errors`.")
     st.warning("\n".join(lines), icon=":material/error:")
 
 
@@ -101,76 +96,6 @@ def _list() -> None:
         )
 
 
-def _verdict(report) -> None:
-    rec = report.recommendation
-    if rec is None:
-        why = {
-            NO_CAUSE: "every hypothesis scores below the floor",
-            NOT_ENOUGH_DATA: "the incident window has too little data to rank causes",
-        }.get(report.verdict, "")
-        st.info(f"**Verdict: {escape(report.verdict)}.** {why}")
-        return
-    where = f" on {escape(rec.target)}" if rec.target else ""
-    action = rec.action
-    knob = (
-        f"{action.direction.value} `{action.knob}`"
-        if action.knob and action.direction
-        else "no engine knob"
-    )
-    lines = [
-        f"**Likely cause: {escape(rec.cause.value)}{where}.**",
-        f"**Do:** {escape(action.summary)} ({knob}).",
-        f"Why: {escape(action.why)}",
-    ]
-    lines += [f"Or: {escape(a.summary)}" for a in rec.alternatives]
-    lines += [
-        f"Recent change: {escape(c.knob)} on {escape(c.target)}, consider reverting it first."
-        for c in rec.recent_changes
-    ]
-    st.success("  \n".join(lines), icon=":material/lightbulb:")
-
-
-def _header(detail) -> None:
-    inc = detail.incident
-    st.title(f"#{inc.id} · {inc.alertname} · {inc.state}")
-    colour = SEVERITY_COLOUR.get(inc.severity, "gray")
-    badges = [f":{colour}-badge[{escape(inc.severity or 'no severity')}]"]
-    badges.append(":red-badge[firing]" if inc.is_open else ":blue-badge[resolved]")
-    st.markdown(
-        " ".join(badges)
-        + "  "
-        + escape(
-            ", ".join(
-                f"{k}={v}"
-                for k, v in sorted(inc.labels.items())
-                if k not in ("alertname", "severity")
-            )
-        )
-    )
-    if inc.summary:
-        st.markdown(f"**{escape(inc.summary)}**")
-    end = inc.resolved_at_seconds
-    cols = st.columns(5)
-    cols[0].metric("Pending since (UTC)", _stamp(inc.pending_since_seconds)[11:], border=True)
-    cols[1].metric("Fired (UTC)", _stamp(inc.started_at_seconds)[11:], border=True)
-    cols[2].metric(
-        "Resolved (UTC)", "still firing" if end is None else _stamp(end)[11:], border=True
-    )
-    cols[3].metric(
-        "Duration", age((now if end is None else end) - inc.started_at_seconds), border=True
-    )
-    value = inc.value
-    shown = "—" if value is None or not math.isfinite(value) else f"{value:.4g}"
-    cols[4].metric("Rule value", shown, border=True, help="the rule's value when last evaluated")
-    w, b = detail.window, detail.baseline
-    st.caption(
-        f"Triage window {format_utc(w.start_seconds)} – {format_utc(w.end_seconds)} (from one "
-        f"rule window before pending) against the baseline {format_utc(b.start_seconds)} – "
-        f"{format_utc(b.end_seconds)}, as `tailwatch incident show {inc.id}` · alert "
-        f"fingerprint {inc.fingerprint}"
-    )
-
-
 def _detail(incident_id: int) -> None:
     st.page_link(
         INCIDENTS_PAGE, label="All incidents", icon=":material/arrow_back:", query_params={}
@@ -181,7 +106,8 @@ def _detail(incident_id: int) -> None:
         st.warning(f"No incident has id {incident_id}: pick one from the list.")
         _list()
         return
-    _header(detail)
+    incident_sections.header(detail, now)
+    incident_sections.latency_chart(ctx.url, detail)
     _rule_health(detailed=False)
     if problem:
         st.warning("Alert rules: " + escape(problem))
@@ -189,7 +115,7 @@ def _detail(incident_id: int) -> None:
     if report is None:
         st.error("Triage could not read the store: " + escape(detail.error))
     else:
-        _triage(report)
+        incident_sections.triage(report)
     section("Timeline", "the alert's transitions in this incident (UTC)")
     st.dataframe(
         timeline_frame(detail.transitions),
@@ -201,85 +127,6 @@ def _detail(incident_id: int) -> None:
         },
     )
     _silence(detail.incident.alert)
-
-
-def _triage(report) -> None:
-    section("Verdict and recommended knob")
-    _verdict(report)
-    section(
-        "Hypotheses",
-        "most likely first; each score is the product of its ramps (docs/alerts.md, Triage)",
-    )
-    st.dataframe(
-        pd.DataFrame(
-            [
-                (
-                    rank,
-                    h.cause.value,
-                    f"{h.score:.2f}",
-                    h.scope,
-                    "yes" if h.has_enough_data else "not enough data",
-                    h.note,
-                )
-                for rank, h in enumerate(report.hypotheses, 1)
-            ],
-            columns=["#", "cause", "score", "scope", "data", "note"],
-        ),
-        hide_index=True,
-        width="stretch",
-    )
-    section("Evidence", "incident window against the baseline before it")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                (
-                    r.what.strip(),
-                    r.scope,
-                    format_value(r.key, r.incident) if r.is_known else "not enough data",
-                    format_value(r.key, r.baseline),
-                    format_change(r),
-                    r.source.value,
-                    r.note,
-                )
-                for r in report.evidence
-            ],
-            columns=["signal", "scope", "incident", "baseline", "change", "source", "note"],
-        ),
-        hide_index=True,
-        width="stretch",
-    )
-    section("Slowest requests", "in the incident window; open one in Traces")
-    if not report.slowest_requests:
-        empty(
-            "No slow request was linked.", "Exemplars or request records link them: enable tracing."
-        )
-        return
-    st.dataframe(
-        pd.DataFrame(
-            [
-                (
-                    r.trace_id,
-                    r.request_id or "",
-                    r.target or "",
-                    format_seconds(r.e2e_seconds),
-                    format_seconds(r.ttft_seconds),
-                    format_seconds(r.queue_seconds),
-                )
-                for r in report.slowest_requests
-            ],
-            columns=["trace_id", "request_id", "target", "e2e", "ttft", "queue"],
-        ),
-        hide_index=True,
-        width="stretch",
-    )
-    cols = st.columns(5)
-    for i, r in enumerate(report.slowest_requests[:10]):
-        cols[i % 5].page_link(
-            TRACES_PAGE,
-            label=f"{format_seconds(r.e2e_seconds)} · trace {r.trace_id[:12]}…",
-            icon=":material/timeline:",
-            query_params={"trace": r.trace_id},
-        )
 
 
 def _silence(alert) -> None:

@@ -195,6 +195,7 @@ def test_incident_list_and_detail(seeded):
                                         "firing → resolved"]  # fmt: skip
     assert "TTFT mean" in set(evidence["signal"])
     assert list(hypotheses["#"]) == list(range(1, len(hypotheses) + 1))
+    assert len(at.get("vega_lite_chart")) == 1  # the alert's TTFT around the incident
 
 
 def test_silencing_without_the_token_changes_nothing(seeded, monkeypatch):
