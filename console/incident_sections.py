@@ -33,7 +33,7 @@ def _rows_height(rows: int) -> int:
 def header(detail: IncidentDetail, now: float) -> None:
     """Title, severity and state, labels, summary, the key times and the triage windows."""
     inc = detail.incident
-    st.title(f"#{inc.id} · {inc.alertname} · {inc.state}")
+    st.title(f"#{inc.id} · {escape(inc.alertname)} · {inc.state}")
     colour = SEVERITY_COLOUR.get(inc.severity, "gray")
     badges = [f":{colour}-badge[{escape(inc.severity or 'no severity')}]"]
     badges.append(":red-badge[firing]" if inc.is_open else ":blue-badge[resolved]")

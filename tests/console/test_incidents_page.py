@@ -158,3 +158,33 @@ def test_a_stale_evaluation_is_shown_and_a_fresh_healthy_one_is_not(tmp_path, he
     health_env(_store_with_health(tmp_path / "fresh", failing=False, age_seconds=5))
     assert not any("stale" in w or "failing" in w for w in _page(OVERVIEW_PAGE))
     assert not any("stale" in w or "failing" in w for w in _page(INCIDENTS_PAGE))
+
+
+def test_hostile_incident_labels_are_text(tmp_path, health_env):
+    from alerts.model import Alert, AlertState
+    from alerts.state import Transition
+
+    url = sqlite_url(tmp_path / "hostile.db")
+    store = Store(url)
+    now = time.time()
+    labels = {"alertname": "<b>boom</b>", "target": "[x](javascript:alert(1))", "severity": "<i>"}
+    alert = Alert.pending(labels, now - 60, {"summary": "<script>alert(1)</script>"}).fire(now - 30)
+    moved = Transition(now - 30, alert.fingerprint, AlertState.PENDING, AlertState.FIRING, alert)
+    store.alert_state.save_evaluation([alert], [moved], at_seconds=now - 30)
+    (incident,) = store.alert_state.incidents()
+    store.close()
+    health_env(url)
+    from streamlit.testing.v1 import AppTest
+
+    for params in ({}, {"id": str(incident.id)}):
+        at = AppTest.from_file(APP, default_timeout=60)
+        for key, value in params.items():
+            at.query_params[key] = value
+        at.switch_page(INCIDENTS_PAGE).run()
+        assert not at.exception, [e.value for e in at.exception]
+        sources = [m.value for m in at.markdown] + [t.value for t in at.title]
+        sources += [c.value for c in at.caption]
+        assert not any(bad in s for s in sources for bad in ("<b>", "<script>", "](", "<i>")), (
+            sources
+        )
+    assert at.title[0].value.startswith(f"#{incident.id} · \\<b\\>boom")

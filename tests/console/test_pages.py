@@ -189,7 +189,8 @@ def test_incident_list_and_detail(seeded):
     assert list(incidents["state"]) == ["resolved"]
     assert metric(at, "Resolved") == "1" and metric(at, "Firing now") == "0"
     at = run(INCIDENTS_PAGE, seeded, id=str(seeded.incident_id))
-    assert at.title[0].value == f"#{seeded.incident_id} · tail-latency-incident · resolved"
+    # the title is markdown with the stored alert name escaped
+    assert at.title[0].value == f"#{seeded.incident_id} · tail\\-latency\\-incident · resolved"
     hypotheses, evidence, _slowest, timeline = (d.value for d in at.dataframe[:4])
     assert list(timeline["change"]) == ["inactive → pending", "pending → firing",
                                         "firing → resolved"]  # fmt: skip
