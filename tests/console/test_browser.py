@@ -179,11 +179,10 @@ def test_a_hostile_tenant_label_is_text(browser_page):
 
 
 @pytest.mark.timeout(300)
-def test_a_failing_rule_is_seen_on_incidents_and_overview(seeded, tmp_path):
-    """A store whose last evaluation had a rule fail: both pages say so, before anything."""
+def test_a_failing_rule_is_seen_on_incidents_and_overview(browser_page, seeded, tmp_path):
+    """A store whose last evaluation had a rule fail: both pages say so, before anything.
+    A second console over that store, driven by the same browser page."""
     from dataclasses import replace
-
-    from playwright.sync_api import sync_playwright
 
     from alerts.rule_errors import EvaluationError
     from collectors.store import Store, sqlite_url
@@ -196,12 +195,8 @@ def test_a_failing_rule_is_seen_on_incidents_and_overview(seeded, tmp_path):
     )
     store.alert_state.save_evaluation([], [], [error], at_seconds=at)
     store.close()
-    chromium = chromium_binary()
-    with console_server(replace(seeded, url=url)) as base, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium, args=["--no-sandbox", "--disable-gpu"]
-        )
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    _, page, _ = browser_page
+    with console_server(replace(seeded, url=url)) as base:
         for path, name in (
             ("/incidents", "incidents-rule-failing"),
             ("/", "overview-rule-failing"),
@@ -212,4 +207,3 @@ def test_a_failing_rule_is_seen_on_incidents_and_overview(seeded, tmp_path):
             assert "1 alert rule(s) failing" in alert.inner_text()
             assert "tail-latency-ttft" in alert.inner_text()
             screenshot(page, name)
-        browser.close()
