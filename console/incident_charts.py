@@ -60,7 +60,17 @@ def incident_chart(
         alt.Chart(spans)
         .mark_rect(opacity=0.13)
         .encode(
-            x=alt.X("from:T", scale=alt.Scale(domain=[start.isoformat(), end.isoformat()])),
+            x=alt.X(
+                "from:T",
+                title=None,
+                scale=alt.Scale(domain=[start.isoformat(), end.isoformat()]),
+                axis=alt.Axis(
+                    format="%H:%M",
+                    labelColor="#9fa7b3",
+                    grid=False,
+                    tickCount=8,
+                ),
+            ),
             x2="to:T",
             color=alt.Color(
                 "span:N",

@@ -62,6 +62,8 @@ def header(detail: IncidentDetail, now: float) -> None:
     )
     value = inc.value
     shown = "—" if value is None or not math.isfinite(value) else f"{value:.4g}"
+    if shown != "—" and inc.labels.get("metric") in ("ttft", "itl", "e2e"):
+        shown = format_seconds(value)  # NOTE: a latency rule's value is in seconds
     cols[4].metric("Rule value", shown, border=True, help="the rule's value when last evaluated")
     w, b = detail.window, detail.baseline
     st.caption(
