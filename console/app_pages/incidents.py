@@ -90,7 +90,7 @@ def _list() -> None:
         icon = ":material/notifications_active:" if row.state == "firing" else ":material/check:"
         cols[i % 3].page_link(
             INCIDENTS_PAGE,
-            label=f"#{row.id} · {escape(row.alert)} · {row.state} {row.started:%H:%M:%S}",
+            label=f"#{row.id} · {escape(row.alert)} · {row.state} · fired {row.started:%H:%M:%S}",
             icon=icon,
             query_params={"id": str(row.id)},
         )
