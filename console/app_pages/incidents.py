@@ -88,9 +88,10 @@ def _list() -> None:
     cols = st.columns(3)
     for i, row in enumerate(frame.head(12).itertuples()):
         icon = ":material/notifications_active:" if row.state == "firing" else ":material/check:"
+        fired = f"{row.started:%H:%M:%S}"
         cols[i % 3].page_link(
             INCIDENTS_PAGE,
-            label=f"#{row.id} · {escape(row.alert)} · {row.state} · fired {row.started:%H:%M:%S}",
+            label=f"#{row.id} · {escape(row.alert)} · {row.state} · fired {fired}",
             icon=icon,
             query_params={"id": str(row.id)},
         )
