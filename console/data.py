@@ -22,7 +22,7 @@ from collectors.config import ConfigError, load_config
 from collectors.store import SchemaOutOfDateError, Store
 from collectors.store.schema import MIGRATE_COMMAND
 from console import incidents, metric_frames, request_frames, slo_frames
-from console.filters import Filters
+from console.filters import Filters, step_for
 from console.settings import LIVE_ENV, ConsoleSettings, load_settings
 from slo import GoodputResult, Objectives, QuantileResult, SLOSpec
 
@@ -140,6 +140,13 @@ def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
     return _percentile_frame(
         url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds
     )
+
+
+def percentile_frame_between(
+    url: str, family: str, selector: Mapping[str, str], start: float, end: float
+) -> pd.DataFrame:
+    """:func:`percentile_frame` over ``[start, end]`` (an incident's windows), not the filters'."""
+    return _percentile_frame(url, family, _sel(selector), start, end, step_for(end - start))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
@@ -280,14 +287,44 @@ def annotations(url: str, start: float, end: float) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def incident_list(url: str, start: float, end: float, at: float) -> pd.DataFrame:
-    state = _store(url).alert_state
-    return incidents.incident_frame(incidents.incident_versions(state, start, end), at)
+    """The stored incidents open or resolved in ``[start, end]``, open first, newest first."""
+    chosen = incidents.listed_incidents(_store(url).alert_state, start, end)
+    return incidents.incident_frame(chosen, at)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
-def incident_detail(url: str, fingerprint: str, at: float) -> incidents.IncidentDetail | None:
+def latest_incident_of(url: str, fingerprint: str) -> int | None:
+    return incidents.latest_incident_of(_store(url).alert_state, fingerprint)
+
+
+@st.cache_resource(ttl=60, max_entries=8, show_spinner=False)
+def alert_rules(config_path: str | None) -> tuple[tuple, float, str]:
+    """``(rules, window_scale, problem)`` from the ``alerts:`` of ``config_path`` (the
+    built-ins when it has none, or ``None``), as ``tailwatch incident show`` loads them; a
+    config that does not load gives the built-ins and the ``problem``."""
+    try:
+        loaded = load_config(config_path).alerts
+        problem = ""
+    except ConfigError as error:
+        loaded = load_config(None).alerts
+        problem = f"{error}; triage uses the built-in rules"
+    return tuple(loaded.rules), loaded.window_scale, problem
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def incident_detail(
+    url: str, config_path: str | None, incident_id: int, at: float
+) -> incidents.IncidentDetail | None:
+    """Incident ``incident_id`` triaged over the windows of ``tailwatch incident show``."""
     store = _store(url)
-    return incidents.incident_detail(store.alert_state, store, store, fingerprint, at)
+    rules, scale, _ = alert_rules(config_path)
+    return incidents.incident_detail(store.alert_state, store, store, incident_id, rules, scale, at)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def evaluation_health(url: str):
+    """The evaluator's stored health (``alerts.rule_errors.EvaluationHealth``)."""
+    return _store(url).alert_state.evaluation_health()
 
 
 def save_silence(url: str, silence) -> None:

@@ -1,102 +1,203 @@
-"""Incidents as the console shows them, from the evaluator's alert state
-(:class:`alerts.state.AlertStateStore`): one incident per alert fingerprint (its latest saved
-version), its transitions, and its triage (``alerts.gather`` + ``alerts.triage``) over the
-alert's window against the baseline before it, exactly as ``tailwatch incident show`` reads it.
+"""Incidents as the console shows them, from the stored incident records
+(:mod:`alerts.incidents`, ``AlertStateStore.incident(id)`` and ``incidents(...)``): the list,
+the ``?id=`` of the URL read as untrusted input, and one incident's detail: its transitions
+and its triage over the same windows as ``tailwatch incident show`` (``alerts.triage_windows``
+with the configured rules, then ``alerts.gather`` + ``alerts.triage``), so the console and
+the CLI agree.
 
-NOTE: the incident's id in the URL is the alert's fingerprint today; when the store keeps
-incident records with ids of their own, only this module changes.
+NOTE: an old link's ``?id=<fingerprint>`` (16 hex digits, before incidents had ids) opens
+that alert's latest incident.
 """
 
 from __future__ import annotations
 
-import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
+from alerts.conventions import ALERTNAME, SEVERITY
 from alerts.gather import gather, knob_changes
+from alerts.incidents import Incident
 from alerts.model import Alert, AlertState
+from alerts.rule_base import Rule
 from alerts.state import AlertStateStore, Transition
 from alerts.triage import TriageReport, triage
 from alerts.triage_data import TimeWindow
+from alerts.triage_windows import alert_triage_windows
 from collectors.replica_targets import replica_targets
 from collectors.store.protocols import MetricsReader, RequestReader
+from tailwatch.incident_view import IncidentIdError, parse_incident_id
 
-#: An incident id in the URL: an alert fingerprint (16 hex digits).
-INCIDENT_ID = re.compile(r"[0-9a-f]{16}")
-# The same windows as ``tailwatch incident show`` (tailwatch/incident_cli.py).
-MIN_INCIDENT_SECONDS = 60.0
-MIN_BASELINE_SECONDS = 600.0
+#: An alert fingerprint, the incident id of links made before incidents had ids.
+FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+#: The most incidents the list shows (open ones first).
+LIST_LIMIT = 200
+#: The most incidents searched for a fingerprint's latest.
+FINGERPRINT_SEARCH_LIMIT = 10_000
 INCIDENT_COLUMNS = [
-    "id", "alert", "state", "severity", "started", "ended", "duration_s", "labels", "summary",
+    "id", "state", "alert", "severity", "labels", "pending_since", "started", "resolved",
+    "duration_s", "summary",
 ]  # fmt: skip
 
 
-def _latest(alert: Alert) -> float:
-    times = (alert.active_at_seconds, alert.started_at_seconds, alert.ended_at_seconds)
-    return max((t for t in times if t is not None), default=-math.inf)
+def labels_text(alert: Alert) -> str:
+    """The alert's labels but its name and severity (shown in their own columns)."""
+    return ", ".join(
+        f"{k}={v}" for k, v in sorted(alert.labels.items()) if k not in (ALERTNAME, SEVERITY)
+    )
 
 
-def incident_versions(state: AlertStateStore, start: float, end: float) -> dict[str, Alert]:
-    """The latest saved version of every alert active now or changed in ``[start, end]``,
-    by fingerprint."""
-    versions: dict[str, Alert] = {a.fingerprint: a for a in state.active_alerts()}
-    for transition in state.history(start, end):
-        current = versions.get(transition.fingerprint)
-        if current is None or _latest(transition.alert) > _latest(current):
-            versions[transition.fingerprint] = transition.alert
-    return versions
+def _ts(seconds: float | None) -> pd.Timestamp | None:
+    return None if seconds is None else pd.Timestamp(seconds, unit="s", tz="UTC")
 
 
-def incident_window(alert: Alert, now: float) -> tuple[TimeWindow, TimeWindow]:
-    """(incident, baseline): from when the condition first held to when it resolved (or
-    now), at least a minute; the baseline just before it, as long, at least 10 minutes."""
-    start = alert.active_at_seconds if alert.active_at_seconds is not None else now
-    end = alert.ended_at_seconds if alert.ended_at_seconds is not None else now
-    end = max(end, start + MIN_INCIDENT_SECONDS)
-    length = max(end - start, MIN_BASELINE_SECONDS)
-    return TimeWindow(start, end), TimeWindow(start - length, start)
+def listed_incidents(state: AlertStateStore, start: float, end: float) -> list[Incident]:
+    """Open incidents, then those resolved in ``[start, end]`` (open first, newest first),
+    leaving out those that began firing after ``end`` (a view pinned to the past)."""
+    return [
+        i
+        for i in state.incidents(since_seconds=start, limit=LIST_LIMIT)
+        if i.started_at_seconds <= end
+    ]
 
 
-def incident_frame(versions: dict[str, Alert], now: float) -> pd.DataFrame:
-    """One row per incident (pending ones left out: they have not fired), firing first, then
-    the most recent; strings as stored."""
-    rows = []
-    for fingerprint, alert in versions.items():
-        if alert.state not in (AlertState.FIRING, AlertState.RESOLVED):
-            continue
-        started = alert.started_at_seconds or alert.active_at_seconds or now
-        ended = alert.ended_at_seconds
-        labels = ", ".join(
-            f"{k}={v}"
-            for k, v in sorted(alert.labels.items())
-            if k not in ("alertname", "severity")
+def duration_seconds(incident: Incident, now: float) -> float:
+    """From firing to resolved, or to ``now`` while open."""
+    end = incident.resolved_at_seconds
+    return (now if end is None else end) - incident.started_at_seconds
+
+
+def incident_frame(incidents: Iterable[Incident], now: float) -> pd.DataFrame:
+    """One row per incident in the given order (strings as stored)."""
+    rows = [
+        (
+            i.id,
+            i.state,
+            i.alertname,
+            i.severity,
+            labels_text(i.alert),
+            _ts(i.pending_since_seconds),
+            _ts(i.started_at_seconds),
+            _ts(i.resolved_at_seconds),
+            round(duration_seconds(i, now), 1),
+            i.summary,
         )
-        rows.append(
-            (
-                fingerprint,
-                alert.name,
-                alert.state.value,
-                alert.labels.get("severity", ""),
-                pd.Timestamp(started, unit="s", tz="UTC"),
-                None if ended is None else pd.Timestamp(ended, unit="s", tz="UTC"),
-                round((ended if ended is not None else now) - started, 1),
-                labels,
-                alert.annotations.get("summary", ""),
-            )
+        for i in incidents
+    ]
+    return pd.DataFrame(rows, columns=INCIDENT_COLUMNS)
+
+
+@dataclass(frozen=True)
+class IncidentRef:
+    """What ``?id=`` asks for: an incident id, an alert fingerprint (an old link), or
+    nothing (``problem`` says why the text is neither)."""
+
+    incident_id: int | None = None
+    fingerprint: str | None = None
+    problem: str = ""
+
+
+def parse_incident_param(text: str) -> IncidentRef:
+    """``?id=`` as untrusted input: ``12`` or ``#12`` (as ``tailwatch incident show`` reads
+    it), or an alert's fingerprint; anything else a ``problem`` naming the value."""
+    raw = text.strip()
+    shown = repr(text[:40]) + ("…" if len(text) > 40 else "")
+    if FINGERPRINT.fullmatch(raw) and not raw.isdigit():
+        return IncidentRef(fingerprint=raw)
+    try:
+        wanted = parse_incident_id(raw)
+    except IncidentIdError:
+        return IncidentRef(
+            problem=f"id={shown} is not an incident id: expected a number such as 12 "
+            "(from the list below)"
         )
-    frame = pd.DataFrame(rows, columns=INCIDENT_COLUMNS)
-    if frame.empty:
-        return frame
-    frame["_firing"] = frame["state"] == AlertState.FIRING.value
-    frame = frame.sort_values(["_firing", "started"], ascending=[False, False])
-    return frame.drop(columns="_firing").reset_index(drop=True)
+    if wanted is None:  # NOTE: more digits than any id has: a plain miss
+        return IncidentRef(problem=f"id={shown}: no incident has that id")
+    # NOTE: 16 digits is also a fingerprint's shape: looked up as one when no id matches
+    return IncidentRef(incident_id=wanted, fingerprint=raw if FINGERPRINT.fullmatch(raw) else None)
 
 
-def transitions_of(state: AlertStateStore, fingerprint: str, now: float) -> list[Transition]:
-    """Every stored transition of one alert, oldest first."""
-    return [t for t in state.history(0.0, now) if t.fingerprint == fingerprint]
+def latest_incident_of(state: AlertStateStore, fingerprint: str) -> int | None:
+    """The id of the latest incident of the alert with ``fingerprint`` (an old link)."""
+    found = [
+        i for i in state.incidents(limit=FINGERPRINT_SEARCH_LIMIT) if i.fingerprint == fingerprint
+    ]
+    return max(found, key=lambda i: (i.started_at_seconds, i.id)).id if found else None
+
+
+def episode_transitions(state: AlertStateStore, incident: Incident, now: float) -> list[Transition]:
+    """The alert's transitions of this episode, oldest first: from going pending to its
+    resolution (or ``now``)."""
+    end = incident.resolved_at_seconds
+    return [
+        t
+        for t in state.history(incident.pending_since_seconds, now if end is None else end)
+        if t.fingerprint == incident.fingerprint
+    ]
+
+
+@dataclass(frozen=True)
+class IncidentDetail:
+    """One incident, its triage windows and transitions, and the triage (``report=None``
+    with the one-line ``error`` when the store cannot answer it)."""
+
+    incident: Incident
+    window: TimeWindow
+    baseline: TimeWindow
+    transitions: tuple[Transition, ...]
+    report: TriageReport | None
+    error: str = ""
+
+
+def triage_windows_of(
+    incident: Incident, rules: Iterable[Rule], scale: float, now: float
+) -> tuple[TimeWindow, TimeWindow]:
+    """(window, baseline) exactly as ``tailwatch incident show`` computes them."""
+    end = incident.resolved_at_seconds
+    return alert_triage_windows(
+        incident.alert,
+        incident.pending_since_seconds,
+        now if end is None else end,
+        rules,
+        scale=scale,
+    )
+
+
+def incident_detail(
+    state: AlertStateStore,
+    metrics: MetricsReader,
+    requests: RequestReader,
+    incident_id: int,
+    rules: Iterable[Rule],
+    scale: float,
+    now: float,
+) -> IncidentDetail | None:
+    """The incident ``incident_id`` with its triage; ``None`` when no incident has it."""
+    incident = state.incident(incident_id)
+    if incident is None:
+        return None
+    window, baseline = triage_windows_of(incident, rules, scale, now)
+    transitions = tuple(episode_transitions(state, incident, now))
+    join = replica_targets(metrics)
+    mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
+    try:
+        report = triage(gather(metrics, requests, window, baseline, replica_targets=mapping))
+    except Exception as error:  # NOTE: what the store cannot answer is shown, not raised
+        text = str(error).strip().splitlines()
+        first = text[0] if text else type(error).__name__
+        return IncidentDetail(incident, window, baseline, transitions, None, first)
+    return IncidentDetail(incident, window, baseline, transitions, report)
+
+
+def timeline_frame(transitions: Iterable[Transition]) -> pd.DataFrame:
+    """``at, change, value``: one row per transition, oldest first."""
+    rows = [
+        (_ts(t.at_seconds), f"{t.from_state.value} → {t.to_state.value}", t.alert.value)
+        for t in transitions
+    ]
+    return pd.DataFrame(rows, columns=["at", "change", "value"])
 
 
 #: The annotation kind of a live knob change (beside the alert states firing and resolved).
@@ -120,42 +221,6 @@ def annotation_frame(
         if k.at_seconds is not None
     ]
     return pd.DataFrame(rows, columns=["ts", "alert", "state"])
-
-
-@dataclass(frozen=True)
-class IncidentDetail:
-    alert: Alert
-    incident: TimeWindow
-    baseline: TimeWindow
-    transitions: tuple[Transition, ...]
-    report: TriageReport | None
-    error: str = ""
-
-
-def incident_detail(
-    state: AlertStateStore,
-    metrics: MetricsReader,
-    requests: RequestReader,
-    fingerprint: str,
-    now: float,
-) -> IncidentDetail | None:
-    """The incident ``fingerprint`` with its triage; ``None`` when no alert has it. A store
-    that cannot answer the triage gives ``report=None`` and the one-line ``error``."""
-    alert = incident_versions(state, 0.0, now).get(fingerprint)
-    if alert is None:
-        return None
-    incident, baseline = incident_window(alert, now)
-    transitions = tuple(transitions_of(state, fingerprint, now))
-    join = replica_targets(metrics)
-    mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
-    try:
-        report = triage(gather(metrics, requests, incident, baseline, replica_targets=mapping))
-    except Exception as error:  # NOTE: what the store cannot answer is shown, not raised
-        text = str(error).strip().splitlines()
-        return IncidentDetail(
-            alert, incident, baseline, transitions, None, text[0] if text else type(error).__name__
-        )
-    return IncidentDetail(alert, incident, baseline, transitions, report)
 
 
 def silence_for(alert: Alert, hours: float, author: str, comment: str, now: float):

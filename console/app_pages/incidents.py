@@ -1,21 +1,22 @@
-"""Incidents: firing and resolved alerts with severity and duration; the detail view (URL
-``?id=<fingerprint>``) shows the timeline, the evidence table and ranked hypotheses from
-triage, the recommended knob, and the slowest requests linking to Traces. Silencing needs
-the admin token (``TAILWATCH_ADMIN_TOKEN``)."""
+"""Incidents: the stored incident records (one per firing episode of an alert), open first,
+with severity and duration, and a warning when alert rules are failing or the evaluator has
+stopped. The detail view (URL ``?id=<incident id>``) answers first (verdict, recommended
+knob, hypotheses), then shows the evidence, the slowest requests linking to Traces and the
+timeline, triaged over the same windows as ``tailwatch incident show``. Silencing needs the
+admin token (``TAILWATCH_ADMIN_TOKEN``)."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import pandas as pd
 import streamlit as st
 
-from alerts.triage_report import format_change, format_seconds, format_value
-from console import data
-from console.incidents import INCIDENT_ID, check_token, silence_for
+from console import data, incident_sections, rule_health
+from console.incidents import check_token, parse_incident_param, silence_for, timeline_frame
 from console.page_kit import (
     INCIDENTS_PAGE,
-    TRACES_PAGE,
     empty,
     escape,
     live_filters,
@@ -23,15 +24,35 @@ from console.page_kit import (
     section,
 )
 from console.settings import ADMIN_TOKEN_ENV
+from tailwatch.alerts_view import age
 
 ctx = page_context()
 now = data.now()
-incident_id = st.query_params.get("id", "")
+raw_id = st.query_params.get("id", "")
+TIME = "YYYY-MM-DD HH:mm:ss"
+
+
+def _stamp(seconds: float) -> str:
+    return f"{pd.Timestamp(seconds, unit='s', tz='UTC'):%Y-%m-%d %H:%M:%S}"
+
+
+def _rule_health(detailed: bool) -> None:
+    """Rules failing now, or a stale evaluator: alerting that is broken must be seen."""
+    found = rule_health.problems(data.evaluation_health(ctx.url), now)
+    if not found.any:
+        return
+    lines = [rule_health.headline(found)]
+    if detailed:
+        lines += rule_health.failure_lines(found, now)
+    if found.failing:
+        lines.append("\nDetails: `tailwatch alerts errors`.")
+    st.warning("\n".join(lines), icon=":material/error:")
 
 
 @st.fragment(run_every=ctx.live_seconds)
 def _list() -> None:
     st.title("Incidents")
+    _rule_health(detailed=True)
     g = live_filters(ctx)
     frame = data.incident_list(ctx.url, g.start_seconds, g.end_seconds, g.end_seconds)
     if frame.empty:
@@ -41,150 +62,75 @@ def _list() -> None:
             "(rules from tailwatch.yaml or the built-ins), or widen the time range.",
         )
         return
-    firing = int((frame["state"] == "firing").sum())
-    cols = st.columns(3)
-    cols[0].metric("Firing", f"{firing}", border=True)
-    cols[1].metric("Resolved", f"{len(frame) - firing}", border=True)
-    cols[2].metric("Longest (min)", f"{frame['duration_s'].max() / 60:.1f}", border=True)
+    firing = frame[frame["state"] == "firing"]
+    cols = st.columns(4)
+    cols[0].metric("Firing now", f"{len(firing)}", border=True)
+    cols[1].metric("Paging", f"{int((firing['severity'] == 'page').sum())}", border=True)
+    cols[2].metric("Resolved", f"{len(frame) - len(firing)}", border=True)
+    cols[3].metric("Longest", age(float(frame["duration_s"].max())), border=True)
+    st.caption(
+        f"Open incidents, then those resolved in the last {g.range_key}; newest first. "
+        "Times in UTC."
+    )
     st.dataframe(
         frame,
         hide_index=True,
         width="stretch",
         column_config={
+            "id": st.column_config.NumberColumn("#", format="%d", width="small"),
             "duration_s": st.column_config.NumberColumn("duration (s)", format="%.0f"),
-            "started": st.column_config.DatetimeColumn(
-                "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
-            ),
-            "ended": st.column_config.DatetimeColumn("ended (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+            "pending_since": st.column_config.DatetimeColumn("pending since", format=TIME),
+            "started": st.column_config.DatetimeColumn("fired", format=TIME),
+            "resolved": st.column_config.DatetimeColumn("resolved", format=TIME),
         },
     )
     st.caption("Open an incident:")
     cols = st.columns(3)
     for i, row in enumerate(frame.head(12).itertuples()):
+        icon = ":material/notifications_active:" if row.state == "firing" else ":material/check:"
+        fired = f"{row.started:%H:%M:%S}"
         cols[i % 3].page_link(
             INCIDENTS_PAGE,
-            label=f"{row.state} · {escape(row.alert)} · {row.id}",
-            query_params={"id": row.id},
+            label=f"#{row.id} · {escape(row.alert)} · {row.state} · fired {fired}",
+            icon=icon,
+            query_params={"id": str(row.id)},
         )
 
 
-def _detail(fingerprint: str) -> None:
-    detail = data.incident_detail(ctx.url, fingerprint, now)
-    st.page_link(INCIDENTS_PAGE, label="← all incidents", query_params={})
+def _detail(incident_id: int) -> None:
+    st.page_link(
+        INCIDENTS_PAGE, label="All incidents", icon=":material/arrow_back:", query_params={}
+    )
+    _, _, problem = data.alert_rules(ctx.settings.config_path)
+    detail = data.incident_detail(ctx.url, ctx.settings.config_path, incident_id, _at())
     if detail is None:
-        st.warning(f"No stored alert has the fingerprint {fingerprint}.")
+        st.warning(f"No incident has id {incident_id}: pick one from the list.")
+        _list()
         return
-    alert = detail.alert
-    st.title(f"{alert.name} · {alert.state.value}")
-    st.text(", ".join(f"{k}={v}" for k, v in sorted(alert.labels.items())))
-    if alert.annotations.get("summary"):
-        st.text(alert.annotations["summary"])
-    inc, base = detail.incident, detail.baseline
-    stamp = lambda t: f"{pd.Timestamp(t, unit='s', tz='UTC'):%Y-%m-%d %H:%M:%S}"  # noqa: E731
-    st.caption(
-        f"incident {stamp(inc.start_seconds)} – {stamp(inc.end_seconds)} UTC; baseline "
-        f"{stamp(base.start_seconds)} – {stamp(base.start_seconds + base.duration_seconds)} UTC"
-    )
-    section("Timeline")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                (
-                    pd.Timestamp(t.at_seconds, unit="s", tz="UTC"),
-                    t.from_state.value,
-                    t.to_state.value,
-                    t.alert.value,
-                )
-                for t in detail.transitions
-            ],
-            columns=["at (UTC)", "from", "to", "value"],
-        ),
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "at (UTC)": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss.SSS")
-        },
-    )
+    incident_sections.header(detail, now)
+    incident_sections.latency_chart(ctx.url, detail)
+    _rule_health(detailed=False)
+    if problem:
+        st.warning("Alert rules: " + escape(problem))
     report = detail.report
     if report is None:
         st.error("Triage could not read the store: " + escape(detail.error))
-        return
-    section("Verdict and recommended knob")
-    rec = report.recommendation
-    if rec is None:
-        st.info(f"Verdict: {report.verdict}.")
     else:
-        knob = rec.action.knob or "(outside the engine)"
-        where = f" on {rec.target}" if rec.target else ""
-        st.success(f"Cause: {rec.cause.value}{where}. Recommended: {rec.action.summary}")
-        st.text(f"knob: {knob}; {rec.action.why}")
-    section("Evidence", "incident window against the baseline before it")
+        incident_sections.triage(report)
+    section("Timeline", "the alert's transitions in this incident (UTC)")
     st.dataframe(
-        pd.DataFrame(
-            [
-                (
-                    r.what.strip(),
-                    r.scope,
-                    format_value(r.key, r.incident) if r.is_known else "not enough data",
-                    format_value(r.key, r.baseline),
-                    format_change(r),
-                    r.source.value,
-                    r.note,
-                )
-                for r in report.evidence
-            ],
-            columns=["signal", "scope", "incident", "baseline", "change", "source", "note"],
-        ),
+        timeline_frame(detail.transitions),
         hide_index=True,
         width="stretch",
+        column_config={
+            "at": st.column_config.DatetimeColumn("at (UTC)", format="YYYY-MM-DD HH:mm:ss.SSS"),
+            "value": st.column_config.NumberColumn("rule value", format="%.4g"),
+        },
     )
-    section("Hypotheses", "ranked; each score is the product of its ramps (docs/alerts.md)")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                (
-                    h.cause.value,
-                    round(h.score, 3),
-                    h.scope,
-                    "yes" if h.has_enough_data else "not enough data",
-                    h.note,
-                )
-                for h in report.hypotheses
-            ],
-            columns=["cause", "score", "scope", "data", "note"],
-        ),
-        hide_index=True,
-        width="stretch",
-    )
-    section("Slowest requests")
-    if not report.slowest_requests:
-        empty(
-            "No slow request was linked.", "Exemplars or request records link them: enable tracing."
-        )
-    else:
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    (
-                        r.trace_id,
-                        r.request_id or "",
-                        r.target or "",
-                        format_seconds(r.e2e_seconds),
-                        format_seconds(r.ttft_seconds),
-                        format_seconds(r.queue_seconds),
-                    )
-                    for r in report.slowest_requests
-                ],
-                columns=["trace_id", "request_id", "target", "e2e", "ttft", "queue"],
-            ),
-            hide_index=True,
-            width="stretch",
-        )
-        cols = st.columns(5)
-        for i, r in enumerate(report.slowest_requests[:10]):
-            cols[i % 5].page_link(
-                TRACES_PAGE, label=f"trace {r.trace_id[:12]}…", query_params={"trace": r.trace_id}
-            )
+    _silence(detail.incident.alert)
+
+
+def _silence(alert) -> None:
     section("Silence", "mutes this alert's notifications; needs the admin token")
     with st.form("silence", border=True):
         cols = st.columns(4)
@@ -192,32 +138,53 @@ def _detail(fingerprint: str) -> None:
         author = cols[1].text_input("Your name", max_chars=100, key="sil_author")
         comment = cols[2].text_input("Why", max_chars=500, key="sil_comment")
         token = cols[3].text_input("Admin token", type="password", max_chars=512, key="sil_token")
-        if st.form_submit_button("Silence this alert"):
-            if not check_token(token, os.environ.get(ADMIN_TOKEN_ENV)):
-                st.error(
-                    "Not silenced: the admin token is wrong, or the console was started without "
-                    f"one ({ADMIN_TOKEN_ENV})."
-                )
-            else:
-                try:
-                    silence = silence_for(alert, float(hours), author, comment, now)
-                except ValueError as error:
-                    st.error("Not silenced: " + escape(str(error)))
-                else:
-                    data.save_silence(ctx.url, silence)
-                    st.success(
-                        f"Silenced until {stamp(silence.ends_at_seconds)} UTC (id {silence.id})."
-                    )
-
-
-if incident_id:
-    if INCIDENT_ID.fullmatch(incident_id):
-        _detail(incident_id)
-    else:
-        st.warning(
-            f"id={escape(incident_id[:40])} is not an incident id (16 hex digits); "
-            "showing all incidents."
+        if not st.form_submit_button("Silence this alert"):
+            return
+    if not check_token(token, os.environ.get(ADMIN_TOKEN_ENV)):
+        st.error(
+            "Not silenced: the admin token is wrong, or the console was started without "
+            f"one ({ADMIN_TOKEN_ENV})."
         )
+        return
+    try:
+        silence = silence_for(alert, float(hours), author, comment, now)
+    except ValueError as error:
+        st.error("Not silenced: " + escape(str(error)))
+        return
+    data.save_silence(ctx.url, silence)
+    st.success(f"Silenced until {_stamp(silence.ends_at_seconds)} UTC (id {silence.id}).")
+
+
+def _at() -> float:
+    """``now`` floored to 5 s: an open incident's triage is reused for a few seconds."""
+    return math.floor(now / 5) * 5
+
+
+def _open(raw: str) -> None:
+    ref = parse_incident_param(raw)
+    if ref.problem:
+        st.warning(escape(ref.problem) + "; showing all incidents.")
         _list()
+        return
+    wanted = ref.incident_id
+    config = ctx.settings.config_path
+    if ref.fingerprint is not None and (
+        wanted is None or data.incident_detail(ctx.url, config, wanted, _at()) is None
+    ):
+        wanted = data.latest_incident_of(ctx.url, ref.fingerprint)
+        if wanted is None:
+            st.warning(
+                f"No incident of the alert with fingerprint {ref.fingerprint}; "
+                "showing all incidents."
+            )
+            _list()
+            return
+        st.caption(f"An old link (alert fingerprint {ref.fingerprint}): its latest incident.")
+    assert wanted is not None
+    _detail(wanted)
+
+
+if raw_id:
+    _open(raw_id)
 else:
     _list()

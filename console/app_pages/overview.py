@@ -10,8 +10,9 @@ import pandas as pd
 import streamlit as st
 
 from collectors import canonical as c
-from console import charts, data
+from console import charts, data, rule_health
 from console.page_kit import (
+    INCIDENTS_PAGE,
     bound_text,
     empty,
     live_filters,
@@ -63,6 +64,14 @@ def overview() -> None:
         f"{f.range_key} to {end:%Y-%m-%d %H:%M:%S} UTC · step {f.step_seconds:g} s · "
         "percentiles merged across the selected replicas from stored buckets"
     )
+    health = rule_health.problems(data.evaluation_health(url), data.now())
+    if health.any:  # NOTE: a silently broken rule or a stopped evaluator means no alerts
+        st.warning(rule_health.headline(health), icon=":material/error:")
+        st.page_link(
+            INCIDENTS_PAGE,
+            label="Alert rules on the Incidents page",
+            icon=":material/arrow_forward:",
+        )
     section("User experience", "Each percentile's bucket interval bounds the true value.")
     headline = {family: data.window_percentiles(url, family, f) for family, _ in LATENCY}
     if all(v is None for v in headline.values()):

@@ -41,14 +41,15 @@ slos:
 @dataclass(frozen=True)
 class Seeded:
     """``url`` of the SQLite store, ``config`` a tailwatch.yaml with its SLOs, the traffic's
-    ``[start, end]`` (Unix seconds), the fingerprint of the incident that fired and how many
-    requests were sent."""
+    ``[start, end]`` (Unix seconds), the id of the stored incident that fired and resolved and
+    its alert's fingerprint, and how many requests were sent."""
 
     url: str
     config: Path
     start: float
     end: float
-    incident_id: str
+    incident_id: int
+    fingerprint: str
     num_requests: int
 
     @property
@@ -98,7 +99,9 @@ def seed(folder: Path) -> Seeded:
     # NOTE: p99 TTFT above a microsecond always holds under traffic, so the tail-latency rule
     # (for: 0) fires when evaluated at mid-run (once that data is in), and resolves once its
     # short window holds no traffic: evaluated again after that window has passed on the real
-    # clock, so every transition is in the past when the console reads it.
+    # clock, so every transition is in the past when the console reads it. A few seconds of
+    # traffic are ~18 requests: the rule's 100-observation floor is lowered to one, and it
+    # resolves at once (no keep_firing_for).
     rule = replace(
         BUILTIN_RULES[0], threshold_seconds=1e-6, median_max_seconds=60.0, for_seconds=0.0,
         window_seconds=RULE_WINDOW_SECONDS, min_observations=1.0, keep_firing_for_seconds=0.0,
@@ -111,5 +114,7 @@ def seed(folder: Path) -> Seeded:
     fired = [t for t in history if t.to_state.value == "firing"]
     resolved = [t for t in history if t.to_state.value == "resolved"]
     assert fired and resolved, f"the incident did not fire and resolve: {history}"
+    (incident,) = store.alert_state.incidents()
+    assert incident.fingerprint == fired[0].fingerprint and not incident.is_open
     store.close()
-    return Seeded(url, config, start, end, fired[0].fingerprint, len(state.results))
+    return Seeded(url, config, start, end, incident.id, incident.fingerprint, len(state.results))

@@ -145,6 +145,10 @@ def test_incident_and_trace_links_render(browser_page, seeded):
     open_page(page, f"{url}/incidents?{urlencode({'range': '15m', 'id': seeded.incident_id})}")
     assert page.get_by_test_id("stException").count() == 0
     assert page.get_by_text("tail-latency-incident").count() > 0
+    page.locator('[data-testid="stVegaLiteChart"]').first.locator("canvas, svg").first.wait_for(
+        timeout=RUN_TIMEOUT_MS
+    )
+    assert page.get_by_role("link", name="trace").count() > 0  # slowest requests → Traces
     screenshot(page, "incident-detail")
     from collectors.store import Store
 
@@ -172,3 +176,34 @@ def test_a_hostile_tenant_label_is_text(browser_page):
     assert page.locator("script", has_text="alert").count() == 0
     assert dialogs == []
     screenshot(page, "hostile-tenant")
+
+
+@pytest.mark.timeout(300)
+def test_a_failing_rule_is_seen_on_incidents_and_overview(browser_page, seeded, tmp_path):
+    """A store whose last evaluation had a rule fail: both pages say so, before anything.
+    A second console over that store, driven by the same browser page."""
+    from dataclasses import replace
+
+    from alerts.rule_errors import EvaluationError
+    from collectors.store import Store, sqlite_url
+
+    url = sqlite_url(tmp_path / "failing.db")
+    store = Store(url)
+    at = time.time() - 30
+    error = EvaluationError(
+        "tail-latency-ttft", at, "LayoutChangeError", "a series' bucket layout changed: r0"
+    )
+    store.alert_state.save_evaluation([], [], [error], at_seconds=at)
+    store.close()
+    _, page, _ = browser_page
+    with console_server(replace(seeded, url=url)) as base:
+        for path, name in (
+            ("/incidents", "incidents-rule-failing"),
+            ("/", "overview-rule-failing"),
+        ):
+            open_page(page, f"{base}{path}?range=15m")
+            assert page.get_by_test_id("stException").count() == 0
+            alert = page.get_by_test_id("stAlertContentWarning").first
+            assert "1 alert rule(s) failing" in alert.inner_text()
+            assert "tail-latency-ttft" in alert.inner_text()
+            screenshot(page, name)

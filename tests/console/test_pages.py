@@ -185,18 +185,23 @@ def test_capacity_page_reproduces_q39(seeded):
 def test_incident_list_and_detail(seeded):
     at = run(INCIDENTS_PAGE, seeded)
     incidents = at.dataframe[0].value
-    assert seeded.incident_id in set(incidents["id"])
-    assert metric(at, "Resolved") == "1"
-    at = run(INCIDENTS_PAGE, seeded, id=seeded.incident_id)
-    assert at.title[0].value == "tail-latency-incident · resolved"
-    timeline, evidence = at.dataframe[0].value, at.dataframe[1].value
-    assert list(timeline["to"]) == ["pending", "firing", "resolved"]
+    assert list(incidents["id"]) == [seeded.incident_id]
+    assert list(incidents["state"]) == ["resolved"]
+    assert metric(at, "Resolved") == "1" and metric(at, "Firing now") == "0"
+    at = run(INCIDENTS_PAGE, seeded, id=str(seeded.incident_id))
+    # the title is markdown with the stored alert name escaped
+    assert at.title[0].value == f"#{seeded.incident_id} · tail\\-latency\\-incident · resolved"
+    hypotheses, evidence, _slowest, timeline = (d.value for d in at.dataframe[:4])
+    assert list(timeline["change"]) == ["inactive → pending", "pending → firing",
+                                        "firing → resolved"]  # fmt: skip
     assert "TTFT mean" in set(evidence["signal"])
+    assert list(hypotheses["#"]) == list(range(1, len(hypotheses) + 1))
+    assert len(at.get("vega_lite_chart")) == 1  # the alert's TTFT around the incident
 
 
 def test_silencing_without_the_token_changes_nothing(seeded, monkeypatch):
     monkeypatch.setenv(ADMIN_TOKEN_ENV, "right-token")
-    at = run(INCIDENTS_PAGE, seeded, id=seeded.incident_id)
+    at = run(INCIDENTS_PAGE, seeded, id=str(seeded.incident_id))
     at.text_input(key="sil_author").input("oncall")
     at.text_input(key="sil_comment").input("known")
     at.text_input(key="sil_token").input("wrong-token")

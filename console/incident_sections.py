@@ -1,0 +1,204 @@
+"""The sections of one incident's page (``?id=``): the header (what, where, when), the chart
+of the alert's latency around it, the verdict with the recommended knob, the ranked
+hypotheses, the evidence and the slowest requests linking to Traces. Stored strings are
+written as text: dataframes, or markdown with every punctuation character escaped."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from alerts.triage import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
+from alerts.triage_report import format_change, format_seconds, format_value
+from console import data, incident_charts
+from console.incidents import IncidentDetail
+from console.page_kit import TRACES_PAGE, empty, escape, section
+from slo.window import format_utc
+from tailwatch.alerts_view import age
+
+SEVERITY_COLOUR = {"page": "red", "ticket": "orange"}
+
+
+def _stamp(seconds: float) -> str:
+    return f"{pd.Timestamp(seconds, unit='s', tz='UTC'):%Y-%m-%d %H:%M:%S}"
+
+
+def _rows_height(rows: int) -> int:
+    """A dataframe's height showing every row (up to 30) without an inner scroll."""
+    return 38 + 35 * min(max(rows, 1), 30)
+
+
+def header(detail: IncidentDetail, now: float) -> None:
+    """Title, severity and state, labels, summary, the key times and the triage windows."""
+    inc = detail.incident
+    st.title(f"#{inc.id} · {escape(inc.alertname)} · {inc.state}")
+    colour = SEVERITY_COLOUR.get(inc.severity, "gray")
+    badges = [f":{colour}-badge[{escape(inc.severity or 'no severity')}]"]
+    badges.append(":red-badge[firing]" if inc.is_open else ":blue-badge[resolved]")
+    st.markdown(
+        " ".join(badges)
+        + "  "
+        + escape(
+            ", ".join(
+                f"{k}={v}"
+                for k, v in sorted(inc.labels.items())
+                if k not in ("alertname", "severity")
+            )
+        )
+    )
+    if inc.summary:
+        st.markdown(f"**{escape(inc.summary)}**")
+    end = inc.resolved_at_seconds
+    cols = st.columns(5)
+    cols[0].metric("Pending since (UTC)", _stamp(inc.pending_since_seconds)[11:], border=True)
+    cols[1].metric("Fired (UTC)", _stamp(inc.started_at_seconds)[11:], border=True)
+    cols[2].metric(
+        "Resolved (UTC)", "still firing" if end is None else _stamp(end)[11:], border=True
+    )
+    cols[3].metric(
+        "Duration", age((now if end is None else end) - inc.started_at_seconds), border=True
+    )
+    value = inc.value
+    shown = "—" if value is None or not math.isfinite(value) else f"{value:.4g}"
+    if shown != "—" and inc.labels.get("metric") in ("ttft", "itl", "e2e"):
+        shown = format_seconds(value)  # NOTE: a latency rule's value is in seconds
+    cols[4].metric("Rule value", shown, border=True, help="the rule's value when last evaluated")
+    w, b = detail.window, detail.baseline
+    st.caption(
+        f"Triage window {format_utc(w.start_seconds)} – {format_utc(w.end_seconds)} (from one "
+        f"rule window before pending) against the baseline {format_utc(b.start_seconds)} – "
+        f"{format_utc(b.end_seconds)}, as `tailwatch incident show {inc.id}` · alert "
+        f"fingerprint {inc.fingerprint}"
+    )
+
+
+def latency_chart(url: str, detail: IncidentDetail) -> None:
+    """The alert's latency percentiles over the baseline and the triage window (shaded)."""
+    family, name = incident_charts.latency_family(detail)
+    selector = incident_charts.series_selector(detail)
+    start, end = detail.baseline.start_seconds, detail.window.end_seconds
+    frame = data.percentile_frame_between(url, family, selector, start, end)
+    scope = ", ".join(f"{k}={v}" for k, v in selector.items()) or "all series"
+    st.markdown(f"**{name} percentiles around the incident** (ms) · {escape(scope)}")
+    if frame.empty:
+        st.caption(f"No {name} histograms stored around the incident.")
+        return
+    spans = incident_charts.span_frame(detail)
+    ts = lambda t: pd.Timestamp(t, unit="s", tz="UTC")  # noqa: E731
+    chart = incident_charts.incident_chart(frame, spans, ts(start), ts(end))
+    st.altair_chart(chart, width="stretch")
+
+
+def verdict(report: TriageReport) -> None:
+    """The answer first: the likely cause and what to do, or why there is none."""
+    rec = report.recommendation
+    if rec is None:
+        why = {
+            NO_CAUSE: "every hypothesis scores below the floor",
+            NOT_ENOUGH_DATA: "the incident window has too little data to rank causes",
+        }.get(report.verdict, "")
+        st.info(f"**Verdict: {escape(report.verdict)}.** {why}")
+        return
+    where = f" on {escape(rec.target)}" if rec.target else ""
+    action = rec.action
+    knob = (
+        f"{action.direction.value} `{action.knob}`"
+        if action.knob and action.direction
+        else "no engine knob"
+    )
+    lines = [
+        f"**Likely cause: {escape(rec.cause.value)}{where}.**",
+        f"**Do:** {escape(action.summary)} ({knob}).",
+        f"Why: {escape(action.why)}",
+    ]
+    lines += [f"Or: {escape(a.summary)}" for a in rec.alternatives]
+    lines += [
+        f"Recent change: {escape(c.knob)} on {escape(c.target)}, consider reverting it first."
+        for c in rec.recent_changes
+    ]
+    st.success("  \n".join(lines), icon=":material/lightbulb:")
+
+
+def triage(report: TriageReport) -> None:
+    """Verdict, hypotheses, evidence and the slowest requests."""
+    section("Verdict and recommended knob")
+    verdict(report)
+    section(
+        "Hypotheses",
+        "most likely first; each score is the product of its ramps (docs/alerts.md, Triage)",
+    )
+    st.dataframe(
+        pd.DataFrame(
+            [
+                (
+                    rank,
+                    h.cause.value,
+                    f"{h.score:.2f}",
+                    h.scope,
+                    "yes" if h.has_enough_data else "not enough data",
+                    h.note,
+                )
+                for rank, h in enumerate(report.hypotheses, 1)
+            ],
+            columns=["#", "cause", "score", "scope", "data", "note"],
+        ),
+        hide_index=True,
+        width="stretch",
+        height=_rows_height(len(report.hypotheses)),
+    )
+    section("Evidence", "incident window against the baseline before it")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                (
+                    r.what.strip(),
+                    r.scope,
+                    format_value(r.key, r.incident) if r.is_known else "not enough data",
+                    format_value(r.key, r.baseline),
+                    format_change(r),
+                    r.source.value,
+                    r.note,
+                )
+                for r in report.evidence
+            ],
+            columns=["signal", "scope", "incident", "baseline", "change", "source", "note"],
+        ),
+        hide_index=True,
+        width="stretch",
+        height=_rows_height(len(report.evidence)),
+    )
+    section("Slowest requests", "in the incident window; open one in Traces")
+    if not report.slowest_requests:
+        empty(
+            "No slow request was linked.", "Exemplars or request records link them: enable tracing."
+        )
+        return
+    st.dataframe(
+        pd.DataFrame(
+            [
+                (
+                    r.trace_id,
+                    r.request_id or "",
+                    r.target or "",
+                    format_seconds(r.e2e_seconds),
+                    format_seconds(r.ttft_seconds),
+                    format_seconds(r.queue_seconds),
+                )
+                for r in report.slowest_requests
+            ],
+            columns=["trace_id", "request_id", "target", "e2e", "ttft", "queue"],
+        ),
+        hide_index=True,
+        width="stretch",
+        height=_rows_height(len(report.slowest_requests)),
+    )
+    cols = st.columns(5)
+    for i, r in enumerate(report.slowest_requests[:10]):
+        cols[i % 5].page_link(
+            TRACES_PAGE,
+            label=f"{format_seconds(r.e2e_seconds)} · trace {r.trace_id[:12]}…",
+            icon=":material/timeline:",
+            query_params={"trace": r.trace_id},
+        )
