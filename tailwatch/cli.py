@@ -20,6 +20,7 @@ from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
 from tailwatch.store_cli import store_app
+from tailwatch.up_cli import up
 
 app = typer_app(
     name="tailwatch",
@@ -38,6 +39,7 @@ app.add_typer(alerts_app, name="alerts")
 app.add_typer(incident_app, name="incident")
 app.add_typer(store_app, name="store")
 app.command()(console)
+app.command()(up)
 
 
 @app.command()
