@@ -15,6 +15,7 @@ from tailwatch.demo import run_demo
 from tailwatch.drill_cli import drill
 from tailwatch.engine_cli import engine_app
 from tailwatch.incident_cli import incident_app
+from tailwatch.init_cli import init
 from tailwatch.load_cli import load_app
 from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
@@ -40,6 +41,7 @@ app.add_typer(incident_app, name="incident")
 app.add_typer(store_app, name="store")
 app.command()(console)
 app.command()(up)
+app.command()(init)
 
 
 @app.command()
