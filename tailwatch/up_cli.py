@@ -14,8 +14,12 @@ MAX_REPLICAS = 16
 
 def up(
     replicas: Annotated[
-        int, typer.Option(help=f"Bundled engine replicas to start (1-{MAX_REPLICAS}).")
-    ] = 2,
+        int | None,
+        typer.Option(
+            help=f"Bundled engine replicas to start (1-{MAX_REPLICAS}; default 3 with --demo, "
+            "which its slow-replica drill needs, else 1)."
+        ),
+    ] = None,
     db: Annotated[
         str | None,
         typer.Option(
@@ -50,6 +54,8 @@ def up(
     .tailwatch/logs/. Ctrl-C or SIGTERM stops everything in reverse order."""
     from tailwatch.up import UpOptions, run_up, taken_port
 
+    if replicas is None:
+        replicas = 3 if demo else 1
     if not 1 <= replicas <= MAX_REPLICAS:
         raise cli_error(f"--replicas={replicas}: must be from 1 to {MAX_REPLICAS}")
     if db is not None and not db.strip():
