@@ -142,7 +142,12 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
     """Start the stack, wait for a signal (or a child's death), stop it; the exit code."""
     from collectors.store import default_url
 
-    db_url = options.db_url or default_url()
+    configured = None
+    if options.config is not None:
+        from collectors.config import load_config
+
+        configured = load_config(options.config).database_url
+    db_url = options.db_url or configured or default_url()
     log_dir = STATE_DIR / "logs"
     engine_urls = [f"http://{HOST}:{options.engine_port + i}" for i in range(options.replicas)]
     collector_url = f"http://{HOST}:{options.collector_port}"
@@ -153,10 +158,10 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
         config = STATE_DIR / "up.yaml"
         body = yaml.safe_dump(collector_config(options, engine_urls, db_url), sort_keys=False)
         config.write_text("# written by `tailwatch up`; pass --config to use your own\n" + body)
-    token = secrets.token_hex(16)
-    # NOTE: the admin API (knob patches) is on only for the demo's drills, with a token
-    # no one else knows; without --demo an inherited token is dropped.
-    env = {k: v for k, v in os.environ.items() if k != ADMIN_TOKEN_ENV}
+    # NOTE: as for `tailwatch engine serve`, the admin API (live knob patches) is on when
+    # TAILWATCH_ADMIN_TOKEN is set; the demo's drills need it, with a random token if unset.
+    env = dict(os.environ)
+    token = env.get(ADMIN_TOKEN_ENV) or secrets.token_hex(16)
     if options.demo:
         env[ADMIN_TOKEN_ENV] = token
     previous = {

@@ -60,29 +60,56 @@ class Incident:
 INCIDENTS = (
     Incident(
         "overload",
-        {"signal": "queue_share_of_ttft", "change": "rise", "alert": "queue-growth"},
+        {
+            "signal": "queue_share_of_ttft",
+            "change": "rise",
+            "alert": "queue-growth",
+            "triage_cause": "overload",
+        },
     ),
     Incident(
         "slow-replica",
-        {"signal": "e2e_p50_skew", "change": "rise", "replica": 1, "alert": "replica-imbalance"},
+        {
+            "signal": "e2e_p50_skew",
+            "change": "rise",
+            "replica": 1,
+            "alert": "replica-imbalance",
+            "triage_cause": "slow-replica",
+        },
         # NOTE: the rule compares a replica with the fleet median, and the median of two is
         # their mean: one slow replica of two can never be twice it. Three at least.
         min_replicas=3,
     ),
     Incident(
         "prefix-break",
-        {"signal": "prefix_hit_rate", "change": "fall", "alert": "prefix-hit-drop"},
+        {
+            "signal": "prefix_hit_rate",
+            "change": "fall",
+            "alert": "prefix-hit-drop",
+            "triage_cause": "prefix-break",
+        },
     ),
 )
 
 
-def cycle_scenario(incident: Incident, replicas: int, normal: dict[str, Any]) -> Scenario:
+def cycle_scenario(
+    incident: Incident,
+    replicas: int,
+    normal: dict[str, Any],
+    durations: tuple[float, float, float] = (
+        BASELINE_SECONDS,
+        PERTURBATION_SECONDS,
+        RECOVERY_SECONDS,
+    ),
+) -> Scenario:
     """One demo cycle as a scenario: the baseline restores ``normal`` knobs on every replica,
-    the perturbation applies ``incident``'s, the recovery undoes them."""
+    the perturbation applies ``incident``'s, the recovery undoes them; ``durations`` are the
+    three phases' seconds (the end-to-end test runs a shorter cycle)."""
     everyone = range(replicas)
     restore = [{"replica": r, "patch": dict(normal)} for r in everyone]
-    perturbation: dict[str, Any] = {"name": "perturbation", "duration": PERTURBATION_SECONDS}
-    recovery: dict[str, Any] = {"name": "recovery", "duration": RECOVERY_SECONDS}
+    baseline_seconds, perturbation_seconds, recovery_seconds = durations
+    perturbation: dict[str, Any] = {"name": "perturbation", "duration": perturbation_seconds}
+    recovery: dict[str, Any] = {"name": "recovery", "duration": recovery_seconds}
     if incident.name == "overload":
         overloaded = {"step_delay_seconds": 0.025, "max_num_seqs": 4}
         perturbation["admin"] = [{"replica": r, "patch": overloaded} for r in everyone]
@@ -105,7 +132,7 @@ def cycle_scenario(incident: Incident, replicas: int, normal: dict[str, Any]) ->
         "routing": "round-robin",
         "workloads": [STEADY],
         "phases": [
-            {"name": "baseline", "duration": BASELINE_SECONDS, "admin": restore},
+            {"name": "baseline", "duration": baseline_seconds, "admin": restore},
             perturbation,
             recovery,
         ],

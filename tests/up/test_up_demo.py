@@ -25,6 +25,7 @@ def test_each_cycle_perturbs_then_restores_and_names_the_shipped_alert(incident)
     shipped = load_scenario(incident.name)
     assert scenario.expects.alert == shipped.expects.alert
     assert scenario.expects.signal == shipped.expects.signal
+    assert scenario.expects.triage_cause == shipped.expects.triage_cause
     # Three tenants in every phase; the traffic stays bounded (a finite schedule).
     for phase in scenario.phases:
         assert {name for name, _ in phase.workloads[0].tenants} == {"acme", "globex", "initech"}
