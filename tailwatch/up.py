@@ -142,11 +142,13 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
     """Start the stack, wait for a signal (or a child's death), stop it; the exit code."""
     from collectors.store import default_url
 
-    configured = None
+    configured, known_targets = None, set()
     if options.config is not None:
         from collectors.config import load_config
 
-        configured = load_config(options.config).database_url
+        settings = load_config(options.config)
+        configured = settings.database_url
+        known_targets = {t.url.rstrip("/") for t in settings.collector.targets}
     db_url = options.db_url or configured or default_url()
     log_dir = STATE_DIR / "logs"
     engine_urls = [f"http://{HOST}:{options.engine_port + i}" for i in range(options.replicas)]
@@ -182,8 +184,11 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
         say(f"starting the collector at {collector_url} (store {db_url}) ...")
         collect = ["collect", "--config", str(config), "--alerts", "--db-url", db_url]
         collect += ["--listen", f"{HOST}:{options.collector_port}"]
-        if options.config is not None:  # NOTE: the user's targets, plus the replicas started here
-            collect += [a for url in engine_urls for a in ("--target", f"{url}/metrics")]
+        if options.config is not None:
+            # NOTE: the user's targets plus the replicas started here, each scraped once
+            # (`tailwatch init` already lists the first replica, 127.0.0.1:8000).
+            extra = [f"{url}/metrics" for url in engine_urls]
+            collect += [a for url in extra if url not in known_targets for a in ("--target", url)]
         stack.start(
             "collector", _tailwatch(*collect), env, _targets_up(collector_url, len(engine_urls))
         )
