@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collectors.config import parse_config
 from tailwatch.up import UpOptions, collector_config, taken_port
@@ -135,3 +137,41 @@ def test_the_generated_config_loads_and_scrapes_every_replica() -> None:
         assert [t.url for t in config.collector.targets] == [f"{u}/metrics" for u in urls]
         assert config.alerts.in_collector
         assert (config.alerts.window_scale < 1) == demo
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    replicas=st.integers(1, 16),
+    engine=st.integers(1, 65535),
+    collector=st.integers(1, 65535),
+    console=st.integers(1, 65535),
+)
+def test_taken_port_never_raises_and_names_a_flag(replicas, engine, collector, console) -> None:
+    options = UpOptions(
+        replicas=replicas, engine_port=engine, collector_port=collector, console_port=console
+    )
+    problem = taken_port(options)
+    if problem is not None:
+        assert problem.startswith("port ") and " --" in problem
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--replicas", "0"], "--replicas=0"),
+        (["--replicas", "17"], "--replicas=17"),
+        (["--config", "missing.yaml"], "cannot read missing.yaml"),
+        (["--db", " "], "--db"),
+        (["--engine-port", "70000"], "--engine-port"),
+    ],
+)
+def test_bad_options_are_one_error_before_anything_starts(tmp_path, monkeypatch, args, expected):
+    from typer.testing import CliRunner
+
+    from tailwatch.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["up", "--no-demo", *args])
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert not (tmp_path / ".tailwatch").exists()
