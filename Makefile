@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml $(wildcard */__init__.py)
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/tailwatch demo
+	$(VENV)/bin/tailwatch up --demo
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

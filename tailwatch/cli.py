@@ -15,11 +15,13 @@ from tailwatch.demo import run_demo
 from tailwatch.drill_cli import drill
 from tailwatch.engine_cli import engine_app
 from tailwatch.incident_cli import incident_app
+from tailwatch.init_cli import init
 from tailwatch.load_cli import load_app
 from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
 from tailwatch.store_cli import store_app
+from tailwatch.up_cli import up
 
 app = typer_app(
     name="tailwatch",
@@ -38,6 +40,8 @@ app.add_typer(alerts_app, name="alerts")
 app.add_typer(incident_app, name="incident")
 app.add_typer(store_app, name="store")
 app.command()(console)
+app.command()(up)
+app.command()(init)
 
 
 @app.command()

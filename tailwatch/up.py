@@ -1,0 +1,270 @@
+"""``tailwatch up``: the whole stack on loopback, in dependency order, health-gated.
+
+1. The engine replicas (``tailwatch engine serve``, tracing to the collector's OTLP
+   receiver), each gated on ``/ready``.
+2. The collector (``tailwatch collect`` with the alert evaluator inside it), gated on
+   ``GET /targets`` reporting every replica ``up`` (so the first evaluation sees them).
+3. The console (``tailwatch console``), gated on Streamlit's ``/_stcore/health``.
+4. With ``--demo``, traffic and a rotating incident drill (:mod:`tailwatch.up_demo`).
+
+SIGINT or SIGTERM stops it all in reverse order (:mod:`tailwatch.up_processes`). Every
+port is checked before anything starts; the pids and URLs are written to
+``.tailwatch/up.json`` while it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+
+from tailwatch.up_processes import (
+    Child,
+    StartError,
+    answers_200,
+    port_is_free,
+    spawn,
+    stop,
+    wait_healthy,
+)
+
+STATE_DIR = Path(".tailwatch")
+HOST = "127.0.0.1"
+ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
+#: The demo's clock: rule windows and ``for:`` at a twentieth (a 5 m window is 15 s), so a
+#: drill's alert fires within its perturbation and an incident shows within ~2 minutes.
+DEMO_WINDOW_SCALE = 0.05
+DEMO_EVALUATION_INTERVAL_SECONDS = 1.0
+DEMO_SCRAPE_INTERVAL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    replicas: int = 1
+    db_url: str | None = None
+    demo: bool = False
+    config: Path | None = None
+    engine_port: int = 8000
+    collector_port: int = 4318
+    console_port: int = 8501
+
+
+def taken_port(options: UpOptions) -> str | None:
+    """One sentence naming the first port that is in use or given twice, and the flag that
+    moves it; None when every port is free."""
+    wanted = [
+        (options.engine_port + i, f"engine replica {i}", "--engine-port")
+        for i in range(options.replicas)
+    ]
+    wanted += [
+        (options.collector_port, "collector", "--collector-port"),
+        (options.console_port, "console", "--console-port"),
+    ]
+    seen: dict[int, str] = {}
+    for port, what, flag in wanted:
+        if port in seen:
+            return f"port {port} is wanted by both the {seen[port]} and the {what}; change {flag}"
+        seen[port] = what
+        if port > 65535:
+            return f"port {port} (the {what}) is past 65535; lower {flag}"
+        if not port_is_free(HOST, port):
+            return (
+                f"port {port} (the {what}) is already in use on {HOST}; "
+                f"stop what holds it or pick another with {flag}"
+            )
+    return None
+
+
+def collector_config(options: UpOptions, engine_urls: list[str], db_url: str) -> dict:
+    """The configuration written to ``.tailwatch/up.yaml`` when the user gives none."""
+    alerts: dict = {"in_collector": True}
+    scrape = 5.0
+    if options.demo:
+        alerts |= {
+            "window_scale": DEMO_WINDOW_SCALE,
+            "evaluation_interval": DEMO_EVALUATION_INTERVAL_SECONDS,
+        }
+        scrape = DEMO_SCRAPE_INTERVAL_SECONDS
+    targets = [
+        {"url": f"{url}/metrics", "name": f"replica-{i}", "labels": {"replica": str(i)}}
+        for i, url in enumerate(engine_urls)
+    ]
+    return {
+        "database_url": db_url,
+        "collector": {"scrape_interval_seconds": scrape, "gpu": "auto", "targets": targets},
+        "alerts": alerts,
+    }
+
+
+class Stack:
+    """The running children, in start order; :meth:`stop_all` stops them in reverse."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.children: list[Child] = []
+
+    def start(self, name: str, command: list[str], env: dict, healthy: Callable[[], bool]):
+        child = spawn(name, command, self.log_dir, env)
+        self.children.append(child)
+        wait_healthy(child, healthy)
+        return child
+
+    def exited(self) -> Child | None:
+        return next((c for c in self.children if c.process.poll() is not None), None)
+
+    def stop_all(self, say: Callable[[str], None]) -> None:
+        for child in reversed(self.children):
+            say(stop(child))
+
+
+def _tailwatch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tailwatch.cli", *args]
+
+
+def _targets_up(collector_url: str, count: int) -> Callable[[], bool]:
+    def check() -> bool:
+        body = httpx.get(f"{collector_url}/targets", timeout=2).json()
+        return sum(t["health"] == "up" for t in body["targets"]) >= count
+
+    return check
+
+
+def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
+    """Start the stack, wait for a signal (or a child's death), stop it; the exit code."""
+    from collectors.store import default_url
+
+    configured, known_targets = None, set()
+    if options.config is not None:
+        from collectors.config import load_config
+
+        settings = load_config(options.config)
+        configured = settings.database_url
+        known_targets = {t.url.rstrip("/") for t in settings.collector.targets}
+    db_url = options.db_url or configured or default_url()
+    log_dir = STATE_DIR / "logs"
+    engine_urls = [f"http://{HOST}:{options.engine_port + i}" for i in range(options.replicas)]
+    collector_url = f"http://{HOST}:{options.collector_port}"
+    console_url = f"http://{HOST}:{options.console_port}"
+    config = options.config
+    if config is None:
+        STATE_DIR.mkdir(exist_ok=True)
+        config = STATE_DIR / "up.yaml"
+        body = yaml.safe_dump(collector_config(options, engine_urls, db_url), sort_keys=False)
+        config.write_text("# written by `tailwatch up`; pass --config to use your own\n" + body)
+    # NOTE: as for `tailwatch engine serve`, the admin API (live knob patches) is on when
+    # TAILWATCH_ADMIN_TOKEN is set; the demo's drills need it, with a random token if unset.
+    env = dict(os.environ)
+    token = env.get(ADMIN_TOKEN_ENV) or secrets.token_hex(16)
+    if options.demo:
+        env[ADMIN_TOKEN_ENV] = token
+    previous = {
+        sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    stack = Stack(log_dir)
+    code = 0
+    demo = None
+    try:
+        for i, url in enumerate(engine_urls):
+            say(f"starting engine replica {i} at {url} ...")
+            stack.start(
+                f"engine-{i}",
+                _engine_command(options.engine_port + i, collector_url, options.demo),
+                env,
+                answers_200(f"{url}/ready"),
+            )
+        say(f"starting the collector at {collector_url} (store {db_url}) ...")
+        collect = ["collect", "--config", str(config), "--alerts", "--db-url", db_url]
+        collect += ["--listen", f"{HOST}:{options.collector_port}"]
+        if options.config is not None:
+            # NOTE: the user's targets plus the replicas started here, each scraped once
+            # (`tailwatch init` already lists the first replica, 127.0.0.1:8000).
+            extra = [f"{url}/metrics" for url in engine_urls]
+            collect += [a for url in extra if url not in known_targets for a in ("--target", url)]
+        stack.start(
+            "collector", _tailwatch(*collect), env, _targets_up(collector_url, len(engine_urls))
+        )
+        say(f"starting the console at {console_url} ...")
+        console = ["console", "--db", db_url, "--port", str(options.console_port)]
+        if options.config is not None:
+            console += ["--config", str(options.config)]
+        stack.start(
+            "console", _tailwatch(*console), env, answers_200(f"{console_url}/_stcore/health")
+        )
+        _write_state(stack, engine_urls, collector_url, console_url, db_url)
+        say(_ready_text(engine_urls, collector_url, console_url, db_url, log_dir, options.demo))
+        if options.demo:
+            from tailwatch.up_demo import Demo
+
+            demo = Demo(engine_urls, token, say, log_dir / "demo.log")
+            demo.start()
+        while True:
+            time.sleep(0.5)
+            dead = stack.exited()
+            if dead is not None:
+                say(
+                    f"error: the {dead.name} exited (code {dead.process.returncode}); see {dead.log_path}"
+                )
+                code = 1
+                break
+    except StartError as error:
+        say(f"error: {error}")
+        code = 1
+    except KeyboardInterrupt:
+        say("stopping ...")
+    finally:
+        # NOTE: still ours while the children stop; a second signal does not cut it short.
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
+        if demo is not None:
+            demo.stop()
+        stack.stop_all(say)
+        (STATE_DIR / "up.json").unlink(missing_ok=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code
+
+
+def _engine_command(port: int, collector_url: str, demo: bool) -> list[str]:
+    command = ["engine", "serve", "--model", "tiny", "--host", HOST, "--port", str(port)]
+    command += ["--otlp-endpoint", f"{collector_url}/v1/traces", "--no-access-log"]
+    # NOTE: the drills' engine (loadgen/scenarios): a 512-token context and 256 KV blocks.
+    command += ["--max-model-len", "512", "--num-gpu-blocks", "256"] if demo else []
+    command += ["--max-waiting-requests", "64", "--drain-timeout", "5"]
+    return _tailwatch(*command)
+
+
+def _write_state(stack: Stack, engines, collector, console, db_url) -> None:
+    state = {
+        "pids": {c.name: c.pid for c in stack.children},
+        "urls": {"engines": engines, "collector": collector, "console": console},
+        "database_url": db_url,
+    }
+    (STATE_DIR / "up.json").write_text(json.dumps(state, indent=2) + "\n")
+
+
+def _ready_text(engines, collector, console, db_url, log_dir, demo) -> str:
+    lines = [
+        "Tailwatch is up.",
+        f"  console      {console}",
+        *(f"  engine {i}     {url}/v1  (metrics {url}/metrics)" for i, url in enumerate(engines)),
+        f"  collector    {collector}/targets  (OTLP {collector}/v1/traces)",
+        f"  store        {db_url}",
+        f"  logs         {log_dir}/",
+    ]
+    if demo:
+        lines.append("  demo         traffic from acme, globex, initech; a drill every few minutes")
+    lines.append("Ctrl-C stops everything.")
+    return "\n".join(lines)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,74 @@
+"""``tailwatch up``: options only; the supervisor is :mod:`tailwatch.up`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tailwatch.cli_options import cli_error, port_option
+
+MAX_REPLICAS = 16
+
+
+def up(
+    replicas: Annotated[
+        int | None,
+        typer.Option(
+            help=f"Bundled engine replicas to start (1-{MAX_REPLICAS}; default 3 with --demo, "
+            "which its slow-replica drill needs, else 1)."
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL of the store (default: TAILWATCH_DB_URL, "
+            "else .tailwatch/tailwatch.db)."
+        ),
+    ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo/--no-demo",
+            help="Send traffic from three tenants and run an incident drill every few minutes.",
+        ),
+    ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="tailwatch.yaml for the collector and console (default: one written to "
+            ".tailwatch/up.yaml, scraping the replicas started here)."
+        ),
+    ] = None,
+    engine_port: Annotated[
+        int, port_option("Port of engine replica 0; replica i listens on +i.", allow_zero=False)
+    ] = 8000,
+    collector_port: Annotated[
+        int, port_option("Port of the collector (OTLP receiver, /targets).", allow_zero=False)
+    ] = 4318,
+    console_port: Annotated[int, port_option("Port of the console.", allow_zero=False)] = 8501,
+) -> None:
+    """Start the engine replicas, the collector with the alert evaluator and the console on
+    127.0.0.1, each once the one before it is healthy; print the URLs; log each process to
+    .tailwatch/logs/. Ctrl-C or SIGTERM stops everything in reverse order."""
+    from tailwatch.up import UpOptions, run_up, taken_port
+
+    if replicas is None:
+        replicas = 3 if demo else 1
+    if not 1 <= replicas <= MAX_REPLICAS:
+        raise cli_error(f"--replicas={replicas}: must be from 1 to {MAX_REPLICAS}")
+    if db is not None and not db.strip():
+        raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
+    if config is not None:
+        from collectors.config import ConfigError, load_config
+
+        try:
+            load_config(config)
+        except ConfigError as error:
+            raise cli_error(str(error)) from None
+    options = UpOptions(replicas, db, demo, config, engine_port, collector_port, console_port)
+    problem = taken_port(options)
+    if problem is not None:
+        raise cli_error(problem)
+    raise typer.Exit(run_up(options, lambda line: typer.echo(line, err=line.startswith("error:"))))
