@@ -159,7 +159,7 @@ def run_alert_drill(
             _wait_scraped(base, len(urls))
             drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
             _settle(db_url, scenario, drill, timing)
-    report = _report(db_url, drill, timing)
+    report = read_report(db_url, drill, timing)
     report = replace(report, evaluations=_evaluations(workdir / "collector.log"))
     figures = {**report_json(report), "verdict": drill.verdict()}
     (workdir / "drill.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
@@ -265,7 +265,7 @@ def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTi
         if time.monotonic() - begun < SPAN_FLUSH_SECONDS:
             time.sleep(timing.evaluation_interval_seconds)
             continue
-        transitions = _transitions(db_url, drill.state.started_at)
+        transitions = stored_transitions(db_url, drill.state.started_at)
         firing = {
             t.fingerprint
             for t in transitions
@@ -281,7 +281,8 @@ def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTi
         time.sleep(timing.evaluation_interval_seconds)
 
 
-def _transitions(db_url: str, since: float) -> tuple[Transition, ...]:
+def stored_transitions(db_url: str, since: float) -> tuple[Transition, ...]:
+    """Every alert transition the store at ``db_url`` holds from ``since`` on."""
     from collectors.store import Store
 
     store = Store(db_url, migrate=False)
@@ -291,10 +292,12 @@ def _transitions(db_url: str, since: float) -> tuple[Transition, ...]:
         store.close()
 
 
-def _report(db_url: str, drill: DrillResult, timing: DrillTiming) -> AlertDrillReport:
+def read_report(db_url: str, drill: DrillResult, timing: DrillTiming) -> AlertDrillReport:
+    """What the evaluator did during ``drill``, read back from the store at ``db_url``: the
+    expected alert's first page in the perturbation, its resolution, and its triage."""
     wanted = drill.scenario.expects.alert
     start = drill.phase_start("perturbation")
-    transitions = _transitions(db_url, drill.state.started_at)
+    transitions = stored_transitions(db_url, drill.state.started_at)
     fired = next(
         (
             t.alert

@@ -21,7 +21,7 @@ import yaml
 
 from alerts.model import AlertState
 from loadgen.drill import run_drill
-from tailwatch.alert_drill import DrillTiming, _report, _transitions
+from tailwatch.alert_drill import DrillTiming, read_report, stored_transitions
 from tailwatch.up_demo import INCIDENTS, NORMAL_FAULTS, cycle_scenario
 from tests.alerts.alertmanager_server import alertmanager, wait_for
 from tests.services import free_port
@@ -103,7 +103,7 @@ def _drill_and_check(state: dict, overload, token: str, am) -> None:
     result = results[0]
 
     def resolved():
-        transitions = _transitions(db_url, result.state.started_at)
+        transitions = stored_transitions(db_url, result.state.started_at)
         fired = {t.fingerprint for t in transitions if t.alert.name == "queue-growth"}
         done = {
             t.fingerprint
@@ -113,7 +113,7 @@ def _drill_and_check(state: dict, overload, token: str, am) -> None:
         return True if fired and fired <= done else None
 
     wait_for("queue-growth to resolve", resolved, timeout_seconds=120)
-    report = _report(db_url, result, TIMING)
+    report = read_report(db_url, result, TIMING)
     assert report.fired is not None
     assert report.cause_rank()[0] == 1, report.triage
     # The console reads the same incident.
