@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from alerts.model import Alert
+from alerts.model import Alert, AlertState
 from alerts.rule_base import Rule
+from alerts.state import AlertStateStore
 from alerts.triage_data import TimeWindow
 
 #: The shortest windows triage compares (a shorter incident is widened forward from its
@@ -31,13 +32,57 @@ def triage_windows(
     return TimeWindow(start, end), TimeWindow(start - length, start)
 
 
+def onset_seconds(
+    start: float, earlier: Iterable[tuple[float, float]], lookback_seconds: float
+) -> float:
+    """When the condition's trouble began: ``start`` (pending since) moved back to the start
+    of each earlier time the condition held (``earlier``: (went pending, went inactive)
+    pairs of the same alert) that ended within two lookbacks of it (their windows touch or
+    overlap). A condition that flickered on and off while its window filled began with its
+    first flicker; starting at the last one would put the onset in the baseline again."""
+    onset = start
+    for began, ended in sorted(earlier, reverse=True):
+        if began >= onset:
+            continue
+        if onset - ended > 2 * lookback_seconds:
+            break
+        onset = began
+    return onset
+
+
 def alert_triage_windows(
-    alert: Alert, start: float, end: float, rules: Iterable[Rule], *, scale: float = 1.0
+    alert: Alert,
+    start: float,
+    end: float,
+    rules: Iterable[Rule],
+    *,
+    scale: float = 1.0,
+    state: AlertStateStore | None = None,
 ) -> tuple[TimeWindow, TimeWindow]:
     """:func:`triage_windows` for ``alert``, reaching back over the window of the rule in
-    ``rules`` that raises it (none when no rule does any more: a removed rule)."""
+    ``rules`` that raises it (none when no rule does any more: a removed rule), from its
+    :func:`onset_seconds`: the times it went pending before come from ``state``'s history
+    (the 20 lookbacks before ``start``)."""
     from alerts.evaluator import rule_of  # NOTE: here: the evaluator imports much of alerts
 
     rule = rule_of(alert, rules)
     lookback = 0.0 if rule is None else rule.lookback_seconds()
+    if state is not None and lookback > 0:
+        start = onset_seconds(start, _episodes(state, alert, start, lookback), lookback)
     return triage_windows(start, end, lookback_seconds=lookback, scale=scale)
+
+
+def _episodes(
+    state: AlertStateStore, alert: Alert, start: float, lookback: float
+) -> list[tuple[float, float]]:
+    """``alert``'s (went pending, went inactive) pairs in the 20 lookbacks before ``start``."""
+    pairs, began = [], None
+    for t in state.history(start - 20 * lookback, start):
+        if t.fingerprint != alert.fingerprint:
+            continue
+        if t.to_state is AlertState.PENDING:
+            began = t.at_seconds
+        elif began is not None:
+            pairs.append((began, t.at_seconds))
+            began = None
+    return pairs

@@ -152,7 +152,11 @@ class IncidentDetail:
 
 
 def triage_windows_of(
-    incident: Incident, rules: Iterable[Rule], scale: float, now: float
+    incident: Incident,
+    rules: Iterable[Rule],
+    scale: float,
+    now: float,
+    state: AlertStateStore | None = None,
 ) -> tuple[TimeWindow, TimeWindow]:
     """(window, baseline) exactly as ``tailwatch incident show`` computes them."""
     end = incident.resolved_at_seconds
@@ -162,6 +166,7 @@ def triage_windows_of(
         now if end is None else end,
         rules,
         scale=scale,
+        state=state,
     )
 
 
@@ -178,7 +183,7 @@ def incident_detail(
     incident = state.incident(incident_id)
     if incident is None:
         return None
-    window, baseline = triage_windows_of(incident, rules, scale, now)
+    window, baseline = triage_windows_of(incident, rules, scale, now, state)
     transitions = tuple(episode_transitions(state, incident, now))
     join = replica_targets(metrics)
     mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}

@@ -341,11 +341,16 @@ def _triage(
     end = resolved if resolved is not None else drill.phase_end("recovery")
     start = fired.active_at_seconds if fired.active_at_seconds is not None else end
     rules, _ = builtin_rule_set()
-    incident, baseline = alert_triage_windows(
-        fired, start, end, rules.scaled(timing.window_scale), scale=timing.window_scale
-    )
     store = Store(db_url, migrate=False)
     try:
+        incident, baseline = alert_triage_windows(
+            fired,
+            start,
+            end,
+            rules.scaled(timing.window_scale),
+            scale=timing.window_scale,
+            state=store.alert_state,
+        )
         join = replica_targets(store)
         mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
         return triage(gather(store, store, incident, baseline, replica_targets=mapping))

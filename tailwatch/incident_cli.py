@@ -108,7 +108,12 @@ def show(
         start = incident.pending_since_seconds
         end = incident.resolved_at_seconds if incident.resolved_at_seconds is not None else at
         window, baseline = alert_triage_windows(
-            incident.alert, start, end, alerts.rules, scale=alerts.window_scale
+            incident.alert,
+            start,
+            end,
+            alerts.rules,
+            scale=alerts.window_scale,
+            state=store.alert_state,
         )
         join = replica_targets(store)
         mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}

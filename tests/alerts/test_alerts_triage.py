@@ -226,3 +226,13 @@ def test_renaming_replicas_keeps_every_score(data: TriageInput, names) -> None:
     scores = {h.cause: h.score for h in triage(data).hypotheses}
     renamed_scores = {h.cause: h.score for h in triage(renamed).hypotheses}
     assert renamed_scores == pytest.approx(scores, nan_ok=False)
+
+
+def test_the_onset_is_the_first_flicker_of_the_condition_within_two_lookbacks():
+    from alerts.triage_windows import onset_seconds
+
+    # pending at 100 after flickers 84-88 and 94-95, each ending within 10 s of the next
+    assert onset_seconds(100.0, [(84.0, 88.0), (94.0, 95.0), (50.0, 51.0)], 5.0) == 84.0
+    # a flicker that ended more than two lookbacks before is another episode
+    assert onset_seconds(100.0, [(80.0, 89.0)], 5.0) == 100.0
+    assert onset_seconds(100.0, [], 5.0) == 100.0
