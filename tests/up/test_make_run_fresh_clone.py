@@ -24,6 +24,7 @@ alert clock (``window_scale`` 0.05) is the demo's own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -78,6 +79,8 @@ def _prepare_venv(clone: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=180)
     python = venv / "bin" / "python"
     ours = {*site.getsitepackages(), sysconfig.get_paths()["purelib"]}
+    if site.ENABLE_USER_SITE:
+        ours.add(site.getusersitepackages())
     theirs = Path(
         subprocess.check_output(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -142,7 +145,7 @@ def test_make_run_in_a_fresh_clone_answers_and_shows_an_incident(tmp_path: Path)
         assert console == f"http://127.0.0.1:{ports[2]}"
         assert httpx.get(f"{console}/_stcore/health", timeout=10).text == "ok"
         announced = _wait(
-            "drill announcement", lambda: ANNOUNCE.search(log.read_text()), 60, make, log
+            "drill announcement", lambda: ANNOUNCE.search(log.read_text()), 120, make, log
         )
         assert announced["drill"] == "overload", log.read_text()
         incidents = _wait(
@@ -153,7 +156,8 @@ def test_make_run_in_a_fresh_clone_answers_and_shows_an_incident(tmp_path: Path)
         assert incidents[0]["severity"] == "page", incidents
     finally:
         # Ctrl-C in a terminal: SIGINT to the foreground group (make and `tailwatch up`).
-        os.killpg(make.pid, signal.SIGINT)
+        with contextlib.suppress(ProcessLookupError):  # make may have exited already
+            os.killpg(make.pid, signal.SIGINT)
         try:
             make.wait(timeout=STOP_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
