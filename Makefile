@@ -4,6 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
+# NOTE: extra options for `tailwatch up` in `make run`, e.g. make run ARGS='--console-port 8600'.
+ARGS   ?=
 
 .PHONY: run test bench lint format install clean
 
@@ -19,7 +21,7 @@ $(STAMP): pyproject.toml $(wildcard */__init__.py)
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/tailwatch up --demo
+	$(VENV)/bin/tailwatch up --demo $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

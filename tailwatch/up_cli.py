@@ -58,6 +58,15 @@ def up(
         replicas = 3 if demo else 1
     if not 1 <= replicas <= MAX_REPLICAS:
         raise cli_error(f"--replicas={replicas}: must be from 1 to {MAX_REPLICAS}")
+    if demo:
+        import os
+
+        from tailwatch.up_demo import cycle_durations
+
+        try:
+            cycle_durations(os.environ)
+        except ValueError as error:
+            raise cli_error(str(error)) from None
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
     if config is not None:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,9 @@ STEADY = {
 BASELINE_SECONDS = 60.0
 PERTURBATION_SECONDS = 45.0
 RECOVERY_SECONDS = 45.0
+#: A shorter cycle, "baseline,perturbation,recovery" seconds (the fresh-clone test's knob).
+CYCLE_ENV = "TAILWATCH_DEMO_CYCLE_SECONDS"
+MAX_PHASE_SECONDS = 3600.0
 #: The fault knobs a drill may set, at their normal values.
 NORMAL_FAULTS = {"step_delay_seconds": 0.0}
 
@@ -141,6 +146,28 @@ def cycle_scenario(
     return parse_scenario(raw, f"demo-{incident.name}")
 
 
+def cycle_durations(environ: Mapping[str, str]) -> tuple[float, float, float]:
+    """The cycle's three phase seconds: the defaults, or ``TAILWATCH_DEMO_CYCLE_SECONDS``;
+    ValueError naming the variable and the value when it is not three seconds in range."""
+    raw = environ.get(CYCLE_ENV, "")
+    if not raw.strip():
+        return BASELINE_SECONDS, PERTURBATION_SECONDS, RECOVERY_SECONDS
+    problem = (
+        f"{CYCLE_ENV}={raw!r}: expected baseline,perturbation,recovery seconds, each above 0 "
+        f"and at most {MAX_PHASE_SECONDS:.0f}, e.g. 8,20,8"
+    )
+    parts = raw.split(",")
+    if len(parts) != 3:
+        raise ValueError(problem)
+    try:
+        values = tuple(float(part) for part in parts)
+    except ValueError:
+        raise ValueError(problem) from None
+    if not all(math.isfinite(v) and 0 < v <= MAX_PHASE_SECONDS for v in values):
+        raise ValueError(problem)
+    return values  # type: ignore[return-value]
+
+
 def rotation(replicas: int) -> list[Incident]:
     return [i for i in INCIDENTS if replicas >= i.min_replicas]
 
@@ -155,6 +182,7 @@ class Demo:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tailwatch-demo", daemon=True)
         self._normal: dict[str, Any] = dict(NORMAL_FAULTS)
+        self.durations = cycle_durations(os.environ)
 
     def start(self) -> None:
         self._thread.start()
@@ -189,11 +217,12 @@ class Demo:
             await self._restore()
 
     async def _cycle(self, number: int, incident: Incident) -> None:
-        scenario = cycle_scenario(incident, len(self.urls), self._normal)
-        start = time.strftime("%H:%M:%S", time.gmtime(time.time() + BASELINE_SECONDS))
+        scenario = cycle_scenario(incident, len(self.urls), self._normal, self.durations)
+        baseline_seconds, perturbation_seconds, _ = self.durations
+        start = time.strftime("%H:%M:%S", time.gmtime(time.time() + baseline_seconds))
         self.say(
             f"demo: drill {number} '{incident.name}' — perturbation from {start} UTC for "
-            f"{PERTURBATION_SECONDS:.0f} s; watch for the {incident.expects['alert']} alert"
+            f"{perturbation_seconds:.0f} s; watch for the {incident.expects['alert']} alert"
         )
         self._log(f"cycle {number}: {incident.name} starts")
         drill = asyncio.create_task(run_drill(scenario, self.urls, admin_token=self.token))
