@@ -51,7 +51,7 @@ def test_the_page_resolves_once_the_fleet_recovers(name):
     assert report.resolved_at_seconds > report.fired.started_at_seconds
 
 
-@pytest.mark.parametrize("name", ["overload", "scale-out-round-robin"])
+@pytest.mark.parametrize("name", ["scale-out-round-robin"])
 def test_a_clean_twin_of_the_same_length_pages_nothing(name):
     report = drill_report(name, clean=True)
     drill = report.drill
