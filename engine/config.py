@@ -101,7 +101,7 @@ class EngineConfig:
     Each field's ``help`` metadata is the help text of its ``tailwatch engine`` option.
     """
 
-    model: str = _knob("tiny", "Preset name or local checkpoint directory.")
+    model: str = _knob("tiny", "Preset name, local checkpoint directory, or sim:<model>@<gpu>.")
     block_size: int = _knob(16, "Tokens per KV-cache block.")
     num_gpu_blocks: int | None = _knob(None, "KV pool size in blocks; default: sized from memory.")
     kv_cache_memory_bytes: int | None = _knob(None, "KV-cache bytes on CPU (default 256 MiB).")
