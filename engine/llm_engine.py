@@ -216,6 +216,11 @@ class LLMEngine:
                 f"{len(token_ids) + params.max_tokens}, more than max_model_len={limit}; "
                 "shorten the prompt or lower max_tokens"
             )
+        if self.simulation is not None and params.logprobs is not None:
+            raise RequestError(
+                f"logprobs={params.logprobs}: {self.config.model!r} is simulated and samples "
+                "from no distribution; leave logprobs unset"
+            )
         vocab = self.model_config.vocab_size
         bad = next((t for t, _ in params.logit_bias if t >= vocab), None)
         if bad is not None:

@@ -98,3 +98,15 @@ def test_q13_smaller_token_budget_lowers_itl_p99_and_raises_long_prompt_ttft():
 def test_a_torch_model_is_refused_offline():
     with pytest.raises(ConfigError, match="sim: model"):
         run_open_loop(EngineConfig(model="tiny"), [])
+
+
+def test_logprobs_are_refused_not_silently_dropped():
+    from engine.errors import RequestError
+    from engine.llm_engine import LLMEngine
+    from engine.sampling_params import SamplingParams
+    from engine.sim.runner import VirtualClock
+
+    engine = LLMEngine(EngineConfig(model=SIM_8B_H100, num_gpu_blocks=200), VirtualClock())
+    with pytest.raises(RequestError, match=r"logprobs=1: .* is simulated"):
+        engine.add_request([1, 2, 3], SamplingParams(logprobs=1))
+    assert not engine.has_unfinished_requests()
