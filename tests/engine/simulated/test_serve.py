@@ -9,8 +9,11 @@ import sys
 import threading
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
 
+from tailwatch.cli import app
 from tests.engine.server.conftest import wait_until
 
 SIM_MODEL = "sim:llama-3.1-8b@h100"
@@ -68,3 +71,21 @@ def test_serve_answers_a_completion_and_labels_itself_simulated():
         process.kill()
         process.wait(timeout=30)
         reader.join(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("sim:gpt-5@h100", "unknown simulated model 'gpt-5'"),
+        ("sim:llama-3.1-8b@tpu", "unknown GPU 'tpu'"),
+        ("sim:llama-3.1-70b@h100", "does not fit one NVIDIA H100"),
+    ],
+)
+def test_a_bad_sim_model_is_one_clear_line_and_exit_2(model, message):
+    result = CliRunner().invoke(
+        app, ["engine", "serve", "--port", "0", "--model", model], env={"COLUMNS": "500"}
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output, result.output
+    assert result.output.strip().count("\n") == 0, result.output
+    assert "Traceback" not in result.output
