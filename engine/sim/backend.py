@@ -42,6 +42,11 @@ def build_sim_backend(
     torch engine uses on CUDA (``device_kv_budget_bytes``).
     """
     target = parse_target(config.model)
+    if config.device != "auto":
+        raise ConfigError(
+            f"device={config.device!r}: {target.name} runs on no device (its steps are "
+            "priced, not computed); leave device at auto"
+        )
     cost_model = StepCostModel(target.model.shape, target.gpu, sim_dtype(config), efficiency)
     num_blocks = config.num_gpu_blocks
     if num_blocks is None:

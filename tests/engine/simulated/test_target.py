@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,3 +84,17 @@ def test_serving_sleeps_and_offline_advances_the_virtual_clock():
     runner = build_sim_backend(config, clock).runner
     runner.advance(0.25)
     assert clock() == 0.25
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ({"device": "cuda"}, "device='cuda'"),
+        ({"dtype": "float32"}, "dtype='float32'"),
+        ({"kv_cache_memory_bytes": 1000}, "kv_cache_memory_bytes=1000"),
+    ],
+)
+def test_knobs_the_simulator_cannot_honour_are_refused(knobs, message):
+    config = EngineConfig(model="sim:llama-3.1-8b@h100", **knobs)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_sim_backend(config, VirtualClock())
