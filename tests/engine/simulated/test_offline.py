@@ -50,7 +50,7 @@ def test_every_request_completes_and_the_metrics_agree():
     assert run.simulated_seconds >= arrivals[-1].time_seconds
 
 
-def test_simulated_time_is_only_steps_and_idle_gaps():
+def test_steps_fill_part_of_the_simulated_time_at_gpu_scale():
     arrivals = poisson_schedule(2, 5, [RequestShape(200, 16)], seed=4)
     run = run_open_loop(EngineConfig(model=SIM_8B_H100, max_model_len=512), arrivals)
     busy = sum(run.step_seconds)
