@@ -101,7 +101,7 @@ class EngineConfig:
     Each field's ``help`` metadata is the help text of its ``tailwatch engine`` option.
     """
 
-    model: str = _knob("tiny", "Preset name or local checkpoint directory.")
+    model: str = _knob("tiny", "Preset name, local checkpoint directory, or sim:<model>@<gpu>.")
     block_size: int = _knob(16, "Tokens per KV-cache block.")
     num_gpu_blocks: int | None = _knob(None, "KV pool size in blocks; default: sized from memory.")
     kv_cache_memory_bytes: int | None = _knob(None, "KV-cache bytes on CPU (default 256 MiB).")
@@ -191,3 +191,22 @@ def check_kv_pool_fits(config: EngineConfig, num_blocks: int) -> None:
             "or give the KV cache more memory (num_gpu_blocks, kv_cache_memory_bytes or "
             "gpu_memory_utilization)"
         )
+
+
+def device_kv_budget_bytes(total_bytes: int, used_bytes: int, gpu_memory_utilization: float) -> int:
+    """Bytes left for KV blocks on a device of ``total_bytes`` whose weights use
+    ``used_bytes``: the allowed share, less the weights, less activation headroom.
+
+    NOTE: vLLM profiles a max-size forward to size activation memory; we reserve a fixed
+    headroom instead (10% of what is left after weights, at least 256 MiB), which is
+    conservative for the presets here. ``kv_cache_memory_bytes`` overrides it exactly.
+    """
+    allowed = int(total_bytes * gpu_memory_utilization)
+    allowance = allowed - used_bytes
+    budget = allowance - max(256 * 1024 * 1024, allowance // 10)
+    if budget <= 0:
+        raise ConfigError(
+            f"gpu_memory_utilization={gpu_memory_utilization}: the weights already use "
+            f"{used_bytes} of the {allowed} bytes allowed; raise it or set kv_cache_memory_bytes"
+        )
+    return budget

@@ -16,6 +16,7 @@ from engine.config import (
     LIVE_KNOBS,
     EngineConfig,
     check_kv_pool_fits,
+    device_kv_budget_bytes,
 )
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import ConfigError, EngineError, RequestError
@@ -27,6 +28,9 @@ from engine.outputs import RequestOutput, RequestTimings, TokenLogprobs
 from engine.request import Request, RequestStatus
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler, SchedulerStats
+from engine.sim.backend import SimBackend, build_sim_backend
+from engine.sim.runner import SimRunner
+from engine.sim.target import is_simulated
 from engine.stop import check_stop
 
 
@@ -68,9 +72,17 @@ class LLMEngine:
         self.config = config
         self.clock = clock
         self.wall_clock = wall_clock
-        model, model_config, tokenizer = load_model(
-            config.model, device=config.device, dtype=config.dtype
-        )
+        # NOTE: ``sim:<model>@<gpu>`` swaps only the runner (and the shape, tokenizer and KV
+        # pool size it implies); the scheduler, KV pool, outputs and metrics are the same.
+        self.simulation: SimBackend | None = None
+        if is_simulated(config.model):
+            self.simulation = build_sim_backend(config, clock)
+            model_config = self.simulation.model_config
+            tokenizer = self.simulation.tokenizer
+        else:
+            model, model_config, tokenizer = load_model(
+                config.model, device=config.device, dtype=config.dtype
+            )
         if config.max_model_len > model_config.max_position_embeddings:
             raise ConfigError(
                 f"max_model_len={config.max_model_len}: model {config.model!r} supports at most "
@@ -78,7 +90,10 @@ class LLMEngine:
             )
         self.model_config = model_config
         self.tokenizer = tokenizer
-        self.num_gpu_blocks = _resolve_num_blocks(config, model)
+        if self.simulation is not None:
+            self.num_gpu_blocks = self.simulation.num_gpu_blocks
+        else:
+            self.num_gpu_blocks = _resolve_num_blocks(config, model)
         check_kv_pool_fits(config, self.num_gpu_blocks)
         kv_cache = KVCacheManager(
             self.num_gpu_blocks, config.block_size, config.enable_prefix_caching
@@ -86,7 +101,11 @@ class LLMEngine:
         self.scheduler = Scheduler(config, kv_cache, clock)
         # The knobs in force now; ``config`` stays as given (live changes replace this).
         self.live_config = config
-        self.runner = ModelRunner(model, self.num_gpu_blocks, config.block_size, config.seed)
+        self.runner: ModelRunner | SimRunner
+        if self.simulation is not None:
+            self.runner = self.simulation.runner
+        else:
+            self.runner = ModelRunner(model, self.num_gpu_blocks, config.block_size, config.seed)
         self._detokenizers: dict[str, IncrementalDetokenizer] = {}
         self._next_id = itertools.count()
         self.last_step = StepStats(0, 0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
@@ -196,6 +215,11 @@ class LLMEngine:
                 f"prompt ({len(token_ids)} tokens) plus max_tokens ({params.max_tokens}) is "
                 f"{len(token_ids) + params.max_tokens}, more than max_model_len={limit}; "
                 "shorten the prompt or lower max_tokens"
+            )
+        if self.simulation is not None and params.logprobs is not None:
+            raise RequestError(
+                f"logprobs={params.logprobs}: {self.config.model!r} is simulated and samples "
+                "from no distribution; leave logprobs unset"
             )
         vocab = self.model_config.vocab_size
         bad = next((t for t, _ in params.logit_bias if t >= vocab), None)
@@ -347,21 +371,9 @@ def _resolve_num_blocks(config: EngineConfig, model: torch.nn.Module) -> int:
 
 
 def _profile_cuda_kv_budget(config: EngineConfig, device: torch.device) -> int:
-    """Bytes left for KV blocks on CUDA: the allowed share of device memory, less weights.
-
-    NOTE: vLLM profiles a max-size forward to size activation memory; we reserve a fixed
-    headroom instead (10% of what is left after weights, at least 256 MiB), which is
-    conservative for the presets here. ``kv_cache_memory_bytes`` overrides it exactly.
-    """
+    """Bytes left for KV blocks on CUDA: the allowed share of device memory, less weights
+    and headroom (``device_kv_budget_bytes``, which the simulator sizes its pool with too)."""
     _free, total = torch.cuda.mem_get_info(device)
     torch.cuda.synchronize(device)
     used = torch.cuda.memory_allocated(device)
-    allowed = int(total * config.gpu_memory_utilization)
-    allowance = allowed - used
-    budget = allowance - max(256 * 1024 * 1024, allowance // 10)
-    if budget <= 0:
-        raise ConfigError(
-            f"gpu_memory_utilization={config.gpu_memory_utilization}: the weights already use "
-            f"{used} of the {allowed} bytes allowed; raise it or set kv_cache_memory_bytes"
-        )
-    return budget
+    return device_kv_budget_bytes(total, used, config.gpu_memory_utilization)

@@ -25,6 +25,8 @@ LABEL_TENANT = "tenant"
 LABEL_CODE = "code"
 LABEL_KNOB = "knob"
 LABEL_INSTANCE_ID = "instance_id"
+LABEL_GPU = "gpu"
+LABEL_SIMULATED = "simulated"
 
 ENGINE_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE)
 FRONTEND_LABELS = (LABEL_MODEL_NAME,)  # front-end series: no engine label (as vLLM's)
@@ -289,6 +291,15 @@ ENGINE_INFO = MetricSpec(
     (*ENGINE_LABELS, LABEL_INSTANCE_ID),
 )
 
+# NOTE: set only by a simulated engine (``sim:<model>@<gpu>``), so a dashboard or a
+# collector can tell simulated series from production ones even under a served name.
+SIMULATION_INFO = MetricSpec(
+    "tailwatch:engine_simulation_info",
+    "This engine is simulated: its steps are priced by a roofline model of this GPU; always 1.",
+    "gauge",
+    (*ENGINE_LABELS, LABEL_GPU, LABEL_SIMULATED),
+)
+
 # Span delivery (``engine/span_metrics.py``): read from the tracer at scrape time, so not
 # in ALL_SPECS; exposed only while tracing is on.
 TRACE_SPANS_ENDED = "tailwatch:trace_spans_ended"
@@ -331,4 +342,5 @@ ALL_SPECS: tuple[MetricSpec, ...] = (
     HTTP_RESPONSES,
     KNOB_CHANGES,
     ENGINE_INFO,
+    SIMULATION_INFO,
 )

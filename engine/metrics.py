@@ -112,6 +112,10 @@ class EngineMetrics:
         self._num_prefix_hits = 0
         self._num_preemptions = 0
 
+    def mark_simulated(self, gpu: str) -> None:
+        """Label this engine's series as a simulation on ``gpu`` (engine/sim)."""
+        self.family(mn.SIMULATION_INFO).labels(*self.labels, gpu, "true").set(1)
+
     def family(self, spec: mn.MetricSpec) -> Any:
         return self._families[spec.name]
 

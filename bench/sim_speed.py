@@ -1,0 +1,82 @@
+"""Simulator speed (issue 15): simulated requests per CPU-second on a virtual clock.
+
+``sim:llama-3.1-8b@h100`` (default knobs) serves Poisson arrivals of 1024-token prompts
+and 256-token outputs. At 20 req/s that is near the knee of this shape on this GPU:
+TTFT p99 stays near 0.15 s at 20 req/s and climbs past a second by 30 (the table shows
+both rates, measured in the same run). CPU seconds are ``time.process_time`` of the
+run alone (workload generation excluded), so other load on the machine moves them less
+than it moves wall time. The hour-long figure extrapolates linearly from the measured
+rate (the cost is per step and per token, and a steady load has steady batches).
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench._report import print_table
+from engine.config import EngineConfig
+from engine.sim.offline import run_open_loop
+from engine.sim.workload import RequestShape, poisson_schedule
+
+MODEL = "sim:llama-3.1-8b@h100"
+SHAPE = RequestShape(num_prompt_tokens=1024, max_tokens=256)
+RATES_PER_SECOND = (20.0, 30.0)
+SIMULATED_SECONDS = 30.0
+HOUR_SECONDS = 3600.0
+TARGET_CPU_SECONDS_PER_HOUR = 60.0
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    config = EngineConfig(model=MODEL, max_model_len=4096)
+    rows = []
+    hour_cpu_seconds = {}
+    for rate in RATES_PER_SECOND:
+        arrivals = poisson_schedule(rate, SIMULATED_SECONDS, [SHAPE], seed=0)
+        started = time.process_time()
+        run = run_open_loop(config, arrivals)
+        cpu_seconds = time.process_time() - started
+        requests_per_cpu_second = len(run.results) / cpu_seconds
+        hour_cpu_seconds[rate] = rate * HOUR_SECONDS / requests_per_cpu_second
+        ttft = [r.ttft_seconds for r in run.results]
+        itl = [x for r in run.results for x in r.itl_seconds]
+        rows.append(
+            [
+                f"{rate:g}",
+                len(run.results),
+                run.num_steps,
+                f"{run.simulated_seconds:.1f}",
+                f"{cpu_seconds:.2f}",
+                f"{requests_per_cpu_second:.0f}",
+                f"{run.num_steps / cpu_seconds:.0f}",
+                f"{_quantile(ttft, 0.5) * 1000:.0f} / {_quantile(ttft, 0.99) * 1000:.0f}",
+                f"{_quantile(itl, 0.5) * 1000:.1f} / {_quantile(itl, 0.99) * 1000:.1f}",
+                f"{hour_cpu_seconds[rate]:.0f}",
+            ]
+        )
+    print(f"{MODEL}, prompts {SHAPE.num_prompt_tokens} / outputs {SHAPE.max_tokens} tokens")
+    print_table(
+        [
+            "req/s",
+            "requests",
+            "steps",
+            "simulated s",
+            "CPU s",
+            "req / CPU-s",
+            "steps / CPU-s",
+            "TTFT p50/p99 ms",
+            "ITL p50/p99 ms",
+            "CPU s for 1 h",
+        ],
+        rows,
+    )
+    hour = hour_cpu_seconds[20.0]
+    verdict = "under" if hour < TARGET_CPU_SECONDS_PER_HOUR else "NOT under"
+    print(
+        f"an hour of 20 req/s traffic: ~{hour:.0f} CPU s, {verdict} a minute "
+        f"(target {TARGET_CPU_SECONDS_PER_HOUR:.0f} s)"
+    )

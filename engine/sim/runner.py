@@ -1,0 +1,103 @@
+"""``SimRunner``: ``ModelRunner``'s contract with a predicted step time instead of a forward.
+
+It takes the scheduler's ``SchedulerOutput`` as the torch runner does, prices the batch
+with ``StepCostModel``, spends that time (``advance``: ``time.sleep`` when serving, a
+``VirtualClock`` offline) and returns a sampled token per request that completes its
+known tokens. Tokens are pseudo-random printable bytes, a pure function of (seed,
+request id, position): the same run gives the same text, and a request preempted and
+recomputed draws the same tokens again, as a seeded torch request does.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engine.model_runner import RunnerOutput, StepTiming
+from engine.scheduler import SchedulerOutput
+from engine.sim.step_cost import BatchItem, StepCost, StepCostModel
+
+# Sampled ids are the printable ASCII bytes, so served text is readable junk and the
+# byte tokenizer's EOS is never drawn: a request runs to max_tokens or a stop string.
+FIRST_PRINTABLE, NUM_PRINTABLE = 32, 95
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+
+
+class VirtualClock:
+    """A monotonic clock that only moves when told to: the engine's clock offline."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        if seconds > 0:
+            self.now += seconds
+
+    def advance_to(self, time_seconds: float) -> None:
+        if time_seconds > self.now:
+            self.now = time_seconds
+
+
+def pseudo_random_token(request_key: int, position: int) -> int:
+    """A printable byte id from a request's key and a token position (splitmix64)."""
+    z = (request_key + (position + 1) * _GOLDEN) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return FIRST_PRINTABLE + (z ^ (z >> 31)) % NUM_PRINTABLE
+
+
+class SimRunner:
+    def __init__(
+        self,
+        cost_model: StepCostModel,
+        seed: int = 0,
+        advance: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.cost_model = cost_model
+        self.seed = seed
+        self.advance = advance
+        self._request_keys: dict[str, int] = {}
+        self.last_timing = StepTiming(0.0, 0.0, 0.0)
+        self.last_cost = StepCost(0.0, 0.0, 0.0, 0.0, 0.0)
+
+    def _key(self, request_id: str, seed: int | None) -> int:
+        key = self._request_keys.get(request_id)
+        if key is None:
+            text = f"{self.seed if seed is None else seed}:{request_id}"
+            key = self._request_keys[request_id] = zlib.crc32(text.encode()) * _GOLDEN & _MASK
+        return key
+
+    def execute(
+        self, output: SchedulerOutput, histories: Mapping[str, Any] | None = None
+    ) -> RunnerOutput:
+        """Price and spend one step; ``histories`` is accepted for the runner contract
+        (penalties change no sampled id here)."""
+        started = time.perf_counter()
+        for request_id in output.finished_request_ids:
+            self._request_keys.pop(request_id, None)
+        if output.is_empty:
+            return RunnerOutput([])
+        batch = []
+        sampled: list[int | None] = []
+        num_sampled = 0
+        for item in output.scheduled:
+            end = item.num_computed_tokens + item.num_new_tokens
+            batch.append(BatchItem(item.num_new_tokens, end))
+            if item.samples_token:
+                num_sampled += 1
+                key = self._key(item.request_id, item.sampling_params.seed)
+                sampled.append(pseudo_random_token(key, end))
+            else:
+                sampled.append(None)
+        cost = self.cost_model.cost(batch, num_sampled)
+        prepared = time.perf_counter()
+        self.advance(cost.step_seconds)
+        self.last_cost = cost
+        self.last_timing = StepTiming(prepared - started, cost.step_seconds, 0.0)
+        return RunnerOutput(sampled)

@@ -1,0 +1,153 @@
+"""GPU and model specs of the simulator, each figure with its source.
+
+GPU figures are the vendor datasheet's dense tensor-core peaks (the "with sparsity"
+figures are twice these and are not used) and HBM/GDDR bandwidth; memory is the
+datasheet's capacity in decimal gigabytes as sold. Model shapes are the published
+``config.json`` of each checkpoint family (parameters counted by
+``ModelConfig.num_parameters``, so they are the engine's own count, not a marketing figure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.model.config import ModelConfig
+
+GB = 10**9
+TERA = 10**12
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One accelerator: dense peak FLOP/s per dtype, memory bandwidth and capacity."""
+
+    name: str
+    description: str
+    peak_flops_per_second: dict[str, float]  # dtype name -> dense FLOP/s
+    memory_bandwidth_bytes_per_second: float
+    memory_bytes: int
+    source: str
+
+
+# NOTE: only 16-bit dtypes are simulated: weights, activations and the KV cache share one
+# dtype (as in the torch engine), and fp8/int weights would need a quantised shape.
+SIM_DTYPES: dict[str, int] = {"bfloat16": 2, "float16": 2}  # name -> bytes per element
+
+GPUS: dict[str, GpuSpec] = {
+    gpu.name: gpu
+    for gpu in (
+        GpuSpec(
+            name="a100",
+            description="NVIDIA A100 80GB SXM",
+            # A100 datasheet: BF16/FP16 tensor 312 TFLOPS (624 with sparsity); HBM2e
+            # 2,039 GB/s; 80 GB.
+            peak_flops_per_second={"bfloat16": 312 * TERA, "float16": 312 * TERA},
+            memory_bandwidth_bytes_per_second=2039 * GB,
+            memory_bytes=80 * GB,
+            source="NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column)",
+        ),
+        GpuSpec(
+            name="h100",
+            description="NVIDIA H100 SXM 80GB",
+            # H100 datasheet: BF16/FP16 tensor 1,979 TFLOPS "with sparsity" -> 989 dense;
+            # HBM3 3.35 TB/s; 80 GB.
+            peak_flops_per_second={"bfloat16": 989 * TERA, "float16": 989 * TERA},
+            memory_bandwidth_bytes_per_second=3350 * GB,
+            memory_bytes=80 * GB,
+            source="NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)",
+        ),
+        GpuSpec(
+            name="h200",
+            description="NVIDIA H200 SXM 141GB",
+            # H200 datasheet: BF16/FP16 tensor 1,979 TFLOPS with sparsity -> 989 dense;
+            # HBM3e 4.8 TB/s; 141 GB.
+            peak_flops_per_second={"bfloat16": 989 * TERA, "float16": 989 * TERA},
+            memory_bandwidth_bytes_per_second=4800 * GB,
+            memory_bytes=141 * GB,
+            source="NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)",
+        ),
+        GpuSpec(
+            name="l40s",
+            description="NVIDIA L40S 48GB",
+            # L40S datasheet: BF16/FP16 tensor 733 TFLOPS with sparsity -> 362.05 dense;
+            # GDDR6 864 GB/s; 48 GB.
+            peak_flops_per_second={"bfloat16": 362.05 * TERA, "float16": 362.05 * TERA},
+            memory_bandwidth_bytes_per_second=864 * GB,
+            memory_bytes=48 * GB,
+            source="NVIDIA L40S GPU datasheet",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class SimModel:
+    name: str
+    description: str
+    shape: ModelConfig
+    source: str
+
+
+def _shape(**fields: int | float | bool) -> ModelConfig:
+    # NOTE: the byte tokenizer's BOS/EOS ids (256/257) as the special tokens: prompts are
+    # bytes, and a full-size vocabulary keeps the lm_head cost of the real model.
+    return ModelConfig(rms_norm_eps=1e-5, bos_token_id=256, eos_token_ids=(257,), **fields)
+
+
+SIM_MODELS: dict[str, SimModel] = {
+    model.name: model
+    for model in (
+        SimModel(
+            name="llama-3.1-8b",
+            description="Llama 3.1 8B (8.03B params)",
+            shape=_shape(
+                vocab_size=128256,
+                hidden_size=4096,
+                intermediate_size=14336,
+                num_hidden_layers=32,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+                head_dim=128,
+                rope_theta=500000.0,
+                max_position_embeddings=131072,
+                tie_word_embeddings=False,
+            ),
+            source="meta-llama/Llama-3.1-8B config.json",
+        ),
+        SimModel(
+            name="llama-3.1-70b",
+            description="Llama 3.1 70B (70.6B params; needs >141 GB in 16-bit)",
+            shape=_shape(
+                vocab_size=128256,
+                hidden_size=8192,
+                intermediate_size=28672,
+                num_hidden_layers=80,
+                num_attention_heads=64,
+                num_key_value_heads=8,
+                head_dim=128,
+                rope_theta=500000.0,
+                max_position_embeddings=131072,
+                tie_word_embeddings=False,
+            ),
+            source="meta-llama/Llama-3.1-70B config.json",
+        ),
+        SimModel(
+            name="qwen2.5-14b",
+            # NOTE: Qwen2's QKV biases (~0.01% of the parameters) are not counted.
+            description="Qwen2.5-14B class (14.7B params; QKV biases not modelled)",
+            shape=_shape(
+                vocab_size=152064,
+                hidden_size=5120,
+                intermediate_size=13824,
+                num_hidden_layers=48,
+                num_attention_heads=40,
+                num_key_value_heads=8,
+                head_dim=128,
+                rope_theta=1000000.0,
+                max_position_embeddings=131072,
+                tie_word_embeddings=False,
+            ),
+            source="Qwen/Qwen2.5-14B config.json",
+        ),
+    )
+}
