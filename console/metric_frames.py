@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from collectors.store.protocols import MetricsReader
@@ -134,16 +135,14 @@ def gauge_frame(
     *,
     across: str = "sum",
 ) -> pd.DataFrame:
-    """``ts, value``: a gauge averaged per step within each series, then summed (``across=
-    "sum"``, e.g. requests running) or maxed (``"max"``, e.g. KV usage) across series."""
-    per_series = []
-    for labels, samples in reader.samples(family, dict(selector), start, end).items():
-        if not samples:
-            continue
-        frame = pd.DataFrame(samples, columns=["t", "value"])
-        frame["bin"] = (frame["t"] // step + 1) * step
-        means = frame.groupby("bin")["value"].mean()
-        per_series.append(means.rename(str(labels)))
+    """``ts, value``: a gauge averaged per step ``(t - step, t]`` within each series (the
+    store's step convention), then summed (``across="sum"``, e.g. requests running) or maxed
+    (``"max"``, e.g. KV usage) across series. Whole-minute steps read the store's gauge
+    roll-ups where they cover (a reader with ``gauge_minutes``), raw readings elsewhere."""
+    per_series = [
+        means.rename(str(labels))
+        for labels, means in _gauge_step_means(reader, family, dict(selector), start, end, step)
+    ]
     if not per_series:
         return pd.DataFrame(columns=["ts", "value"])
     wide = pd.concat(per_series, axis=1)
@@ -152,6 +151,41 @@ def gauge_frame(
     out.columns = ["t", "value"]
     out["ts"] = pd.to_datetime(out["t"], unit="s", utc=True)
     return out[["ts", "value"]]
+
+
+def _step_end(t: np.ndarray, step: float) -> np.ndarray:
+    """The end of the step ``(k * step, (k + 1) * step]`` holding each ``t``."""
+    return np.ceil(t / step) * step
+
+
+def _gauge_step_means(reader, family, selector, start, end, step):  # type: ignore[no-untyped-def]
+    """Per series ``(labels, mean per step end)``, from roll-up minutes (their sums and counts)
+    up to the store's roll-up coverage and raw readings after it."""
+    raw_from = start
+    sums: dict = {}
+    minutes_of = getattr(reader, "gauge_minutes", None)
+    if minutes_of is not None and step % 60 == 0 and start % 60 == 0:
+        covered = reader.rollup_coverage()  # type: ignore[attr-defined]
+        raw_from = end if covered >= end else max(start, math.floor(covered / 60) * 60)
+        for labels, minutes in minutes_of(family, selector, start, raw_from).items():
+            if minutes:
+                m = np.array([x.start_seconds + 60.0 for x in minutes])
+                n = np.array([float(x.samples) for x in minutes])
+                total = np.array([x.avg * x.samples for x in minutes])
+                sums[labels] = [pd.DataFrame({"bin": _step_end(m, step), "sum": total, "n": n})]
+    if raw_from < end:
+        for labels, samples in reader.samples(family, selector, raw_from, end).items():
+            frame = pd.DataFrame(samples, columns=["t", "value"])
+            frame = frame[frame["t"] > raw_from]  # NOTE: (raw_from, end], as the roll-ups
+            if frame.empty:
+                continue
+            part = pd.DataFrame(
+                {"bin": _step_end(frame["t"].to_numpy(), step), "sum": frame["value"], "n": 1.0}
+            )
+            sums.setdefault(labels, []).append(part)
+    for labels, parts in sums.items():
+        grouped = pd.concat(parts).groupby("bin")[["sum", "n"]].sum()
+        yield labels, grouped["sum"] / grouped["n"]
 
 
 def ratio_frame(

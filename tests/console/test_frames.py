@@ -10,6 +10,7 @@ import pytest
 
 from collectors import canonical as c
 from collectors.request_records import SpanEvent, SpanRecord
+from collectors.store import Store, sqlite_url
 from collectors.store.fake import FakeMetricsReader
 from collectors.store.records import ScrapeRecord
 from console.metric_frames import gauge_frame, heatmap_frame, percentile_frame
@@ -61,8 +62,41 @@ def test_heatmap_cells_are_the_bucket_differences_per_step():
 def test_gauges_are_averaged_per_step_then_summed_across_targets():
     fake = reader(minutes=5)
     frame = gauge_frame(fake, c.REQUESTS_RUNNING, {}, T0, T0 + 300, 60)
-    # minute i reads i % 3 on both targets, one reading per step
-    assert list(frame["value"]) == [2.0 * (i % 3) for i in range(0, 6)]
+    # minute i reads i % 3 on both targets; step t holds the readings in (t - 60, t], so the
+    # reading at the window's start belongs to the step before it
+    assert list(frame["value"]) == [2.0 * (i % 3) for i in range(1, 6)]
+
+
+class _RawOnly:
+    """A store seen without its gauge roll-ups (``gauge_minutes``): raw readings only."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def samples(self, *args):  # type: ignore[no-untyped-def]
+        return self._store.samples(*args)
+
+
+@pytest.mark.parametrize(("step", "end_minutes"), [(60, 20), (300, 20), (300, 25), (30, 20)])
+def test_gauge_steps_from_rollups_equal_the_raw_readings(tmp_path, step, end_minutes):
+    store = Store(sqlite_url(tmp_path / "gauges.db"))
+    try:
+        for k in range(4 * 22 + 1):  # 22 minutes at 15 s, readings on the minute edges too
+            for target in ("a", "b"):
+                value = float((k * 7 + (target == "b") * 3) % 11)
+                store.write_scrape(ScrapeRecord(target, T0 + 15 * k, samples=(gauge(target, value),)))  # fmt: skip
+        for later in (0.0, 90.0, 150.0):
+            store.maintain(T0 + 22 * 60 + later)
+        assert store.rollup_coverage() >= T0 + 20 * 60  # the roll-up path is the one tested
+        end = T0 + end_minutes * 60
+        for across in ("sum", "max"):
+            rolled = gauge_frame(store, c.REQUESTS_RUNNING, {}, T0, end, step, across=across)
+            raw = gauge_frame(_RawOnly(store), c.REQUESTS_RUNNING, {}, T0, end, step, across=across)  # fmt: skip
+            assert len(rolled) == len(raw) > 0
+            assert list(rolled["ts"]) == list(raw["ts"])
+            assert rolled["value"].tolist() == pytest.approx(raw["value"].tolist(), rel=1e-12)
+    finally:
+        store.close()
 
 
 def test_percentiles_lie_in_their_bucket_bounds():
