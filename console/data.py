@@ -123,23 +123,29 @@ def tenants(url: str, start: float, end: float) -> list[str]:
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _window_percentiles(url, family, selector: Selector, start, end):
-    return metric_frames.window_percentiles(_store(url), family, dict(selector), start, end)
+def _steps(url, family, selector: Selector, start, end, step):
+    return _store(url).histogram_series(family, dict(selector), start, end, step)
+
+
+def _filter_steps(url: str, family: str, f: Filters) -> list:
+    """The filters' ``histogram_series`` of ``family``: one read serves its percentile chart,
+    its window figures and its heatmap."""
+    return _steps(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds)
 
 
 def window_percentiles(url: str, family: str, f: Filters) -> dict[str, QuantileResult] | None:
-    return _window_percentiles(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds)
+    # NOTE: the steps tile the window (the range is a whole number of steps), and exact
+    # windows add up: the merged steps are histogram_window's distribution.
+    return metric_frames.window_of_steps(_filter_steps(url, family, f))
+
+
+def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
+    return metric_frames.step_percentiles(_filter_steps(url, family, f))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _percentile_frame(url, family, selector: Selector, start, end, step):
     return metric_frames.percentile_frame(_store(url), family, dict(selector), start, end, step)
-
-
-def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
-    return _percentile_frame(
-        url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds
-    )
 
 
 def percentile_frame_between(
@@ -202,13 +208,8 @@ def ratio(url: str, numerator: str, denominator: str, f: Filters) -> pd.DataFram
     )  # fmt: skip
 
 
-@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _heatmap(url, family, selector: Selector, start, end, step):
-    return metric_frames.heatmap_frame(_store(url), family, dict(selector), start, end, step)
-
-
 def heatmap(url: str, family: str, f: Filters) -> pd.DataFrame:
-    return _heatmap(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds)
+    return metric_frames.heatmap_cells(_filter_steps(url, family, f))
 
 
 @st.cache_data(ttl=60, max_entries=8, show_spinner=False)

@@ -9,13 +9,14 @@ console's cache in :mod:`console.data` wraps these, and tests call them on any r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from collectors.store.protocols import MetricsReader
-from slo import QuantileResult
+from collectors.store.records import HistogramStep, QuantileStep, quantile_steps
+from slo import SMALL_DELTA_TOLERANCE, QuantileResult, merge_histograms
 
 PERCENTILES = (0.5, 0.95, 0.99)
 PERCENTILE_NAMES = {0.5: "p50", 0.95: "p95", 0.99: "p99"}
@@ -62,8 +63,15 @@ def percentile_frame(
 ) -> pd.DataFrame:
     """Long frame ``ts, percentile, seconds, lower_seconds, upper_seconds`` from the store's
     ``quantile_series``; steps without observations and NaN values are left out (a gap)."""
+    return percentile_rows(
+        reader.quantile_series(family, dict(selector), start, end, PERCENTILES, step)
+    )
+
+
+def percentile_rows(steps: Iterable[QuantileStep]) -> pd.DataFrame:
+    """:func:`percentile_frame`'s frame from quantile steps (``quantile_series``'s answer)."""
     rows = []
-    for t, results in reader.quantile_series(family, dict(selector), start, end, PERCENTILES, step):
+    for t, results in steps:
         if results is None:
             continue
         for q, result in zip(PERCENTILES, results, strict=True):
@@ -75,6 +83,22 @@ def percentile_frame(
                  _finite(result.upper_bound))
             )  # fmt: skip
     return pd.DataFrame(rows, columns=QUANTILE_COLUMNS)
+
+
+def step_percentiles(steps: Sequence[HistogramStep]) -> pd.DataFrame:
+    """:func:`percentile_frame` from ``histogram_series`` steps, as ``quantile_series``
+    computes it (``collectors.store.records.quantile_steps``, bit for bit)."""
+    return percentile_rows(quantile_steps(steps, PERCENTILES, SMALL_DELTA_TOLERANCE))
+
+
+def window_of_steps(steps: Sequence[HistogramStep]) -> dict[str, QuantileResult] | None:
+    """:func:`window_percentiles` of the window the steps tile: exact windows add up, so the
+    merged steps are the window's distribution (one read serves the chart and the figures)."""
+    histograms = [h for _, h in steps if h is not None]
+    if not histograms:
+        return None
+    histogram = merge_histograms(histograms)
+    return {PERCENTILE_NAMES[q]: histogram.quantile(q) for q in PERCENTILES}
 
 
 def counter_rate_frame(
@@ -219,8 +243,13 @@ def heatmap_frame(
     """Grafana-style heatmap cells from the stored buckets: per step and bucket
     ``(lower, upper]``, the observations that fell in it (cumulative counts differenced).
     The ``+Inf`` bucket is labelled ``> highest bound``; empty cells are left out."""
+    return heatmap_cells(reader.histogram_series(family, dict(selector), start, end, step))
+
+
+def heatmap_cells(steps: Iterable[HistogramStep]) -> pd.DataFrame:
+    """:func:`heatmap_frame`'s cells from ``histogram_series`` steps."""
     rows = []
-    for t, histogram in reader.histogram_series(family, dict(selector), start, end, step):
+    for t, histogram in steps:
         if histogram is None:
             continue
         lower = 0.0
