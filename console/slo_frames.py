@@ -150,6 +150,45 @@ def _stepped_reads(
     return out  # type: ignore[return-value]
 
 
+def _edged_reads(
+    reader: MetricsReader,
+    spec: SLOSpec,
+    selector: Mapping[str, str],
+    end: float,
+    lengths: tuple[float, ...],
+) -> dict[float, object] | None:
+    """:func:`_stepped_reads` for an ``end`` off the minute (the 1 h range's 30 s steps):
+    each window is its whole minutes, a suffix of one stepped read that ends on the minute
+    (roll-ups), plus its two raw edges: the part before its first whole minute (a window
+    each) and the part after the last (one window, shared). Without the split every step
+    boundary would fall off the minute and be read raw."""
+    last = math.floor(end / 60) * 60
+    if any(n % 60 or n <= 60 for n in lengths):
+        return None
+    middle = _stepped_reads(reader, spec, selector, last, tuple(n - 60 for n in lengths))
+    if middle is None:
+        return None
+    after = _window_read(reader, spec, selector, last, end)
+    out = {}
+    for n in lengths:
+        first = math.ceil((end - n) / 60) * 60
+        before = _window_read(reader, spec, selector, end - n, first)
+        out[n] = _combine(spec, (before, middle[n - 60], after))
+    return out
+
+
+def _combine(spec: SLOSpec, reads: tuple[object, ...]) -> object:
+    """Adjacent windows' reads added: merged histograms, or increases summed per value."""
+    if isinstance(spec.indicator, LatencyIndicator):
+        histograms = [r for r in reads if r is not None]
+        return merge_histograms(histograms) if histograms else None
+    total: dict[str, float] = {}
+    for read in reads:
+        for value, increase in (read or {}).items():  # type: ignore[attr-defined]
+            total[value] = total.get(value, 0.0) + increase
+    return total
+
+
 def _last(values: list, length: float, step: float, add):  # type: ignore[no-untyped-def]
     """``add`` over the last ``length / step`` values that are not None (None: all are)."""
     chosen = [v for v in values[len(values) - round(length / step) :] if v is not None]
@@ -194,7 +233,11 @@ def slo_status(
     lengths = {w.long_window_seconds for w in windows} | {w.short_window_seconds for w in windows}
     # NOTE: the range's own window joins the stepped read when it is one more suffix of it.
     wanted = tuple(sorted(lengths | {end - start}))
-    reads = _stepped_reads(reader, spec, selector, end, wanted)
+    reads = (
+        _stepped_reads(reader, spec, selector, end, wanted)
+        if end % 60 == 0
+        else _edged_reads(reader, spec, selector, end, wanted)
+    )
     if reads is None:
         ratios = {w: error_ratio(reader, spec, selector, end - w, end) for w in sorted(lengths)}
         value, low, high, basis = _attainment(

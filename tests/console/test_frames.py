@@ -15,8 +15,15 @@ from collectors.store.fake import FakeMetricsReader
 from collectors.store.records import ScrapeRecord
 from console.metric_frames import gauge_frame, heatmap_frame, percentile_frame
 from console.request_frames import waterfall
-from console.slo_frames import slo_status
-from slo import LatencyIndicator, LatencyMetric, Selector, SLOSpec
+from console.slo_frames import error_ratio, slo_status
+from slo import (
+    ErrorRatioIndicator,
+    ErrorSource,
+    LatencyIndicator,
+    LatencyMetric,
+    Selector,
+    SLOSpec,
+)
 
 BOUNDS = (0.1, 0.5, 1.0, math.inf)
 T0 = 1_800_000_000.0
@@ -162,3 +169,53 @@ def test_the_waterfall_follows_the_span_events():
 
 def test_a_span_without_events_is_one_bar():
     assert [(b.phase, b.end_ms) for b in waterfall(span([]))] == [("chat m", 500.0)]
+
+
+@pytest.mark.parametrize("offset", [0.0, 30.0, -15.0])
+@pytest.mark.parametrize(
+    "indicator",
+    [LatencyIndicator(LatencyMetric.TTFT, 0.5), ErrorRatioIndicator(ErrorSource.REQUESTS)],
+)
+def test_stepped_burn_rate_reads_equal_a_read_per_window(store_with_errors, indicator, offset):
+    """One step-series read (whole minutes, plus raw edges when the end is off the minute)
+    gives every window's error ratio exactly as a window read each does."""
+    spec = SLOSpec("s", Selector(), indicator, target=0.99, period_days=30)
+    end = T0 + 2 * 3600 + offset
+    status = slo_status(store_with_errors, spec, {}, end - 900, end)
+    for check in status.checks:
+        for length, ratio in (
+            (check.window.long_window_seconds, check.long_burn_rate),
+            (check.window.short_window_seconds, check.short_burn_rate),
+        ):
+            expected = error_ratio(store_with_errors, spec, {}, end - length, end)
+            assert ratio == pytest.approx(expected / (1 - spec.target), rel=1e-12, nan_ok=True)
+    assert status.attainment == pytest.approx(
+        1 - error_ratio(store_with_errors, spec, {}, end - 900, end), rel=1e-12
+    )
+
+
+@pytest.fixture(scope="module")
+def store_with_errors(tmp_path_factory):
+    """Two hours of two targets scraped every 20 s (on and off the minute): TTFT with a
+    varying slow share and requests finishing ``stop`` or ``error``; rolled up."""
+    store = Store(sqlite_url(tmp_path_factory.mktemp("slo") / "slo.db"))
+    for k in range(3 * 2 * 60 + 1):
+        for target in ("a", "b"):
+            n = 10.0 * k
+            bad = float(sum(j % 7 == 0 for j in range(k)))
+            labels = c.labels_key({"target": target, "model": "m"})
+            samples = tuple(
+                c.CanonicalSample(
+                    c.REQUESTS_TOTAL, c.labels_key({"target": target, "model": "m",
+                    "finished_reason": reason}), value, c.Kind.COUNTER,
+                )
+                for reason, value in (("stop", n - bad), ("error", bad))
+            )  # fmt: skip
+            hist = c.CanonicalHistogram(
+                c.TTFT_SECONDS, labels, BOUNDS, (n - bad, n - bad, n, n), None, n
+            )
+            store.write_scrape(ScrapeRecord(target, T0 + 20 * k, samples=samples, histograms=(hist,)))  # fmt: skip
+    for later in (0.0, 90.0, 150.0):
+        store.maintain(T0 + 2 * 3600 + later)
+    yield store
+    store.close()
