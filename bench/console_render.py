@@ -173,7 +173,20 @@ def render(page: str | None, range_key: str, until: float, *, cold: bool) -> dic
 
 def measure(url: str, config: Path, until: float, repeats: int = REPEATS) -> list[tuple]:
     """The table's rows: per page and range, cold and warm (median of ``repeats``)."""
-    os.environ.update({"TAILWATCH_DB_URL": url, "TAILWATCH_CONFIG": str(config), "TAILWATCH_LIVE": "0"})  # fmt: skip
+    env = {"TAILWATCH_DB_URL": url, "TAILWATCH_CONFIG": str(config), "TAILWATCH_LIVE": "0"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return _measure(until, repeats)
+    finally:  # NOTE: the smoke test runs in pytest's process: leave its environment as found
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _measure(until: float, repeats: int) -> list[tuple]:
     runs = {("trivial", "-"): [render(None, "1h", until, cold=True) for _ in range(repeats)]}
     for name, page in PAGES.items():
         for range_key in TARGETS:
