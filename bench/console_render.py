@@ -40,6 +40,7 @@ from collectors.store import Store, sqlite_url
 
 REPLICAS = 16
 REPEATS = 3
+TOP_READS = 5
 PAGES = {"Overview": "app_pages/overview.py", "SLOs": "app_pages/slos.py"}
 #: range → cold wall-clock target in seconds (issue 13).
 TARGETS = {"1h": 1.0, "24h": 2.0}
@@ -102,9 +103,10 @@ class ReadTimer:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.by_name: dict[str, float] = {}
         self._depth = threading.local()
 
-    def _wrap(self, fn: Callable) -> Callable:
+    def _wrap(self, name: str, fn: Callable) -> Callable:
         def timed(*args, **kwargs):
             depth = getattr(self._depth, "n", 0)
             self._depth.n = depth + 1
@@ -114,7 +116,9 @@ class ReadTimer:
             finally:
                 self._depth.n = depth
                 if depth == 0:
-                    self.seconds += time.perf_counter() - started
+                    spent = time.perf_counter() - started
+                    self.seconds += spent
+                    self.by_name[name] = self.by_name.get(name, 0.0) + spent
 
         return timed
 
@@ -126,7 +130,7 @@ class ReadTimer:
         # module globals at call time, so wrapping the attribute times the pages' calls too.
         cached = {k: v for k, v in vars(data).items() if callable(getattr(v, "clear", None))}
         for name, fn in cached.items():
-            setattr(data, name, self._wrap(fn))
+            setattr(data, name, self._wrap(name, fn))
         try:
             yield self
         finally:
@@ -167,12 +171,16 @@ def render(page: str | None, range_key: str, until: float, *, cold: bool) -> dic
         "wall": wall,
         "cpu": cpu,
         "reads": timer.seconds,
+        "by_read": timer.by_name,
         "charts": len(at.get("vega_lite_chart")),
     }
 
 
-def measure(url: str, config: Path, until: float, repeats: int = REPEATS) -> list[tuple]:
-    """The table's rows: per page and range, cold and warm (median of ``repeats``)."""
+def measure(
+    url: str, config: Path, until: float, repeats: int = REPEATS
+) -> tuple[list[tuple], list[tuple]]:
+    """The table's rows (per page and range, cold and warm, median of ``repeats``), and the
+    cold runs' costliest reads (``console.data`` function, median wall ms)."""
     env = {"TAILWATCH_DB_URL": url, "TAILWATCH_CONFIG": str(config), "TAILWATCH_LIVE": "0"}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -186,7 +194,7 @@ def measure(url: str, config: Path, until: float, repeats: int = REPEATS) -> lis
                 os.environ[k] = v
 
 
-def _measure(until: float, repeats: int) -> list[tuple]:
+def _measure(until: float, repeats: int) -> tuple[list[tuple], list[tuple]]:
     runs = {("trivial", "-"): [render(None, "1h", until, cold=True) for _ in range(repeats)]}
     for name, page in PAGES.items():
         for range_key in TARGETS:
@@ -212,7 +220,16 @@ def _measure(until: float, repeats: int) -> list[tuple]:
                     f"{med(rs, 'reads') * 1000:.0f}", f"{(wall - fixed) * 1000:.0f}",
                     rs[0]["charts"], f"≤ {target:g} s" if kind == "cold" else "-", met,
                 ))  # fmt: skip
-    return rows
+    breakdown = []
+    for name in PAGES:
+        for range_key in TARGETS:
+            cold = runs[name, range_key]
+            names = {k for r in cold for k in r["by_read"]}
+            spent = {k: statistics.median(r["by_read"].get(k, 0.0) for r in cold) for k in names}
+            top = sorted(spent.items(), key=lambda kv: -kv[1])[:TOP_READS]
+            shown = ", ".join(f"{k.lstrip('_')} {v * 1000:.0f}" for k, v in top)
+            breakdown.append((name, range_key, shown))
+    return rows, breakdown
 
 
 HEADERS = (
@@ -226,9 +243,11 @@ def main() -> None:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     hours = alerts_eval.HOURS
     url, config, last = seeded_store(CACHE, hours)
-    rows = measure(url, config, last)
+    rows, breakdown = measure(url, config, last)
     print(
         f"\nAppTest.run() of each page from the entrypoint on {hours:g} h x {REPLICAS} replicas "
         f"({os.cpu_count()} cores); median of {REPEATS}; page work = wall - trivial page"
     )
     print_table(HEADERS, rows)
+    print(f"\ncold runs: the costliest console.data reads (median wall ms of {REPEATS})")
+    print_table(("page", "range", "reads"), breakdown)

@@ -19,7 +19,7 @@ def test_the_bench_renders_both_pages_and_prints_the_table(tmp_path, monkeypatch
     again = console_render.seeded_store(tmp_path, hours=0.1, replicas=2)
     assert again == (url, config, last) and "seeded" not in capsys.readouterr().out  # reused
     try:
-        rows = console_render.measure(url, config, last, repeats=1)
+        rows, breakdown = console_render.measure(url, config, last, repeats=1)
     finally:
         st.cache_data.clear()
         st.cache_resource.clear()
@@ -29,6 +29,7 @@ def test_the_bench_renders_both_pages_and_prints_the_table(tmp_path, monkeypatch
         for range_key in console_render.TARGETS
         for cache in ("cold", "warm")
     ]
+    assert [row[:2] for row in breakdown] == [row[:2] for row in rows[1::2]]
     overview = [row for row in rows if row[0] == "Overview"]
     assert all(row[7] >= 10 for row in overview), "the Overview draws its charts"
     console_render.print_table(console_render.HEADERS, rows)
