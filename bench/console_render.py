@@ -128,7 +128,11 @@ class ReadTimer:
 
         # NOTE: the cached functions are the ones with .clear(); data.py looks them up as
         # module globals at call time, so wrapping the attribute times the pages' calls too.
-        cached = {k: v for k, v in vars(data).items() if callable(getattr(v, "clear", None))}
+        cached = {
+            k: v
+            for k, v in vars(data).items()
+            if callable(v) and callable(getattr(v, "clear", None))  # not __builtins__ (a dict)
+        }
         for name, fn in cached.items():
             setattr(data, name, self._wrap(name, fn))
         try:

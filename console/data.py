@@ -31,6 +31,8 @@ TTL_SECONDS = 15
 MAX_ENTRIES = 256
 #: Families whose series name the models and targets offered in the filters.
 CATALOG_FAMILIES = (c.TTFT_SECONDS, c.E2E_SECONDS, c.REQUESTS_RUNNING)
+#: Families the Overview also breaks down per target (p99 per replica).
+BY_TARGET_FAMILIES = (c.TTFT_SECONDS, c.ITL_SECONDS)
 
 Selector = tuple[tuple[str, str], ...]
 
@@ -129,7 +131,13 @@ def _steps(url, family, selector: Selector, start, end, step):
 
 def _filter_steps(url: str, family: str, f: Filters) -> list:
     """The filters' ``histogram_series`` of ``family``: one read serves its percentile chart,
-    its window figures and its heatmap."""
+    its window figures and its heatmap. For the per-replica families, all targets shown: the
+    per-target steps added, when those targets hold every selected series (one read fewer)."""
+    if f.target is None and family in BY_TARGET_FAMILIES:
+        per_target, covers = _target_steps(url, family, f)
+        merged = metric_frames.merged_steps(per_target) if covers else None
+        if merged is not None:
+            return merged
     return _steps(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds)
 
 
@@ -346,16 +354,27 @@ def counter_total(url: str, family: str, f: Filters) -> float | None:
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _by_target(url, family, selector: Selector, targets, start, end, step, q):
-    return metric_frames.quantile_by_label(
-        _store(url), family, dict(selector), c.LABEL_TARGET, targets, start, end, step, q
+def _by_target(url, family, selector: Selector, targets, start, end, step):
+    """Each target's ``histogram_series`` (at most ``MAX_BREAKDOWN_SERIES``), and whether
+    those targets hold every series the selector picks."""
+    store = _store(url)
+    chosen = tuple(targets)[: metric_frames.MAX_BREAKDOWN_SERIES]
+    per_target = {
+        t: store.histogram_series(family, {**dict(selector), c.LABEL_TARGET: t}, start, end, step)
+        for t in chosen
+    }
+    held = {dict(s.labels).get(c.LABEL_TARGET) for s in store.series(family, dict(selector))}
+    return per_target, held <= set(chosen)
+
+
+def _target_steps(url: str, family: str, f: Filters) -> tuple[dict[str, list], bool]:
+    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
+    selector = {k: v for k, v in f.selector().items() if k != c.LABEL_TARGET}
+    return _by_target(
+        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds
     )
 
 
 def quantile_by_target(url: str, family: str, f: Filters, q: float = 0.99) -> pd.DataFrame:
     """``ts, series, ms``: one line per target (the chosen one, or every target)."""
-    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
-    selector = {k: v for k, v in f.selector().items() if k != "target"}
-    return _by_target(
-        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds, q
-    )
+    return metric_frames.quantile_by_label_steps(_target_steps(url, family, f)[0], q)

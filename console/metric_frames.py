@@ -302,3 +302,34 @@ def quantile_by_label(
             if results is not None and _finite(results[0].value) is not None:
                 rows.append((_ts(t), value, results[0].value * 1000.0))
     return pd.DataFrame(rows, columns=["ts", "series", "ms"])
+
+
+def quantile_by_label_steps(
+    per_value: Mapping[str, Sequence[HistogramStep]], q: float = 0.99
+) -> pd.DataFrame:
+    """:func:`quantile_by_label`'s frame from each value's ``histogram_series`` steps, with
+    the quantiles ``quantile_series`` takes (``quantile_steps``, bit for bit)."""
+    rows = []
+    for value, steps in per_value.items():
+        for t, results in quantile_steps(steps, (q,), SMALL_DELTA_TOLERANCE):
+            if results is not None and _finite(results[0].value) is not None:
+                rows.append((_ts(t), value, results[0].value * 1000.0))
+    return pd.DataFrame(rows, columns=["ts", "series", "ms"])
+
+
+def merged_steps(per_value: Mapping[str, Sequence[HistogramStep]]) -> list[HistogramStep] | None:
+    """The step histograms of all the values' series together: per step the values' counts
+    added (exact windows add up). ``None`` when the steps or a step's layouts differ (then
+    let the store merge them)."""
+    series = list(per_value.values())
+    if not series or any(len(s) != len(series[0]) for s in series):
+        return None
+    out = []
+    for i, (t, _) in enumerate(series[0]):
+        present = [s[i].histogram for s in series if s[i].histogram is not None]
+        if any(s[i].t != t for s in series):
+            return None
+        if any(h.upper_bounds != present[0].upper_bounds for h in present):
+            return None
+        out.append(HistogramStep(t, merge_histograms(present) if present else None))
+    return out
