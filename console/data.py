@@ -134,8 +134,7 @@ def _filter_steps(url: str, family: str, f: Filters) -> list:
     its window figures and its heatmap. For the per-replica families, all targets shown: the
     per-target steps added, when those targets hold every selected series (one read fewer)."""
     if f.target is None and family in BY_TARGET_FAMILIES:
-        per_target, covers = _target_steps(url, family, f)
-        merged = metric_frames.merged_steps(per_target) if covers else None
+        merged = _target_call(_merged_by_target, url, family, f)
         if merged is not None:
             return merged
     return _steps(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds)
@@ -367,14 +366,29 @@ def _by_target(url, family, selector: Selector, targets, start, end, step):
     return per_target, held <= set(chosen)
 
 
-def _target_steps(url: str, family: str, f: Filters) -> tuple[dict[str, list], bool]:
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _merged_by_target(url, family, selector: Selector, targets, start, end, step):
+    per_target, covers = _by_target(url, family, selector, targets, start, end, step)
+    return metric_frames.merged_steps(per_target) if covers else None
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _quantile_by_target(url, family, selector: Selector, targets, start, end, step, q):
+    per_target, _ = _by_target(url, family, selector, targets, start, end, step)
+    return metric_frames.quantile_by_label_steps(per_target, q)
+
+
+def _target_call(fn, url: str, family: str, f: Filters, *extra):  # type: ignore[no-untyped-def]
+    """``fn`` over the targets shown (the chosen one, or every target); the small results
+    are cached apart, so a warm view does not copy every target's steps out of the cache."""
     targets = (f.target,) if f.target else tuple(catalog(url)["target"])
     selector = {k: v for k, v in f.selector().items() if k != c.LABEL_TARGET}
-    return _by_target(
-        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds
-    )
+    return fn(
+        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds,
+        *extra,
+    )  # fmt: skip
 
 
 def quantile_by_target(url: str, family: str, f: Filters, q: float = 0.99) -> pd.DataFrame:
     """``ts, series, ms``: one line per target (the chosen one, or every target)."""
-    return metric_frames.quantile_by_label_steps(_target_steps(url, family, f)[0], q)
+    return _target_call(_quantile_by_target, url, family, f, q)
