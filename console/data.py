@@ -31,6 +31,8 @@ TTL_SECONDS = 15
 MAX_ENTRIES = 256
 #: Families whose series name the models and targets offered in the filters.
 CATALOG_FAMILIES = (c.TTFT_SECONDS, c.E2E_SECONDS, c.REQUESTS_RUNNING)
+#: Families the Overview also breaks down per target (p99 per replica).
+BY_TARGET_FAMILIES = (c.TTFT_SECONDS, c.ITL_SECONDS)
 
 Selector = tuple[tuple[str, str], ...]
 
@@ -123,23 +125,34 @@ def tenants(url: str, start: float, end: float) -> list[str]:
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _window_percentiles(url, family, selector: Selector, start, end):
-    return metric_frames.window_percentiles(_store(url), family, dict(selector), start, end)
+def _steps(url, family, selector: Selector, start, end, step):
+    return _store(url).histogram_series(family, dict(selector), start, end, step)
+
+
+def _filter_steps(url: str, family: str, f: Filters) -> list:
+    """The filters' ``histogram_series`` of ``family``: one read serves its percentile chart,
+    its window figures and its heatmap. For the per-replica families, all targets shown: the
+    per-target steps added, when those targets hold every selected series (one read fewer)."""
+    if f.target is None and family in BY_TARGET_FAMILIES:
+        merged = _target_call(_merged_by_target, url, family, f)
+        if merged is not None:
+            return merged
+    return _steps(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds)
 
 
 def window_percentiles(url: str, family: str, f: Filters) -> dict[str, QuantileResult] | None:
-    return _window_percentiles(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds)
+    # NOTE: the steps tile the window (the range is a whole number of steps), and exact
+    # windows add up: the merged steps are histogram_window's distribution.
+    return metric_frames.window_of_steps(_filter_steps(url, family, f))
+
+
+def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
+    return metric_frames.step_percentiles(_filter_steps(url, family, f))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _percentile_frame(url, family, selector: Selector, start, end, step):
     return metric_frames.percentile_frame(_store(url), family, dict(selector), start, end, step)
-
-
-def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
-    return _percentile_frame(
-        url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds
-    )
 
 
 def percentile_frame_between(
@@ -202,13 +215,8 @@ def ratio(url: str, numerator: str, denominator: str, f: Filters) -> pd.DataFram
     )  # fmt: skip
 
 
-@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _heatmap(url, family, selector: Selector, start, end, step):
-    return metric_frames.heatmap_frame(_store(url), family, dict(selector), start, end, step)
-
-
 def heatmap(url: str, family: str, f: Filters) -> pd.DataFrame:
-    return _heatmap(url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds)
+    return metric_frames.heatmap_cells(_filter_steps(url, family, f))
 
 
 @st.cache_data(ttl=60, max_entries=8, show_spinner=False)
@@ -345,16 +353,42 @@ def counter_total(url: str, family: str, f: Filters) -> float | None:
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _by_target(url, family, selector: Selector, targets, start, end, step, q):
-    return metric_frames.quantile_by_label(
-        _store(url), family, dict(selector), c.LABEL_TARGET, targets, start, end, step, q
-    )
+def _by_target(url, family, selector: Selector, targets, start, end, step):
+    """Each target's ``histogram_series`` (at most ``MAX_BREAKDOWN_SERIES``), and whether
+    those targets hold every series the selector picks."""
+    store = _store(url)
+    chosen = tuple(targets)[: metric_frames.MAX_BREAKDOWN_SERIES]
+    per_target = {
+        t: store.histogram_series(family, {**dict(selector), c.LABEL_TARGET: t}, start, end, step)
+        for t in chosen
+    }
+    held = {dict(s.labels).get(c.LABEL_TARGET) for s in store.series(family, dict(selector))}
+    return per_target, held <= set(chosen)
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _merged_by_target(url, family, selector: Selector, targets, start, end, step):
+    per_target, covers = _by_target(url, family, selector, targets, start, end, step)
+    return metric_frames.merged_steps(per_target) if covers else None
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _quantile_by_target(url, family, selector: Selector, targets, start, end, step, q):
+    per_target, _ = _by_target(url, family, selector, targets, start, end, step)
+    return metric_frames.quantile_by_label_steps(per_target, q)
+
+
+def _target_call(fn, url: str, family: str, f: Filters, *extra):  # type: ignore[no-untyped-def]
+    """``fn`` over the targets shown (the chosen one, or every target); the small results
+    are cached apart, so a warm view does not copy every target's steps out of the cache."""
+    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
+    selector = {k: v for k, v in f.selector().items() if k != c.LABEL_TARGET}
+    return fn(
+        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds,
+        *extra,
+    )  # fmt: skip
 
 
 def quantile_by_target(url: str, family: str, f: Filters, q: float = 0.99) -> pd.DataFrame:
     """``ts, series, ms``: one line per target (the chosen one, or every target)."""
-    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
-    selector = {k: v for k, v in f.selector().items() if k != "target"}
-    return _by_target(
-        url, family, _sel(selector), targets, f.start_seconds, f.end_seconds, f.step_seconds, q
-    )
+    return _target_call(_quantile_by_target, url, family, f, q)

@@ -9,12 +9,14 @@ console's cache in :mod:`console.data` wraps these, and tests call them on any r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from collectors.store.protocols import MetricsReader
-from slo import QuantileResult
+from collectors.store.records import HistogramStep, QuantileStep, quantile_steps
+from slo import SMALL_DELTA_TOLERANCE, QuantileResult, merge_histograms
 
 PERCENTILES = (0.5, 0.95, 0.99)
 PERCENTILE_NAMES = {0.5: "p50", 0.95: "p95", 0.99: "p99"}
@@ -61,8 +63,15 @@ def percentile_frame(
 ) -> pd.DataFrame:
     """Long frame ``ts, percentile, seconds, lower_seconds, upper_seconds`` from the store's
     ``quantile_series``; steps without observations and NaN values are left out (a gap)."""
+    return percentile_rows(
+        reader.quantile_series(family, dict(selector), start, end, PERCENTILES, step)
+    )
+
+
+def percentile_rows(steps: Iterable[QuantileStep]) -> pd.DataFrame:
+    """:func:`percentile_frame`'s frame from quantile steps (``quantile_series``'s answer)."""
     rows = []
-    for t, results in reader.quantile_series(family, dict(selector), start, end, PERCENTILES, step):
+    for t, results in steps:
         if results is None:
             continue
         for q, result in zip(PERCENTILES, results, strict=True):
@@ -74,6 +83,22 @@ def percentile_frame(
                  _finite(result.upper_bound))
             )  # fmt: skip
     return pd.DataFrame(rows, columns=QUANTILE_COLUMNS)
+
+
+def step_percentiles(steps: Sequence[HistogramStep]) -> pd.DataFrame:
+    """:func:`percentile_frame` from ``histogram_series`` steps, as ``quantile_series``
+    computes it (``collectors.store.records.quantile_steps``, bit for bit)."""
+    return percentile_rows(quantile_steps(steps, PERCENTILES, SMALL_DELTA_TOLERANCE))
+
+
+def window_of_steps(steps: Sequence[HistogramStep]) -> dict[str, QuantileResult] | None:
+    """:func:`window_percentiles` of the window the steps tile: exact windows add up, so the
+    merged steps are the window's distribution (one read serves the chart and the figures)."""
+    histograms = [h for _, h in steps if h is not None]
+    if not histograms:
+        return None
+    histogram = merge_histograms(histograms)
+    return {PERCENTILE_NAMES[q]: histogram.quantile(q) for q in PERCENTILES}
 
 
 def counter_rate_frame(
@@ -134,16 +159,14 @@ def gauge_frame(
     *,
     across: str = "sum",
 ) -> pd.DataFrame:
-    """``ts, value``: a gauge averaged per step within each series, then summed (``across=
-    "sum"``, e.g. requests running) or maxed (``"max"``, e.g. KV usage) across series."""
-    per_series = []
-    for labels, samples in reader.samples(family, dict(selector), start, end).items():
-        if not samples:
-            continue
-        frame = pd.DataFrame(samples, columns=["t", "value"])
-        frame["bin"] = (frame["t"] // step + 1) * step
-        means = frame.groupby("bin")["value"].mean()
-        per_series.append(means.rename(str(labels)))
+    """``ts, value``: a gauge averaged per step ``(t - step, t]`` within each series (the
+    store's step convention), then summed (``across="sum"``, e.g. requests running) or maxed
+    (``"max"``, e.g. KV usage) across series. Whole-minute steps read the store's gauge
+    roll-ups where they cover (a reader with ``gauge_minutes``), raw readings elsewhere."""
+    per_series = [
+        means.rename(str(labels))
+        for labels, means in _gauge_step_means(reader, family, dict(selector), start, end, step)
+    ]
     if not per_series:
         return pd.DataFrame(columns=["ts", "value"])
     wide = pd.concat(per_series, axis=1)
@@ -152,6 +175,41 @@ def gauge_frame(
     out.columns = ["t", "value"]
     out["ts"] = pd.to_datetime(out["t"], unit="s", utc=True)
     return out[["ts", "value"]]
+
+
+def _step_end(t: np.ndarray, step: float) -> np.ndarray:
+    """The end of the step ``(k * step, (k + 1) * step]`` holding each ``t``."""
+    return np.ceil(t / step) * step
+
+
+def _gauge_step_means(reader, family, selector, start, end, step):  # type: ignore[no-untyped-def]
+    """Per series ``(labels, mean per step end)``, from roll-up minutes (their sums and counts)
+    up to the store's roll-up coverage and raw readings after it."""
+    raw_from = start
+    sums: dict = {}
+    minutes_of = getattr(reader, "gauge_minutes", None)
+    if minutes_of is not None and step % 60 == 0 and start % 60 == 0:
+        covered = reader.rollup_coverage()  # type: ignore[attr-defined]
+        raw_from = end if covered >= end else max(start, math.floor(covered / 60) * 60)
+        for labels, minutes in minutes_of(family, selector, start, raw_from).items():
+            if minutes:
+                m = np.array([x.start_seconds + 60.0 for x in minutes])
+                n = np.array([float(x.samples) for x in minutes])
+                total = np.array([x.avg * x.samples for x in minutes])
+                sums[labels] = [pd.DataFrame({"bin": _step_end(m, step), "sum": total, "n": n})]
+    if raw_from < end:
+        for labels, samples in reader.samples(family, selector, raw_from, end).items():
+            frame = pd.DataFrame(samples, columns=["t", "value"])
+            frame = frame[frame["t"] > raw_from]  # NOTE: (raw_from, end], as the roll-ups
+            if frame.empty:
+                continue
+            part = pd.DataFrame(
+                {"bin": _step_end(frame["t"].to_numpy(), step), "sum": frame["value"], "n": 1.0}
+            )
+            sums.setdefault(labels, []).append(part)
+    for labels, parts in sums.items():
+        grouped = pd.concat(parts).groupby("bin")[["sum", "n"]].sum()
+        yield labels, grouped["sum"] / grouped["n"]
 
 
 def ratio_frame(
@@ -185,8 +243,13 @@ def heatmap_frame(
     """Grafana-style heatmap cells from the stored buckets: per step and bucket
     ``(lower, upper]``, the observations that fell in it (cumulative counts differenced).
     The ``+Inf`` bucket is labelled ``> highest bound``; empty cells are left out."""
+    return heatmap_cells(reader.histogram_series(family, dict(selector), start, end, step))
+
+
+def heatmap_cells(steps: Iterable[HistogramStep]) -> pd.DataFrame:
+    """:func:`heatmap_frame`'s cells from ``histogram_series`` steps."""
     rows = []
-    for t, histogram in reader.histogram_series(family, dict(selector), start, end, step):
+    for t, histogram in steps:
         if histogram is None:
             continue
         lower = 0.0
@@ -239,3 +302,34 @@ def quantile_by_label(
             if results is not None and _finite(results[0].value) is not None:
                 rows.append((_ts(t), value, results[0].value * 1000.0))
     return pd.DataFrame(rows, columns=["ts", "series", "ms"])
+
+
+def quantile_by_label_steps(
+    per_value: Mapping[str, Sequence[HistogramStep]], q: float = 0.99
+) -> pd.DataFrame:
+    """:func:`quantile_by_label`'s frame from each value's ``histogram_series`` steps, with
+    the quantiles ``quantile_series`` takes (``quantile_steps``, bit for bit)."""
+    rows = []
+    for value, steps in per_value.items():
+        for t, results in quantile_steps(steps, (q,), SMALL_DELTA_TOLERANCE):
+            if results is not None and _finite(results[0].value) is not None:
+                rows.append((_ts(t), value, results[0].value * 1000.0))
+    return pd.DataFrame(rows, columns=["ts", "series", "ms"])
+
+
+def merged_steps(per_value: Mapping[str, Sequence[HistogramStep]]) -> list[HistogramStep] | None:
+    """The step histograms of all the values' series together: per step the values' counts
+    added (exact windows add up). ``None`` when the steps or a step's layouts differ (then
+    let the store merge them)."""
+    series = list(per_value.values())
+    if not series or any(len(s) != len(series[0]) for s in series):
+        return None
+    out = []
+    for i, (t, _) in enumerate(series[0]):
+        present = [s[i].histogram for s in series if s[i].histogram is not None]
+        if any(s[i].t != t for s in series):
+            return None
+        if any(h.upper_bounds != present[0].upper_bounds for h in present):
+            return None
+        out.append(HistogramStep(t, merge_histograms(present) if present else None))
+    return out

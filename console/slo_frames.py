@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from alerts.rule_eval import common_step
 from alerts.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
 from collectors.store.protocols import MetricsReader
 from slo import (
@@ -25,6 +26,7 @@ from slo import (
     budget_remaining,
     burn_rate_windows,
     evaluate_burn_rates,
+    merge_histograms,
     objective_attainment,
 )
 
@@ -67,22 +69,14 @@ def latency_family(spec: SLOSpec) -> str | None:
     return None
 
 
-def error_ratio(
-    reader: MetricsReader, spec: SLOSpec, selector: Mapping[str, str], start: float, end: float
-) -> float:
-    """The SLO's error ratio over ``[start, end]`` as its burn-rate rule reads it (NaN: no
-    traffic, or TPOT, which only request records measure)."""
-    indicator = spec.indicator
-    if isinstance(indicator, LatencyIndicator):
-        family = latency_family(spec)
-        if family is None:
-            return math.nan
-        window = reader.histogram_window(family, dict(selector), start, end)
-        if window is None:
-            return math.nan
-        return LatencySLI(indicator.metric, indicator.threshold_seconds).error_ratio(window)[0]
-    assert isinstance(indicator, ErrorRatioIndicator)
-    sli = ErrorSLI(indicator)
+def _latency_window(reader, spec, selector, start, end):  # type: ignore[no-untyped-def]
+    family = latency_family(spec)
+    return None if family is None else reader.histogram_window(family, dict(selector), start, end)
+
+
+def _error_increases(
+    reader: MetricsReader, sli: ErrorSLI, selector: Mapping[str, str], start: float, end: float
+) -> dict[str, float]:
     increases: dict[str, float] = {}
     for info in reader.series(sli.family, dict(selector)):
         value = dict(info.labels).get(sli.label)
@@ -91,29 +85,137 @@ def error_ratio(
         increase = reader.counter_window(sli.family, {**selector, sli.label: value}, start, end)
         if increase is not None:
             increases[value] = increase
-    return sli.error_ratio(increases) if increases else math.nan
+    return increases
 
 
-def _attainment(
+def _ratio_of(spec: SLOSpec, read: object) -> float:
+    """The error ratio of one window's read: a merged histogram (latency) or the increases
+    per label value (errors); NaN without traffic."""
+    indicator = spec.indicator
+    if isinstance(indicator, LatencyIndicator):
+        if read is None:
+            return math.nan
+        return LatencySLI(indicator.metric, indicator.threshold_seconds).error_ratio(read)[0]  # type: ignore[arg-type]
+    assert isinstance(indicator, ErrorRatioIndicator)
+    return ErrorSLI(indicator).error_ratio(read) if read else math.nan  # type: ignore[arg-type]
+
+
+def _window_read(
     reader: MetricsReader, spec: SLOSpec, selector: Mapping[str, str], start: float, end: float
-) -> tuple[float, float, float, str]:
+) -> object:
+    indicator = spec.indicator
+    if isinstance(indicator, LatencyIndicator):
+        return _latency_window(reader, spec, selector, start, end)
+    assert isinstance(indicator, ErrorRatioIndicator)
+    return _error_increases(reader, ErrorSLI(indicator), selector, start, end)
+
+
+def _stepped_reads(
+    reader: MetricsReader,
+    spec: SLOSpec,
+    selector: Mapping[str, str],
+    end: float,
+    lengths: tuple[float, ...],
+) -> dict[float, object] | None:
+    """Every window ``[end - length, end]``'s read from one step-series read over the longest
+    (as the burn-rate rules read them, ``alerts.rule_eval``): each window is the sum of its
+    last steps (exact windows add up), so a roll-up minute is read once, not once per window.
+    ``None`` when the lengths share no usable step (then read a window each)."""
+    step = common_step(lengths)
+    if step is None:
+        return None
+    start = end - max(lengths)
     indicator = spec.indicator
     if isinstance(indicator, LatencyIndicator):
         family = latency_family(spec)
-        window = (
-            None if family is None else reader.histogram_window(family, dict(selector), start, end)
-        )
-        if window is None:
+        if family is None:
+            return dict.fromkeys(lengths)
+        steps = [h for _, h in reader.histogram_series(family, dict(selector), start, end, step)]
+        return {n: _last(steps, n, step, merge_histograms) for n in lengths}
+    assert isinstance(indicator, ErrorRatioIndicator)
+    sli = ErrorSLI(indicator)
+    out: dict[float, dict[str, float]] = {n: {} for n in lengths}
+    seen: set[str] = set()
+    for info in reader.series(sli.family, dict(selector)):
+        value = dict(info.labels).get(sli.label)
+        if value is None or value in seen:
+            continue
+        seen.add(value)
+        labels = {**selector, sli.label: value}
+        steps = [v for _, v in reader.counter_series(sli.family, labels, start, end, step)]
+        for n in lengths:
+            total = _last(steps, n, step, sum)
+            if total is not None:
+                out[n][value] = total
+    return out  # type: ignore[return-value]
+
+
+def _edged_reads(
+    reader: MetricsReader,
+    spec: SLOSpec,
+    selector: Mapping[str, str],
+    end: float,
+    lengths: tuple[float, ...],
+) -> dict[float, object] | None:
+    """:func:`_stepped_reads` for an ``end`` off the minute (the 1 h range's 30 s steps):
+    each window is its whole minutes, a suffix of one stepped read that ends on the minute
+    (roll-ups), plus its two raw edges: the part before its first whole minute (a window
+    each) and the part after the last (one window, shared). Without the split every step
+    boundary would fall off the minute and be read raw."""
+    last = math.floor(end / 60) * 60
+    if any(n % 60 or n <= 60 for n in lengths):
+        return None
+    middle = _stepped_reads(reader, spec, selector, last, tuple(n - 60 for n in lengths))
+    if middle is None:
+        return None
+    after = _window_read(reader, spec, selector, last, end)
+    out = {}
+    for n in lengths:
+        first = math.ceil((end - n) / 60) * 60
+        before = _window_read(reader, spec, selector, end - n, first)
+        out[n] = _combine(spec, (before, middle[n - 60], after))
+    return out
+
+
+def _combine(spec: SLOSpec, reads: tuple[object, ...]) -> object:
+    """Adjacent windows' reads added: merged histograms, or increases summed per value."""
+    if isinstance(spec.indicator, LatencyIndicator):
+        histograms = [r for r in reads if r is not None]
+        return merge_histograms(histograms) if histograms else None
+    total: dict[str, float] = {}
+    for read in reads:
+        for value, increase in (read or {}).items():  # type: ignore[attr-defined]
+            total[value] = total.get(value, 0.0) + increase
+    return total
+
+
+def _last(values: list, length: float, step: float, add):  # type: ignore[no-untyped-def]
+    """``add`` over the last ``length / step`` values that are not None (None: all are)."""
+    chosen = [v for v in values[len(values) - round(length / step) :] if v is not None]
+    return add(chosen) if chosen else None
+
+
+def error_ratio(
+    reader: MetricsReader, spec: SLOSpec, selector: Mapping[str, str], start: float, end: float
+) -> float:
+    """The SLO's error ratio over ``[start, end]`` as its burn-rate rule reads it (NaN: no
+    traffic, or TPOT, which only request records measure)."""
+    return _ratio_of(spec, _window_read(reader, spec, selector, start, end))
+
+
+def _attainment(spec: SLOSpec, read: object) -> tuple[float, float, float, str]:
+    indicator = spec.indicator
+    if isinstance(indicator, LatencyIndicator):
+        if read is None:
             return math.nan, math.nan, math.nan, "no data"
-        estimate: AttainmentEstimate = objective_attainment(window, indicator.threshold_seconds)
+        estimate: AttainmentEstimate = objective_attainment(read, indicator.threshold_seconds)  # type: ignore[arg-type]
         basis = (
             "exact (threshold is a bucket bound)"
             if estimate.is_exact
             else "estimated from histogram buckets"
         )
         return estimate.attainment, estimate.lower_bound, estimate.upper_bound, basis
-    ratio = error_ratio(reader, spec, selector, start, end)
-    value = 1.0 - ratio
+    value = 1.0 - _ratio_of(spec, read)
     return value, value, value, "exact (request counters)"
 
 
@@ -127,10 +229,23 @@ def slo_status(
         note = f"route {spec.selector.route!r} is not a metric label: all routes are counted"
     if isinstance(spec.indicator, LatencyIndicator) and spec.indicator.metric is LatencyMetric.TPOT:
         note = "TPOT has no histogram: see goodput from request records below"
-    value, low, high, basis = _attainment(reader, spec, selector, start, end)
     windows = burn_rate_windows(spec.period_days)
     lengths = {w.long_window_seconds for w in windows} | {w.short_window_seconds for w in windows}
-    ratios = {w: error_ratio(reader, spec, selector, end - w, end) for w in sorted(lengths)}
+    # NOTE: the range's own window joins the stepped read when it is one more suffix of it.
+    wanted = tuple(sorted(lengths | {end - start}))
+    reads = (
+        _stepped_reads(reader, spec, selector, end, wanted)
+        if end % 60 == 0
+        else _edged_reads(reader, spec, selector, end, wanted)
+    )
+    if reads is None:
+        ratios = {w: error_ratio(reader, spec, selector, end - w, end) for w in sorted(lengths)}
+        value, low, high, basis = _attainment(
+            spec, _window_read(reader, spec, selector, start, end)
+        )
+    else:
+        ratios = {w: _ratio_of(spec, reads[w]) for w in sorted(lengths)}
+        value, low, high, basis = _attainment(spec, reads[end - start])
     checks = evaluate_burn_rates(ratios, spec.target, windows)
     period_ratio = error_ratio(reader, spec, selector, end - spec.period_seconds, end)
     remaining = (

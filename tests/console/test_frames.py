@@ -10,12 +10,20 @@ import pytest
 
 from collectors import canonical as c
 from collectors.request_records import SpanEvent, SpanRecord
+from collectors.store import Store, sqlite_url
 from collectors.store.fake import FakeMetricsReader
 from collectors.store.records import ScrapeRecord
 from console.metric_frames import gauge_frame, heatmap_frame, percentile_frame
 from console.request_frames import waterfall
-from console.slo_frames import slo_status
-from slo import LatencyIndicator, LatencyMetric, Selector, SLOSpec
+from console.slo_frames import error_ratio, slo_status
+from slo import (
+    ErrorRatioIndicator,
+    ErrorSource,
+    LatencyIndicator,
+    LatencyMetric,
+    Selector,
+    SLOSpec,
+)
 
 BOUNDS = (0.1, 0.5, 1.0, math.inf)
 T0 = 1_800_000_000.0
@@ -61,8 +69,41 @@ def test_heatmap_cells_are_the_bucket_differences_per_step():
 def test_gauges_are_averaged_per_step_then_summed_across_targets():
     fake = reader(minutes=5)
     frame = gauge_frame(fake, c.REQUESTS_RUNNING, {}, T0, T0 + 300, 60)
-    # minute i reads i % 3 on both targets, one reading per step
-    assert list(frame["value"]) == [2.0 * (i % 3) for i in range(0, 6)]
+    # minute i reads i % 3 on both targets; step t holds the readings in (t - 60, t], so the
+    # reading at the window's start belongs to the step before it
+    assert list(frame["value"]) == [2.0 * (i % 3) for i in range(1, 6)]
+
+
+class _RawOnly:
+    """A store seen without its gauge roll-ups (``gauge_minutes``): raw readings only."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def samples(self, *args):  # type: ignore[no-untyped-def]
+        return self._store.samples(*args)
+
+
+@pytest.mark.parametrize(("step", "end_minutes"), [(60, 20), (300, 20), (300, 25), (30, 20)])
+def test_gauge_steps_from_rollups_equal_the_raw_readings(tmp_path, step, end_minutes):
+    store = Store(sqlite_url(tmp_path / "gauges.db"))
+    try:
+        for k in range(4 * 22 + 1):  # 22 minutes at 15 s, readings on the minute edges too
+            for target in ("a", "b"):
+                value = float((k * 7 + (target == "b") * 3) % 11)
+                store.write_scrape(ScrapeRecord(target, T0 + 15 * k, samples=(gauge(target, value),)))  # fmt: skip
+        for later in (0.0, 90.0, 150.0):
+            store.maintain(T0 + 22 * 60 + later)
+        assert store.rollup_coverage() >= T0 + 20 * 60  # the roll-up path is the one tested
+        end = T0 + end_minutes * 60
+        for across in ("sum", "max"):
+            rolled = gauge_frame(store, c.REQUESTS_RUNNING, {}, T0, end, step, across=across)
+            raw = gauge_frame(_RawOnly(store), c.REQUESTS_RUNNING, {}, T0, end, step, across=across)  # fmt: skip
+            assert len(rolled) == len(raw) > 0
+            assert list(rolled["ts"]) == list(raw["ts"])
+            assert rolled["value"].tolist() == pytest.approx(raw["value"].tolist(), rel=1e-12)
+    finally:
+        store.close()
 
 
 def test_percentiles_lie_in_their_bucket_bounds():
@@ -128,3 +169,53 @@ def test_the_waterfall_follows_the_span_events():
 
 def test_a_span_without_events_is_one_bar():
     assert [(b.phase, b.end_ms) for b in waterfall(span([]))] == [("chat m", 500.0)]
+
+
+@pytest.mark.parametrize("offset", [0.0, 30.0, -15.0])
+@pytest.mark.parametrize(
+    "indicator",
+    [LatencyIndicator(LatencyMetric.TTFT, 0.5), ErrorRatioIndicator(ErrorSource.REQUESTS)],
+)
+def test_stepped_burn_rate_reads_equal_a_read_per_window(store_with_errors, indicator, offset):
+    """One step-series read (whole minutes, plus raw edges when the end is off the minute)
+    gives every window's error ratio exactly as a window read each does."""
+    spec = SLOSpec("s", Selector(), indicator, target=0.99, period_days=30)
+    end = T0 + 2 * 3600 + offset
+    status = slo_status(store_with_errors, spec, {}, end - 900, end)
+    for check in status.checks:
+        for length, ratio in (
+            (check.window.long_window_seconds, check.long_burn_rate),
+            (check.window.short_window_seconds, check.short_burn_rate),
+        ):
+            expected = error_ratio(store_with_errors, spec, {}, end - length, end)
+            assert ratio == pytest.approx(expected / (1 - spec.target), rel=1e-12, nan_ok=True)
+    assert status.attainment == pytest.approx(
+        1 - error_ratio(store_with_errors, spec, {}, end - 900, end), rel=1e-12
+    )
+
+
+@pytest.fixture(scope="module")
+def store_with_errors(tmp_path_factory):
+    """Two hours of two targets scraped every 20 s (on and off the minute): TTFT with a
+    varying slow share and requests finishing ``stop`` or ``error``; rolled up."""
+    store = Store(sqlite_url(tmp_path_factory.mktemp("slo") / "slo.db"))
+    for k in range(3 * 2 * 60 + 1):
+        for target in ("a", "b"):
+            n = 10.0 * k
+            bad = float(sum(j % 7 == 0 for j in range(k)))
+            labels = c.labels_key({"target": target, "model": "m"})
+            samples = tuple(
+                c.CanonicalSample(
+                    c.REQUESTS_TOTAL, c.labels_key({"target": target, "model": "m",
+                    "finished_reason": reason}), value, c.Kind.COUNTER,
+                )
+                for reason, value in (("stop", n - bad), ("error", bad))
+            )  # fmt: skip
+            hist = c.CanonicalHistogram(
+                c.TTFT_SECONDS, labels, BOUNDS, (n - bad, n - bad, n, n), None, n
+            )
+            store.write_scrape(ScrapeRecord(target, T0 + 20 * k, samples=samples, histograms=(hist,)))  # fmt: skip
+    for later in (0.0, 90.0, 150.0):
+        store.maintain(T0 + 2 * 3600 + later)
+    yield store
+    store.close()
