@@ -27,6 +27,10 @@ NICE_STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800)
 #: Points per series per chart: with three percentiles or ~20 heatmap buckets a chart stays
 #: well under the ~5k points a browser draws smoothly.
 MAX_STEPS = 120
+#: From this range on, steps are whole minutes: the store answers those from its 1-minute
+#: roll-ups, while a 30 s step over an hour reads every raw snapshot (the Overview's 1 h
+#: render took 1.0-1.3 s that way: docs/benchmarks.md, section 11).
+MINUTE_STEPS_FROM_SECONDS = 3600.0
 #: The URL parameters the shared filters own (pages own the others, e.g. ``id``, ``trace``).
 RANGE_PARAM, UNTIL_PARAM = "range", "until"
 MODEL_PARAM, TARGET_PARAM, TENANT_PARAM = "model", "target", "tenant"
@@ -66,8 +70,11 @@ class Filters:
 
 
 def step_for(range_seconds: float) -> float:
-    """The smallest of :data:`NICE_STEPS` giving at most :data:`MAX_STEPS` steps."""
+    """The smallest of :data:`NICE_STEPS` giving at most :data:`MAX_STEPS` steps (whole
+    minutes from :data:`MINUTE_STEPS_FROM_SECONDS` on)."""
     for step in NICE_STEPS:
+        if range_seconds >= MINUTE_STEPS_FROM_SECONDS and step % 60:
+            continue
         if range_seconds / step <= MAX_STEPS:
             return float(step)
     return float(NICE_STEPS[-1])

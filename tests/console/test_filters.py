@@ -75,6 +75,11 @@ def test_every_range_has_at_most_max_steps(name):
     assert f.start_seconds == f.end_seconds - RANGES[name]
 
 
+@pytest.mark.parametrize("name", [n for n, seconds in RANGES.items() if seconds >= 3600])
+def test_ranges_of_an_hour_or_more_step_in_whole_minutes_the_roll_ups_answer(name):
+    assert step_for(RANGES[name]) % 60 == 0
+
+
 def test_selector_holds_only_what_was_chosen():
     assert Filters("1h", 0.0, model="m", tenant=None).selector() == {"model": "m"}
 
