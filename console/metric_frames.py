@@ -190,7 +190,12 @@ def _gauge_step_means(reader, family, selector, start, end, step):  # type: igno
     minutes_of = getattr(reader, "gauge_minutes", None)
     if minutes_of is not None and step % 60 == 0 and start % 60 == 0:
         covered = reader.rollup_coverage()  # type: ignore[attr-defined]
-        raw_from = end if covered >= end else max(start, math.floor(covered / 60) * 60)
+        if covered >= end:
+            raw_from = end
+        elif covered == -math.inf:  # nothing rolled up yet: every reading is raw
+            raw_from = start
+        else:
+            raw_from = max(start, math.floor(covered / 60) * 60)
         for labels, minutes in minutes_of(family, selector, start, raw_from).items():
             if minutes:
                 m = np.array([x.start_seconds + 60.0 for x in minutes])
