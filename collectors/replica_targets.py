@@ -40,6 +40,11 @@ class ReplicaTargets:
             return next(iter(targets)) if len(targets) == 1 else None
         return replica if replica in self.known_targets else None
 
+    def unique(self) -> dict[str, str]:
+        """Instance id → its one target, for the ids seen on exactly one (what triage's
+        ``gather`` joins request records with)."""
+        return {r: next(iter(ts)) for r, ts in self.targets_by_replica.items() if len(ts) == 1}
+
     def ambiguous(self) -> dict[str, frozenset[str]]:
         """Instance ids seen on more than one target."""
         return {r: ts for r, ts in self.targets_by_replica.items() if len(ts) > 1}

@@ -185,8 +185,7 @@ def incident_detail(
         return None
     window, baseline = triage_windows_of(incident, rules, scale, now, state)
     transitions = tuple(episode_transitions(state, incident, now))
-    join = replica_targets(metrics)
-    mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
+    mapping = replica_targets(metrics).unique()
     try:
         report = triage(gather(metrics, requests, window, baseline, replica_targets=mapping))
     except Exception as error:  # NOTE: what the store cannot answer is shown, not raised

@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import yaml
@@ -35,6 +36,9 @@ from alerts.triage import TriageReport
 from loadgen.drill import DrillResult, run_drill
 from loadgen.replicas import bundled_replicas, write_targets_file
 from loadgen.scenario import Phase, Scenario
+
+if TYPE_CHECKING:
+    from collectors.store import Store
 
 #: How long the collector may take to start and to scrape every replica once.
 START_TIMEOUT_SECONDS = 120.0
@@ -258,27 +262,31 @@ def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTi
     """Keep the idle replicas up until the expected alert has resolved (or never fired),
     at most ``timing.settle_seconds``, and at least until the replicas' last spans were
     exported."""
+    from collectors.store import Store
+
     wanted = scenario.expects.alert
     begun = time.monotonic()
     deadline = begun + timing.settle_seconds
-    while time.monotonic() < deadline:
-        if time.monotonic() - begun < SPAN_FLUSH_SECONDS:
+    time.sleep(SPAN_FLUSH_SECONDS)
+    store = Store(db_url, migrate=False)
+    try:
+        while time.monotonic() < deadline:
+            episodes = {
+                t.fingerprint: t.to_state
+                for t in _history(store, drill.state.started_at)
+                if t.alert.name == wanted and t.to_state in (AlertState.FIRING, AlertState.RESOLVED)
+            }
+            if all(state is AlertState.RESOLVED for state in episodes.values()) and (
+                episodes or wanted is None
+            ):
+                return
             time.sleep(timing.evaluation_interval_seconds)
-            continue
-        transitions = stored_transitions(db_url, drill.state.started_at)
-        firing = {
-            t.fingerprint
-            for t in transitions
-            if t.alert.name == wanted and t.to_state is AlertState.FIRING
-        }
-        resolved = {
-            t.fingerprint
-            for t in transitions
-            if t.alert.name == wanted and t.to_state is AlertState.RESOLVED
-        }
-        if firing <= resolved and (firing or wanted is None):
-            return
-        time.sleep(timing.evaluation_interval_seconds)
+    finally:
+        store.close()
+
+
+def _history(store: Store, since: float) -> tuple[Transition, ...]:
+    return tuple(store.alert_state.history(since, time.time() + 3600.0))
 
 
 def stored_transitions(db_url: str, since: float) -> tuple[Transition, ...]:
@@ -287,7 +295,7 @@ def stored_transitions(db_url: str, since: float) -> tuple[Transition, ...]:
 
     store = Store(db_url, migrate=False)
     try:
-        return tuple(store.alert_state.history(since, time.time() + 3600.0))
+        return _history(store, since)
     finally:
         store.close()
 
@@ -295,36 +303,43 @@ def stored_transitions(db_url: str, since: float) -> tuple[Transition, ...]:
 def read_report(db_url: str, drill: DrillResult, timing: DrillTiming) -> AlertDrillReport:
     """What the evaluator did during ``drill``, read back from the store at ``db_url``: the
     expected alert's first page in the perturbation, its resolution, and its triage."""
+    from collectors.store import Store
+
     wanted = drill.scenario.expects.alert
     start = drill.phase_start("perturbation")
-    transitions = stored_transitions(db_url, drill.state.started_at)
-    fired = next(
-        (
-            t.alert
-            for t in transitions
-            if t.alert.name == wanted and t.to_state is AlertState.FIRING and t.at_seconds >= start
-        ),
-        None,
-    )
-    resolved = None
-    if fired is not None:
-        fingerprint = fired.fingerprint
+    store = Store(db_url, migrate=False)
+    try:
+        transitions = _history(store, drill.state.started_at)
+        fired = next(
+            (
+                t.alert
+                for t in transitions
+                if t.alert.name == wanted
+                and t.to_state is AlertState.FIRING
+                and t.at_seconds >= start
+            ),
+            None,
+        )
+        if fired is None:
+            return AlertDrillReport(drill, timing, transitions, None, None, None)
         resolved = next(
             (
                 t.at_seconds
                 for t in transitions
-                if t.fingerprint == fingerprint
+                if t.fingerprint == fired.fingerprint
                 and t.to_state is AlertState.RESOLVED
                 and t.at_seconds > (fired.started_at_seconds or start)
             ),
             None,
         )
-    report = _triage(db_url, drill, fired, resolved, timing) if fired is not None else None
+        report = _triage(store, drill, fired, resolved, timing)
+    finally:
+        store.close()
     return AlertDrillReport(drill, timing, transitions, fired, resolved, report)
 
 
 def _triage(
-    db_url: str,
+    store: Store,
     drill: DrillResult,
     fired: Alert,
     resolved: float | None,
@@ -336,26 +351,20 @@ def _triage(
     from alerts.triage import triage
     from alerts.triage_windows import alert_triage_windows
     from collectors.replica_targets import replica_targets
-    from collectors.store import Store
 
     end = resolved if resolved is not None else drill.phase_end("recovery")
     start = fired.active_at_seconds if fired.active_at_seconds is not None else end
     rules, _ = builtin_rule_set()
-    store = Store(db_url, migrate=False)
-    try:
-        incident, baseline = alert_triage_windows(
-            fired,
-            start,
-            end,
-            rules.scaled(timing.window_scale),
-            scale=timing.window_scale,
-            state=store.alert_state,
-        )
-        join = replica_targets(store)
-        mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
-        return triage(gather(store, store, incident, baseline, replica_targets=mapping))
-    finally:
-        store.close()
+    incident, baseline = alert_triage_windows(
+        fired,
+        start,
+        end,
+        rules.scaled(timing.window_scale),
+        scale=timing.window_scale,
+        state=store.alert_state,
+    )
+    mapping = replica_targets(store).unique()
+    return triage(gather(store, store, incident, baseline, replica_targets=mapping))
 
 
 def report_json(report: AlertDrillReport) -> dict:

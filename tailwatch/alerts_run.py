@@ -12,12 +12,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tailwatch.alerts_cli import DbOption, NowOption, first_line, open_store, parse_now
-from tailwatch.cli_options import cli_error
+from tailwatch.cli_options import cli_error, config_path
 
 if TYPE_CHECKING:
     from alerts.evaluator import EvaluationResult
-
-DEFAULT_CONFIG = Path("tailwatch.yaml")
 
 
 def run(
@@ -45,7 +43,7 @@ def run(
     from collectors.config import ConfigError, load_config
     from tailwatch.alerts_cli import parse_duration
 
-    path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    path = config_path(config)
     try:
         settings = load_config(path)
     except ConfigError as error:

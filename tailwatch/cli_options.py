@@ -15,6 +15,16 @@ from urllib.parse import urlsplit
 import typer
 
 MAX_PORT = 65535
+#: The configuration file a command reads when given no ``--config`` (and it exists).
+DEFAULT_CONFIG = Path("tailwatch.yaml")
+
+
+def config_path(config: Path | None) -> Path | None:
+    """``config`` when given, else ``./tailwatch.yaml`` when it exists, else ``None`` (the
+    built-in defaults): the rule every command with ``--config`` follows."""
+    if config is not None:
+        return config
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
 
 
 def typer_app(**kwargs: Any) -> typer.Typer:

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tailwatch.cli_options import config_path
 from tailwatch.collect_daemon import run_daemon
 
 if TYPE_CHECKING:
     from collectors.config import CollectorConfig
     from collectors.promql import PrometheusSource
-
-DEFAULT_CONFIG = Path("tailwatch.yaml")
 
 
 def collect(
@@ -75,9 +74,7 @@ def collect(
     )
 
     try:
-        path = (
-            config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
-        )
+        path = config_path(config)
         settings = load_config(path)
         collector = settings.collector
         if target:

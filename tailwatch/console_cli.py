@@ -11,8 +11,7 @@ from typing import Annotated
 import typer
 
 from tailwatch.alerts_cli import DbOption
-from tailwatch.alerts_run import DEFAULT_CONFIG
-from tailwatch.cli_options import cli_error, port_option
+from tailwatch.cli_options import cli_error, config_path, port_option
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -43,7 +42,7 @@ def console(
         raise cli_error("--host '': expected an address such as 127.0.0.1")
     if not (math.isfinite(live) and live >= 0):
         raise cli_error(f"--live {live!r}: expected seconds >= 0 (0 turns live refresh off)")
-    path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    path = config_path(config)
     database = db
     if path is not None:
         try:

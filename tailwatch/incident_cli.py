@@ -21,8 +21,7 @@ from tailwatch.alerts_cli import (
     print_json,
     print_table,
 )
-from tailwatch.alerts_run import DEFAULT_CONFIG
-from tailwatch.cli_options import cli_error, typer_app
+from tailwatch.cli_options import cli_error, config_path, typer_app
 
 incident_app = typer_app(
     name="incident", help="Incidents: list them, triage one by id (see docs/alerts.md)."
@@ -95,7 +94,7 @@ def show(
         wanted = parse_incident_id(incident_id)
     except IncidentIdError as error:
         raise cli_error(str(error)) from None
-    path = config if config is not None else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    path = config_path(config)
     try:
         alerts = load_config(path).alerts
     except ConfigError as error:
@@ -115,8 +114,7 @@ def show(
             scale=alerts.window_scale,
             state=store.alert_state,
         )
-        join = replica_targets(store)
-        mapping = {r: next(iter(ts)) for r, ts in join.targets_by_replica.items() if len(ts) == 1}
+        mapping = replica_targets(store).unique()
         try:
             data = gather(store, store, window, baseline, replica_targets=mapping)
             report = triage(data)

@@ -31,30 +31,22 @@ from collectors.store.fake_windows import (
     WindowSemantics,
     exact_counter_steps,
     exact_histogram_steps,
-    parse_semantics,
     prometheus_counter_steps,
     prometheus_histogram_steps,
-    require_finite_edges,
-    step_bounds,
 )
 from collectors.store.records import (
-    CounterStep,
     DuplicateSeriesError,
-    HistogramStep,
-    QuantileStep,
     ScrapeRecord,
     ScrapeStatus,
     SemanticsMismatchError,
     SeriesInfo,
     StoredExemplar,
-    quantile_steps,
 )
-from slo import SMALL_DELTA_TOLERANCE, ClassicHistogram, HistogramSnapshot, Sample
+from collectors.store.step_reads import StepReads
+from slo import ClassicHistogram, HistogramSnapshot, Sample
 
 __all__ = ["FakeMetricsReader", "FakeRequestReader"]
 
-#: Step of the step-series reads when none is given (as the store's).
-DEFAULT_STEP_SECONDS = 60.0
 #: ``Series.kind`` of samples no dialect maps (as the store's).
 RAW_KIND = "raw"
 
@@ -69,7 +61,7 @@ class _Stored(SeriesData):
     exemplars: list[tuple[float, StoredExemplar]] = field(default_factory=list)
 
 
-class FakeMetricsReader:
+class FakeMetricsReader(StepReads):
     """Stored metrics in plain Python lists: a :class:`MetricsReader` (and a
     :class:`ScrapeStore`) that needs no database."""
 
@@ -157,96 +149,6 @@ class FakeMetricsReader:
         chosen = self._select(family, labels)
         return {s.info.labels: _between(s.snapshots, start, end) for s in chosen}
 
-    def histogram_window(
-        self,
-        family: str,
-        labels: Mapping[str, str] | None,
-        start: float,
-        end: float,
-        *,
-        use_rollups: bool = True,
-        semantics: str | WindowSemantics = "exact",
-    ) -> ClassicHistogram | None:
-        """The distribution observed over [start, end] across the selected series, by the
-        rule of :class:`~collectors.store.protocols.MetricsReader`."""
-        mode = parse_semantics(semantics)
-        require_finite_edges(start, end, mode)
-        if not end > start:
-            return None
-        (result,) = self._histogram_steps(family, labels, [start, end], mode)
-        return result
-
-    def counter_window(
-        self,
-        family: str,
-        labels: Mapping[str, str] | None,
-        start: float,
-        end: float,
-        *,
-        use_rollups: bool = True,
-        semantics: str | WindowSemantics = "exact",
-    ) -> float | None:
-        """A counter's increase over [start, end] summed across the selected series."""
-        mode = parse_semantics(semantics)
-        require_finite_edges(start, end, mode)
-        if not end > start:
-            return None
-        (result,) = self._counter_steps(family, labels, [start, end], mode)
-        return result
-
-    def histogram_series(
-        self,
-        family: str,
-        labels: Mapping[str, str] | None,
-        start: float,
-        end: float,
-        step_seconds: float = DEFAULT_STEP_SECONDS,
-        *,
-        use_rollups: bool = True,
-        semantics: str | WindowSemantics = "exact",
-    ) -> list[HistogramStep]:
-        """``HistogramStep(t, histogram_window(t - step, t))`` for ``t = start + step, ...``
-        up to ``end``."""
-        mode = parse_semantics(semantics)
-        bounds = step_bounds(start, end, step_seconds)
-        steps = self._histogram_steps(family, labels, bounds, mode)
-        return [HistogramStep(t, h) for t, h in zip(bounds[1:], steps, strict=True)]
-
-    def quantile_series(
-        self,
-        family: str,
-        labels: Mapping[str, str] | None,
-        start: float,
-        end: float,
-        qs: Sequence[float] = (0.5, 0.95, 0.99),
-        step_seconds: float = DEFAULT_STEP_SECONDS,
-        *,
-        use_rollups: bool = True,
-        semantics: str | WindowSemantics = "exact",
-        small_delta_tolerance: float = SMALL_DELTA_TOLERANCE,
-    ) -> list[QuantileStep]:
-        """``slo.histogram_quantile`` of each ``q`` for each step of :meth:`histogram_series`
-        (``None`` for a step without data)."""
-        steps = self.histogram_series(family, labels, start, end, step_seconds, semantics=semantics)
-        return quantile_steps(steps, qs, small_delta_tolerance)
-
-    def counter_series(
-        self,
-        family: str,
-        labels: Mapping[str, str] | None,
-        start: float,
-        end: float,
-        step_seconds: float = DEFAULT_STEP_SECONDS,
-        *,
-        use_rollups: bool = True,
-        semantics: str | WindowSemantics = "exact",
-    ) -> list[CounterStep]:
-        """``CounterStep(t, counter_window(t - step, t))`` per step."""
-        mode = parse_semantics(semantics)
-        bounds = step_bounds(start, end, step_seconds)
-        steps = self._counter_steps(family, labels, bounds, mode)
-        return [CounterStep(t, v) for t, v in zip(bounds[1:], steps, strict=True)]
-
     def exemplars(
         self, family: str, labels: Mapping[str, str] | None, start: float, end: float
     ) -> list[StoredExemplar]:
@@ -299,6 +201,7 @@ class FakeMetricsReader:
         family: str,
         labels: Mapping[str, str] | None,
         bounds: list[float],
+        use_rollups: bool,  # NOTE: the fake has no roll-ups; by contract the answer is the same
         mode: WindowSemantics,
     ) -> list[ClassicHistogram | None]:
         chosen = self._chosen(family, labels)
@@ -311,6 +214,7 @@ class FakeMetricsReader:
         family: str,
         labels: Mapping[str, str] | None,
         bounds: list[float],
+        use_rollups: bool,  # NOTE: the fake has no roll-ups; by contract the answer is the same
         mode: WindowSemantics,
     ) -> list[float | None]:
         chosen = self._chosen(family, labels)

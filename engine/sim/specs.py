@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.model.config import ModelConfig
+from engine.model.tokenizer import ByteTokenizer
 
 GB = 10**9
 TERA = 10**12
@@ -89,9 +90,15 @@ class SimModel:
 
 
 def _shape(**fields: int | float | bool) -> ModelConfig:
-    # NOTE: the byte tokenizer's BOS/EOS ids (256/257) as the special tokens: prompts are
-    # bytes, and a full-size vocabulary keeps the lm_head cost of the real model.
-    return ModelConfig(rms_norm_eps=1e-5, bos_token_id=256, eos_token_ids=(257,), **fields)
+    # NOTE: the byte tokenizer's BOS/EOS ids as the special tokens: prompts are bytes, and a
+    # full-size vocabulary keeps the lm_head cost of the real model.
+    tokenizer = ByteTokenizer()
+    return ModelConfig(
+        rms_norm_eps=1e-5,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_ids=tokenizer.eos_token_ids,
+        **fields,
+    )
 
 
 SIM_MODELS: dict[str, SimModel] = {

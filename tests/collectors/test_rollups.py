@@ -26,7 +26,7 @@ from collectors.store.models import (
 )
 from collectors.store.raw import minute_start
 from collectors.store.retention import RetentionPolicy
-from collectors.store.windows import step_bounds
+from collectors.store.window_semantics import step_bounds
 from slo import (
     ClassicHistogram,
     HistogramSnapshot,
