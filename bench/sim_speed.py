@@ -11,6 +11,7 @@ rate (the cost is per step and per token, and a steady load has steady batches).
 
 from __future__ import annotations
 
+import math
 import time
 
 from bench._report import print_table
@@ -27,6 +28,9 @@ TARGET_CPU_SECONDS_PER_HOUR = 60.0
 
 
 def _quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of ``values``; NaN for none."""
+    if not values:
+        return math.nan
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -39,7 +43,11 @@ def main() -> None:
         arrivals = poisson_schedule(rate, SIMULATED_SECONDS, [SHAPE], seed=0)
         started = time.process_time()
         run = run_open_loop(config, arrivals)
-        cpu_seconds = time.process_time() - started
+        # NOTE: a coarse process clock can read 0 for a fast run; a run with no finished
+        # request has no speed to report
+        cpu_seconds = max(time.process_time() - started, 1e-6)
+        if not run.results:
+            raise SystemExit(f"sim_speed: no request finished at {rate:g} req/s")
         requests_per_cpu_second = len(run.results) / cpu_seconds
         hour_cpu_seconds[rate] = rate * HOUR_SECONDS / requests_per_cpu_second
         ttft = [r.ttft_seconds for r in run.results]
