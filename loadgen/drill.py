@@ -21,11 +21,14 @@ from loadgen.routing import Router
 from loadgen.runner import RunState, run_schedule
 from loadgen.scenario import Expectation, Scenario
 from loadgen.workload import build_schedule
+from slo.buckets import parse_le
+from slo.quantile import histogram_quantile
 
 Samples = dict[tuple[str, frozenset], float]
 # NOTE: the bundled engine's names (engine/metric_names.py), spelled here as loadgen speaks
 # HTTP only and never imports the engine outside loadgen.replicas.
 ENGINE_INFO_SAMPLE = "tailwatch:engine_info"
+ITL_BUCKETS = "vllm:inter_token_latency_seconds_bucket"
 INSTANCE_ID_LABEL = "instance_id"
 
 
@@ -47,6 +50,25 @@ class DrillResult:
         chosen = replicas if replicas is not None else range(len(self.urls))
         return sum(total(after[r], metric) - total(before[r], metric) for r in chosen)
 
+    def server_buckets(
+        self, name: str, metric: str, replicas: list[int] | None = None
+    ) -> dict[float, float]:
+        """Δ of histogram ``metric``'s cumulative buckets over phase ``name``, summed over
+        the replicas (le → count), as ``sum by (le) (increase(...))`` would read them."""
+        index = next(i for i, (n, _, _) in enumerate(self.phase_bounds) if n == name)
+        before, after = self.scrapes[index], self.scrapes[index + 1]
+        chosen = replicas if replicas is not None else range(len(self.urls))
+        buckets: dict[float, float] = {}
+        for r in chosen:
+            for (sample, labels), value in after[r].items():
+                if sample != metric:
+                    continue
+                le = parse_le(dict(labels).get("le", ""))
+                if le is not None:
+                    delta = value - before[r].get((sample, labels), 0.0)
+                    buckets[le] = buckets.get(le, 0.0) + delta
+        return buckets
+
     def signal(self, phase: str, expectation: Expectation | None = None) -> float:
         """The expectation's signal over one phase (NaN when it has no data)."""
         e = expectation or self.scenario.expects
@@ -57,6 +79,9 @@ class DrillResult:
             return hits / queries if queries else math.nan
         if e.signal == "preemptions":
             return self.server_delta(phase, "vllm:num_preemptions_total", replicas)
+        if e.signal == "engine_itl_p99_ms":
+            buckets = self.server_buckets(phase, ITL_BUCKETS, replicas)
+            return histogram_quantile(0.99, buckets.items()).value * 1000
         if e.signal == "queue_share_of_ttft":
             queue = self.server_delta(phase, "vllm:request_queue_time_seconds_sum", replicas)
             ttft = self.server_delta(phase, "vllm:time_to_first_token_seconds_sum", replicas)

@@ -27,11 +27,16 @@ from loadgen.workload import Workload, parse_workload
 
 N = TypeVar("N", bound=enum.StrEnum)
 
+#: The signals read from /metrics counters: an engine knows no client stream.
+SERVER_SIGNALS = frozenset(
+    {"prefix_hit_rate", "preemptions", "queue_share_of_ttft", "engine_itl_p99_ms"}
+)
 SIGNALS = (
     "prefix_hit_rate",  # Δ prefix-cache hits / Δ queries (tokens), server side
     "preemptions",  # Δ vllm:num_preemptions_total, server side
     "queue_share_of_ttft",  # Δ queue-time sum / Δ TTFT sum, server side
     "itl_p99_ms",  # client side, over the named stream
+    "engine_itl_p99_ms",  # histogram_quantile(0.99) of Δ ITL buckets, server side
     "e2e_p50_ms",  # client side, over the named replica
     "e2e_p50_skew",  # client side: the named replica's e2e p50 over the others' p50
 )
@@ -161,6 +166,12 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
         raise WorkloadError(
             f"{where}.expects.signal",
             f"must be one of {list(SIGNALS)}, got {expects.get('signal')!r}",
+        )
+    if expects.get("stream") is not None and expects["signal"] in SERVER_SIGNALS:
+        raise WorkloadError(
+            f"{where}.expects.stream",
+            f"{expects['signal']} is read from the engines' /metrics, which know no client "
+            "stream; drop stream, or name a client-side signal (itl_p99_ms)",
         )
     if expects.get("change") not in ("rise", "fall"):
         raise WorkloadError(

@@ -16,6 +16,7 @@ from loadgen.client import _retry_after_seconds
 from loadgen.drill import DrillResult
 from loadgen.errors import WorkloadError
 from loadgen.replicas import bundled_replicas
+from loadgen.runner import RunState
 from loadgen.scenario import builtin_names, load_scenario, load_scenario_file, parse_scenario
 
 #: What each drill must raise and what triage must conclude (docs/loadgen.md's table).
@@ -54,12 +55,44 @@ def test_each_scenario_moves_its_signal(name):
     result = compressed_run(name)
     verdict = result.verdict()
     assert not math.isnan(verdict["baseline"]) and not math.isnan(verdict["perturbation"])
-    assert verdict["moved"], verdict
+    assert verdict["moved"], {k: verdict[k] for k in ("signal", "factor", "phases", "requests")}
     # NOTE: only a scenario that bounds the queue may refuse (429, load shed); nothing fails
     sheds = "max_waiting_requests" in result.scenario.engine
     assert all(r.succeeded or (sheds and r.status == 429) for r in result.state.results), {
         r.error for r in result.state.results if not r.succeeded
     }
+
+
+def test_the_engine_itl_signal_is_the_p99_of_the_phase_s_bucket_increase():
+    """Δ buckets between the phase's boundary scrapes, summed over replicas, then
+    histogram_quantile(0.99): what ``sum by (le) (increase(...[phase]))`` would read."""
+    scenario = parse_scenario(
+        {**BASE, "expects": {"signal": "engine_itl_p99_ms", "change": "rise"}}, "x"
+    )
+
+    def scrape(counts):
+        return {
+            ("vllm:inter_token_latency_seconds_bucket", frozenset({("le", le)})): float(c)
+            for le, c in zip(("0.05", "0.1", "0.5", "+Inf"), counts, strict=True)
+        }
+
+    # the baseline: replica 0 adds 50 gaps under 50 ms (it had 100 before); replica 1 adds
+    # 98 under 50 ms and 2 between 100 and 500 ms
+    scrapes = [
+        [scrape((100, 100, 100, 100)), scrape((0, 0, 0, 0))],
+        [scrape((150, 150, 150, 150)), scrape((98, 98, 100, 100))],
+        [scrape((150, 150, 150, 150)), scrape((98, 98, 100, 100))],
+    ]
+    result = DrillResult(
+        scenario,
+        ["http://a", "http://b"],
+        RunState(),
+        [("baseline", 0.0, 1.0), ("perturbation", 1.0, 2.0)],
+        scrapes,
+    )
+    # 148 fast + 2 slow: rank 0.99 × 150 = 148.5 sits in (0.1, 0.5], 0.5 of its 2 gaps in
+    assert result.signal("baseline") == pytest.approx((0.1 + 0.4 * 0.5 / 2) * 1000)
+    assert math.isnan(result.signal("perturbation"))  # no gaps: no quantile, not 0
 
 
 def test_overload_sheds_load_in_the_perturbation_and_recovers():
@@ -112,6 +145,10 @@ BASE = {
         ),
         ({"expects": {"signal": "preemptions", "change": "rise", "alert": 3}}, "got 3"),
         ({"expects": ["preemptions"]}, "expects: must be a mapping"),
+        (
+            {"expects": {"signal": "engine_itl_p99_ms", "change": "rise", "stream": "chat"}},
+            "expects.stream: engine_itl_p99_ms is read from the engines' /metrics",
+        ),
         ({"workloads": [{"name": "chat", "rate": -2}]}, "arrivals.rate"),
         (
             {
