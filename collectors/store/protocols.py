@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from collectors.canonical import Labels
 from collectors.request_records import RequestRecord, SpanRecord
+from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
 from collectors.store.records import (
     CounterStep,
     HistogramStep,
@@ -161,3 +162,28 @@ class TraceStore(Protocol):
     def write_spans(self, spans: Sequence[SpanRecord]) -> int: ...
 
     def write_requests(self, records: Sequence[RequestRecord]) -> int: ...
+
+
+@runtime_checkable
+class LabStore(Protocol):
+    """What ``tailwatch sweep`` and ``tailwatch replay`` write: a run first (its id back),
+    each point as it is measured, then the run's end."""
+
+    def create_lab_run(self, run: LabRun) -> int: ...
+
+    def add_lab_point(self, point: LabPoint) -> None: ...
+
+    def finish_lab_run(
+        self, run_id: int, status: LabRunStatus, error: str | None = None
+    ) -> None: ...
+
+
+@runtime_checkable
+class LabReader(Protocol):
+    """What the knob lab reads: runs newest first, one run, its points in measured order."""
+
+    def lab_runs(self, kind: LabRunKind | None = None, limit: int = 100) -> list[LabRun]: ...
+
+    def lab_run(self, run_id: int) -> LabRun | None: ...
+
+    def lab_points(self, run_id: int) -> list[LabPoint]: ...
