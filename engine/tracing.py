@@ -207,6 +207,13 @@ class RequestTracer:
             return self._provider.delivery()
         return None
 
+    def flush(self, timeout_seconds: float = DEFAULT_FLUSH_TIMEOUT_SECONDS) -> bool:
+        """Export the spans queued so far now, not at the batch's next schedule (within
+        ``timeout_seconds``); False when some were not exported. Tracing off: True."""
+        if self._provider is None:
+            return True
+        return bool(self._provider.force_flush(int(timeout_seconds * 1000)))
+
     def shutdown(self, timeout_seconds: float = DEFAULT_FLUSH_TIMEOUT_SECONDS) -> None:
         """Flush the queued spans (within ``timeout_seconds``) and stop the exporter, then
         log what was delivered: an error naming the count when any span was not (spans

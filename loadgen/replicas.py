@@ -33,12 +33,15 @@ def bundled_replicas(
     admin_token: str | None = None,
     tracers: list | None = None,
     otlp_endpoint: str | None = None,
+    engine_servers: list | None = None,
 ) -> Iterator[list[str]]:
     """Start ``count`` servers of the bundled engine and yield their base URLs; they stop
     (drain skipped) when the block exits. ``engine_knobs`` are ``EngineConfig`` fields
     plus :data:`SERVE_KNOBS`; an unknown or bad one is a ``WorkloadError`` naming it.
     ``tracers``, when given, holds one ``RequestTracer`` per replica; otherwise
-    ``otlp_endpoint`` (an OTLP/HTTP ``.../v1/traces`` URL) turns each replica's tracing on."""
+    ``otlp_endpoint`` (an OTLP/HTTP ``.../v1/traces`` URL) turns each replica's tracing on.
+    ``engine_servers``, when given, receives each replica's ``EngineServer`` (engine, metrics,
+    tracer), e.g. to flush its spans before a collector stops."""
     import uvicorn
 
     from engine.errors import ConfigError
@@ -56,6 +59,8 @@ def bundled_replicas(
                 )
             except ConfigError as error:  # e.g. max_waiting_requests: 0
                 raise WorkloadError("engine", str(error)) from None
+            if engine_servers is not None:
+                engine_servers.append(parts)
             sock = listen_socket("127.0.0.1", 0)
             config = uvicorn.Config(parts.app, log_level="warning", access_log=False)
             server = uvicorn.Server(config)

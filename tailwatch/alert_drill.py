@@ -43,9 +43,9 @@ if TYPE_CHECKING:
 #: How long the collector may take to start and to scrape every replica once.
 START_TIMEOUT_SECONDS = 120.0
 _LISTENING = re.compile(r"OTLP traces at (http://[^\s/]+)/v1/traces")
-#: The replicas export spans in batches every 5 s (OpenTelemetry's default schedule delay):
-#: the collector stays up that long after the drill so the last ones reach it.
-SPAN_FLUSH_SECONDS = 5.5
+#: How long the replicas may take to export their last spans to the collector after the
+#: drill (they batch every 5 s, OpenTelemetry's default; the drill flushes them at once).
+SPAN_FLUSH_TIMEOUT_SECONDS = 10.0
 #: The name of a scenario's clean twin is the scenario's and this.
 CLEAN_SUFFIX = "-clean"
 _EVALUATIONS = re.compile(r"alert evaluator stopped after (\d+) evaluations")
@@ -155,13 +155,21 @@ def run_alert_drill(
     # them up (no target-down for the shutdown).
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
+    servers: list = []
     with bundled_replicas(
-        scenario.replicas, scenario.engine, admin_token=token, otlp_endpoint=f"{base}/v1/traces"
+        scenario.replicas,
+        scenario.engine,
+        admin_token=token,
+        otlp_endpoint=f"{base}/v1/traces",
+        engine_servers=servers,
     ) as urls:
         write_targets_file(targets, urls, scenario.name)
         with _collector(config, workdir, port):
             _wait_scraped(base, len(urls))
             drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
+            for server in servers:
+                if not server.tracer.flush(SPAN_FLUSH_TIMEOUT_SECONDS):
+                    raise DrillError("the replicas' last spans did not reach the collector")
             _settle(db_url, scenario, drill, timing)
     report = read_report(db_url, drill, timing)
     report = replace(report, evaluations=_evaluations(workdir / "collector.log"))
@@ -260,14 +268,12 @@ def _wait_scraped(base: str, count: int) -> None:
 
 def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTiming) -> None:
     """Keep the idle replicas up until the expected alert has resolved (or never fired),
-    at most ``timing.settle_seconds``, and at least until the replicas' last spans were
-    exported."""
+    at most ``timing.settle_seconds``."""
     from collectors.store import Store
 
     wanted = scenario.expects.alert
     begun = time.monotonic()
     deadline = begun + timing.settle_seconds
-    time.sleep(SPAN_FLUSH_SECONDS)
     store = Store(db_url, migrate=False)
     try:
         while time.monotonic() < deadline:

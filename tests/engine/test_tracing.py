@@ -249,6 +249,22 @@ def test_shutdown_counts_every_span_delivered():
     assert len(spans) == len(finals) == 5
 
 
+def test_flush_exports_what_is_queued_now_and_keeps_the_tracer_open():
+    exporter = InMemorySpanExporter()
+    tracer = RequestTracer(build_tracer_provider(TracingConfig(), exporter), MODEL)
+    _end_spans(tracer, 3)
+    # NOTE: the batch's schedule is 5 s; flush must not wait for it
+    assert tracer.flush() and len(exporter.get_finished_spans()) == 3
+    _end_spans(tracer, 2)  # still open: spans after a flush are exported too
+    assert tracer.flush() and len(exporter.get_finished_spans()) == 5
+    failing = RequestTracer(build_tracer_provider(TracingConfig(), _FailingExporter()), MODEL)
+    _end_spans(failing, 1)
+    failing.flush()
+    assert failing.delivery().num_failed == 1
+    assert RequestTracer.from_config(TracingConfig(), MODEL).flush()  # tracing off
+    tracer.shutdown()
+
+
 def test_failed_exports_are_counted_and_logged_with_the_destination(caplog):
     tracer = RequestTracer(
         build_tracer_provider(TracingConfig(), _FailingExporter()), MODEL, "http://c/v1/traces"
