@@ -105,8 +105,13 @@ def collector_config(options: UpOptions, engine_urls: list[str], db_url: str) ->
     }
 
 
+#: The children named ``engine-0``, ``engine-1``, ...
+ENGINE_PREFIX = "engine-"
+
+
 class Stack:
-    """The running children, in start order; :meth:`stop_all` stops them in reverse."""
+    """The running children, in start order; :meth:`stop_all` stops them in reverse, except
+    that the engines stop before the collector (:meth:`stop_order`)."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
@@ -121,8 +126,20 @@ class Stack:
     def exited(self) -> Child | None:
         return next((c for c in self.children if c.process.poll() is not None), None)
 
+    def stop_order(self) -> list[Child]:
+        """Reverse start order, with the engines moved before the collector.
+
+        NOTE: the engines start first (the collector is gated on scraping them), but an
+        engine exports its last spans as it drains, to the collector's OTLP receiver: a
+        collector stopped first loses the spans of the last requests (docs/tracing.md,
+        "Shutdown order")."""
+        engines = [c for c in reversed(self.children) if c.name.startswith(ENGINE_PREFIX)]
+        rest = [c for c in reversed(self.children) if not c.name.startswith(ENGINE_PREFIX)]
+        at = next((i for i, c in enumerate(rest) if c.name == "collector"), len(rest))
+        return rest[:at] + engines + rest[at:]
+
     def stop_all(self, say: Callable[[str], None]) -> None:
-        for child in reversed(self.children):
+        for child in self.stop_order():
             say(stop(child))
 
 
@@ -176,7 +193,7 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
         for i, url in enumerate(engine_urls):
             say(f"starting engine replica {i} at {url} ...")
             stack.start(
-                f"engine-{i}",
+                f"{ENGINE_PREFIX}{i}",
                 _engine_command(options.engine_port + i, collector_url, options.demo),
                 env,
                 answers_200(f"{url}/ready"),

@@ -93,9 +93,9 @@ def test_up_starts_healthy_and_sigterm_leaves_no_process(tmp_path: Path) -> None
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=STOP_TIMEOUT_SECONDS)
     assert process.returncode == 0, output
-    # Reverse order: the console first, the engine last.
+    # the console first; the engine before the collector, which receives its last spans
     stops = [line.split(":")[0] for line in output.splitlines() if ": stopped" in line]
-    assert stops == ["console", "collector", "engine-0"], output
+    assert stops == ["console", "engine-0", "collector"], output
     assert all(_gone(pid) for pid in pids.values()), (pids, output)
     assert not (tmp_path / ".tailwatch" / "up.json").exists()
 
@@ -175,3 +175,16 @@ def test_bad_options_are_one_error_before_anything_starts(tmp_path, monkeypatch,
     assert result.exit_code == 2, result.output
     assert expected in result.output
     assert not (tmp_path / ".tailwatch").exists()
+
+
+def test_the_engines_stop_after_the_console_and_before_the_collector(tmp_path: Path) -> None:
+    """An engine exports its last spans while it drains: the collector must still be up."""
+    from tailwatch.up import Stack
+    from tailwatch.up_processes import Child
+
+    stack = Stack(tmp_path)
+    for name in ("engine-0", "engine-1", "collector", "console"):
+        stack.children.append(Child(name, None, tmp_path / f"{name}.log"))  # type: ignore[arg-type]
+    assert [c.name for c in stack.stop_order()] == ["console", "engine-1", "engine-0", "collector"]
+    stack.children = stack.children[:2]  # the collector never started: engines still stop
+    assert [c.name for c in stack.stop_order()] == ["engine-1", "engine-0"]
