@@ -42,6 +42,7 @@ ENGINE_KNOB_OPTIONS = (
     "scheduling_policy",
     "device",
     "dtype",
+    "tensor_parallel_size",
 )
 
 # NOTE: defaults and help come from EngineConfig's fields, the one place they are
@@ -74,6 +75,7 @@ SchedulingPolicy = Annotated[str, _knob_option("scheduling_policy")]
 Device = Annotated[str, _knob_option("device")]
 Dtype = Annotated[str, _knob_option("dtype")]
 EngineSeed = Annotated[int, _knob_option("seed")]
+TensorParallelSize = Annotated[int, _knob_option("tensor_parallel_size")]
 
 
 def engine_config_from(options: dict[str, Any], **extra: Any):
@@ -113,6 +115,7 @@ def generate(
     scheduling_policy: SchedulingPolicy = KNOB_DEFAULTS["scheduling_policy"],
     device: Device = KNOB_DEFAULTS["device"],
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
+    tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:
