@@ -145,6 +145,14 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f}"
 
 
+def _where(engine) -> str:
+    """The device and dtype a run used; a simulated engine's GPUs, which it only priced."""
+    if engine.simulation is None:
+        return f"{engine.runner.device} ({engine.runner.dtype})"
+    cost = engine.runner.cost_model
+    return f"{cost.tensor_parallel_size} x {cost.gpu.name}, simulated ({cost.dtype})"
+
+
 def _print_outputs(outputs, elapsed: float, llm) -> None:
     engine = llm.engine
     for out in outputs:
@@ -184,7 +192,7 @@ def _print_outputs(outputs, elapsed: float, llm) -> None:
     total = sum(len(o.token_ids) for o in outputs)
     console.print(
         f"{len(outputs)} requests, {total} output tokens in {elapsed:.2f} s "
-        f"({total / elapsed:.0f} tokens/s) on {engine.runner.device} ({engine.runner.dtype}); "
+        f"({total / elapsed:.0f} tokens/s) on {_where(engine)}; "
         f"KV pool {engine.num_gpu_blocks} blocks x {engine.config.block_size}; "
         f"prefix cache hits {stats.prefix_cache_hits_tokens}/{stats.prefix_cache_queries_tokens} "
         f"tokens; preemptions {stats.num_preemptions_total}"

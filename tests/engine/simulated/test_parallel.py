@@ -159,3 +159,12 @@ def test_the_cli_option_reaches_the_knob(model, says):
     )
     assert result.exit_code == 2, result.output
     assert says in result.output and "Traceback" not in result.output
+
+
+def test_generate_says_how_many_simulated_gpus_it_priced():
+    # NOTE: the summary line read the torch runner's device and failed on any sim: model
+    args = ["engine", "generate", "-p", "hi", "--max-tokens", "2", "--max-model-len", "1024"]
+    args += ["--model", "sim:llama-3.1-70b@h100", "--tensor-parallel-size", "2"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "on 2 x h100, simulated (bfloat16); KV pool 448 blocks" in result.output
