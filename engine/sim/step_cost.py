@@ -121,15 +121,11 @@ class StepCostModel:
         lm_head = 0 if shape.tie_word_embeddings else embedding
         attention = h * shape.head_dim * 2 * (part.num_attention_heads + part.num_key_value_heads)
         mlp = 3 * h * part.intermediate_size  # one expert's, or the dense MLP
-        num_experts, num_active = (
-            (1, 1)
-            if experts is None
-            else (
-                experts.num_local_experts,
-                experts.num_experts_per_tok,
-            )
-        )
-        router = 0 if experts is None else h * num_experts
+        num_experts = num_active = 1
+        router = 0
+        if experts is not None:
+            num_experts, num_active = experts.num_local_experts, experts.num_experts_per_tok
+            router = h * num_experts
         dense_layer = attention + router + 2 * h  # read whole every step
         num_parameters = embedding + lm_head + layers * (dense_layer + num_experts * mlp) + h
         self.weight_bytes = num_parameters * self.dtype_bytes  # on each GPU
