@@ -119,6 +119,9 @@ class EngineConfig:
     device: str = _knob("auto", "auto | cpu | cuda | cuda:N.")
     dtype: str = _knob("auto", "auto | float32 | float16 | bfloat16.")
     seed: int = _knob(0, "Seed of unseeded random sampling.")
+    tensor_parallel_size: int = _knob(
+        1, "GPUs one engine shards the model over; >1 only for sim: models."
+    )
 
     def __post_init__(self) -> None:
         _check_positive_int("block_size", self.block_size)
@@ -126,6 +129,7 @@ class EngineConfig:
             raise _fail("block_size", self.block_size, "must be at most 1024 (vLLM uses 16)")
         _check_bool("enable_prefix_caching", self.enable_prefix_caching)
         self.scheduler_limits()  # NOTE: the same checks a live knob change passes
+        _check_tensor_parallel_size(self.model, self.tensor_parallel_size)
         if self.num_gpu_blocks is not None:
             _check_positive_int("num_gpu_blocks", self.num_gpu_blocks)
         if self.kv_cache_memory_bytes is not None and (
@@ -159,6 +163,23 @@ class EngineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _check_tensor_parallel_size(model: Any, size: Any) -> None:
+    _check_positive_int("tensor_parallel_size", size)
+    if size == 1:
+        return
+    # NOTE: imported here, only for a size above 1: engine.sim.target pulls in the model
+    # specs, which the CLI need not load to parse its options.
+    from engine.sim.target import is_simulated
+
+    if not is_simulated(model):
+        raise _fail(
+            "tensor_parallel_size",
+            size,
+            f"the torch engine runs model {model!r} on one device, so only 1 is supported; "
+            "tensor parallelism is simulated only (--model sim:<model>@<gpu>)",
+        )
 
 
 def knob_defaults() -> dict[str, Any]:

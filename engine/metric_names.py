@@ -27,6 +27,7 @@ LABEL_KNOB = "knob"
 LABEL_INSTANCE_ID = "instance_id"
 LABEL_GPU = "gpu"
 LABEL_SIMULATED = "simulated"
+LABEL_TENSOR_PARALLEL_SIZE = "tensor_parallel_size"  # GPUs one simulated engine stands for
 
 ENGINE_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE)
 FRONTEND_LABELS = (LABEL_MODEL_NAME,)  # front-end series: no engine label (as vLLM's)
@@ -297,7 +298,7 @@ SIMULATION_INFO = MetricSpec(
     "tailwatch:engine_simulation_info",
     "This engine is simulated: its steps are priced by a roofline model of this GPU; always 1.",
     "gauge",
-    (*ENGINE_LABELS, LABEL_GPU, LABEL_SIMULATED),
+    (*ENGINE_LABELS, LABEL_GPU, LABEL_SIMULATED, LABEL_TENSOR_PARALLEL_SIZE),
 )
 
 # Span delivery (``engine/span_metrics.py``): read from the tracer at scrape time, so not

@@ -112,9 +112,11 @@ class EngineMetrics:
         self._num_prefix_hits = 0
         self._num_preemptions = 0
 
-    def mark_simulated(self, gpu: str) -> None:
-        """Label this engine's series as a simulation on ``gpu`` (engine/sim)."""
-        self.family(mn.SIMULATION_INFO).labels(*self.labels, gpu, "true").set(1)
+    def mark_simulated(self, gpu: str, tensor_parallel_size: int = 1) -> None:
+        """Label this engine's series as a simulation on ``tensor_parallel_size`` x ``gpu``
+        (engine/sim)."""
+        family = self.family(mn.SIMULATION_INFO)
+        family.labels(*self.labels, gpu, "true", str(tensor_parallel_size)).set(1)
 
     def family(self, spec: mn.MetricSpec) -> Any:
         return self._families[spec.name]

@@ -42,6 +42,7 @@ ENGINE_KNOB_OPTIONS = (
     "scheduling_policy",
     "device",
     "dtype",
+    "tensor_parallel_size",
 )
 
 # NOTE: defaults and help come from EngineConfig's fields, the one place they are
@@ -74,6 +75,7 @@ SchedulingPolicy = Annotated[str, _knob_option("scheduling_policy")]
 Device = Annotated[str, _knob_option("device")]
 Dtype = Annotated[str, _knob_option("dtype")]
 EngineSeed = Annotated[int, _knob_option("seed")]
+TensorParallelSize = Annotated[int, _knob_option("tensor_parallel_size")]
 
 
 def engine_config_from(options: dict[str, Any], **extra: Any):
@@ -113,6 +115,7 @@ def generate(
     scheduling_policy: SchedulingPolicy = KNOB_DEFAULTS["scheduling_policy"],
     device: Device = KNOB_DEFAULTS["device"],
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
+    tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:
@@ -140,6 +143,14 @@ def generate(
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f}"
+
+
+def _where(engine) -> str:
+    """The device and dtype a run used; a simulated engine's GPUs, which it only priced."""
+    if engine.simulation is None:
+        return f"{engine.runner.device} ({engine.runner.dtype})"
+    cost = engine.runner.cost_model
+    return f"{cost.tensor_parallel_size} x {cost.gpu.name}, simulated ({cost.dtype})"
 
 
 def _print_outputs(outputs, elapsed: float, llm) -> None:
@@ -181,7 +192,7 @@ def _print_outputs(outputs, elapsed: float, llm) -> None:
     total = sum(len(o.token_ids) for o in outputs)
     console.print(
         f"{len(outputs)} requests, {total} output tokens in {elapsed:.2f} s "
-        f"({total / elapsed:.0f} tokens/s) on {engine.runner.device} ({engine.runner.dtype}); "
+        f"({total / elapsed:.0f} tokens/s) on {_where(engine)}; "
         f"KV pool {engine.num_gpu_blocks} blocks x {engine.config.block_size}; "
         f"prefix cache hits {stats.prefix_cache_hits_tokens}/{stats.prefix_cache_queries_tokens} "
         f"tokens; preemptions {stats.num_preemptions_total}"

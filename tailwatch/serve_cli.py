@@ -25,6 +25,7 @@ from tailwatch.engine_cli import (
     Model,
     NumGpuBlocks,
     SchedulingPolicy,
+    TensorParallelSize,
     _fail,
     _user_errors,
     engine_config_from,
@@ -77,6 +78,7 @@ def serve(
     device: Device = KNOB_DEFAULTS["device"],
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
     seed: EngineSeed = KNOB_DEFAULTS["seed"],
+    tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
 ) -> None:
     """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
 

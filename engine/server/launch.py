@@ -108,7 +108,7 @@ def build_engine_server(
         name, knobs, registry=registry, max_model_len=config.max_model_len, instance_id=instance_id
     )
     if engine.simulation is not None:
-        metrics.mark_simulated(engine.simulation.target.gpu.name)
+        metrics.mark_simulated(engine.simulation.target.gpu.name, config.tensor_parallel_size)
     async_engine.observers.extend([metrics, tracer, *extra_observers])
     metrics.registry.register(SpanDeliveryCollector(tracer.delivery, name))
     app = build_app(

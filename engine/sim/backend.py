@@ -39,7 +39,10 @@ def build_sim_backend(
 
     The KV pool: ``num_gpu_blocks`` if set, else ``kv_cache_memory_bytes``, else the GPU's
     memory by ``gpu_memory_utilization`` less the weights and headroom, the arithmetic the
-    torch engine uses on CUDA (``device_kv_budget_bytes``).
+    torch engine uses on CUDA (``device_kv_budget_bytes``). With ``tensor_parallel_size``
+    > 1 that is per GPU, as vLLM sizes it: each GPU holds its shard of the weights and its
+    KV heads of every block, so the group's blocks are one GPU's budget over one GPU's
+    block bytes (``kv_cache_memory_bytes`` is per GPU, as in vLLM).
     """
     target = parse_target(config.model)
     if config.device != "auto":
@@ -47,7 +50,18 @@ def build_sim_backend(
             f"device={config.device!r}: {target.name} runs on no device (its steps are "
             "priced, not computed); leave device at auto"
         )
-    cost_model = StepCostModel(target.model.shape, target.gpu, sim_dtype(config), efficiency)
+    tp = config.tensor_parallel_size
+    try:
+        cost_model = StepCostModel(
+            target.model.shape,
+            target.gpu,
+            sim_dtype(config),
+            efficiency,
+            experts=target.model.experts,
+            tensor_parallel_size=tp,
+        )
+    except ConfigError as error:
+        raise ConfigError(f"model={config.model!r}: {error}") from None
     num_blocks = config.num_gpu_blocks
     if num_blocks is None:
         budget = config.kv_cache_memory_bytes
@@ -57,10 +71,13 @@ def build_sim_backend(
                     target.gpu.memory_bytes, cost_model.weight_bytes, config.gpu_memory_utilization
                 )
             except ConfigError as error:
+                gpus = f"{tp} x {target.gpu.description} (tensor_parallel_size={tp})"
+                if tp == 1:
+                    gpus = f"one {target.gpu.description}"
                 raise ConfigError(
-                    f"model={config.model!r}: {target.model.description} does not fit one "
-                    f"{target.gpu.description} ({target.gpu.memory_bytes} bytes); {error}. "
-                    "Tensor parallelism is not simulated: pick a larger GPU or a smaller model"
+                    f"model={config.model!r}: {target.model.description} does not fit "
+                    f"{gpus} ({target.gpu.memory_bytes} bytes each); {error}. Raise "
+                    "tensor_parallel_size, or pick a larger GPU or a smaller model"
                 ) from None
         num_blocks = budget // (config.block_size * cost_model.kv_bytes_per_token)
         if num_blocks < 1:

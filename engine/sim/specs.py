@@ -5,6 +5,7 @@ figures are twice these and are not used) and HBM/GDDR bandwidth; memory is the
 datasheet's capacity in decimal gigabytes as sold. Model shapes are the published
 ``config.json`` of each checkpoint family (parameters counted by
 ``ModelConfig.num_parameters``, so they are the engine's own count, not a marketing figure).
+GPU-to-GPU links (for tensor parallelism) are the datasheets' per-GPU interconnect figures.
 """
 
 from __future__ import annotations
@@ -13,14 +14,43 @@ from dataclasses import dataclass
 
 from engine.model.config import ModelConfig
 from engine.model.tokenizer import ByteTokenizer
+from engine.sim.experts import Experts
 
 GB = 10**9
 TERA = 10**12
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """The GPU-to-GPU link a tensor-parallel group all-reduces over."""
+
+    name: str
+    # NOTE: the datasheets quote the per-GPU total of both directions (NVLink 4: 18 links
+    # x 25 GB/s each way = 900 GB/s). A ring all-reduce sends and receives at once, each
+    # at one direction's rate, so the cost model uses half of it (``bytes_per_second``).
+    bidirectional_bytes_per_second: float
+    all_reduce_latency_seconds: float
+    source: str
+
+    @property
+    def bytes_per_second(self) -> float:
+        """One direction's bandwidth per GPU: the rate a ring all-reduce's sends run at."""
+        return self.bidirectional_bytes_per_second / 2
+
+
+# NOTE: the per-all-reduce latency is no datasheet figure. A decode step's all-reduces are
+# tens of KB, where fixed cost dominates: on H100 NVLink vLLM's custom all-reduce takes
+# 8.5-11.8 us and SGLang's 3.7-7.8 us from 512 B to 32 KB at TP 2-8 (measured outside CUDA
+# graphs, sgl-project/sglang#2904); NCCL over a PCIe switch in a CUDA graph takes 19-24 us
+# for 4-32 KB (haohervchb/sglang-V100#2). Calibration on a multi-GPU host should refit both.
+NVLINK_ALL_REDUCE_LATENCY_SECONDS = 8e-6
+PCIE_ALL_REDUCE_LATENCY_SECONDS = 20e-6
+
+
+@dataclass(frozen=True)
 class GpuSpec:
-    """One accelerator: dense peak FLOP/s per dtype, memory bandwidth and capacity."""
+    """One accelerator: dense peak FLOP/s per dtype, memory bandwidth and capacity, and
+    the link to its peers (``None``: no tensor parallelism on it)."""
 
     name: str
     description: str
@@ -28,6 +58,7 @@ class GpuSpec:
     memory_bandwidth_bytes_per_second: float
     memory_bytes: int
     source: str
+    interconnect: Interconnect | None = None
 
 
 # NOTE: only 16-bit dtypes are simulated: weights, activations and the KV cache share one
@@ -46,6 +77,12 @@ GPUS: dict[str, GpuSpec] = {
             memory_bandwidth_bytes_per_second=2039 * GB,
             memory_bytes=80 * GB,
             source="NVIDIA A100 Tensor Core GPU datasheet (80GB SXM column)",
+            interconnect=Interconnect(
+                "NVLink 3",
+                600 * GB,
+                NVLINK_ALL_REDUCE_LATENCY_SECONDS,
+                "A100 datasheet: NVLink 600 GB/s",
+            ),
         ),
         GpuSpec(
             name="h100",
@@ -56,6 +93,12 @@ GPUS: dict[str, GpuSpec] = {
             memory_bandwidth_bytes_per_second=3350 * GB,
             memory_bytes=80 * GB,
             source="NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column)",
+            interconnect=Interconnect(
+                "NVLink 4",
+                900 * GB,
+                NVLINK_ALL_REDUCE_LATENCY_SECONDS,
+                "H100 datasheet: NVLink 900 GB/s",
+            ),
         ),
         GpuSpec(
             name="h200",
@@ -66,6 +109,12 @@ GPUS: dict[str, GpuSpec] = {
             memory_bandwidth_bytes_per_second=4800 * GB,
             memory_bytes=141 * GB,
             source="NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column)",
+            interconnect=Interconnect(
+                "NVLink 4",
+                900 * GB,
+                NVLINK_ALL_REDUCE_LATENCY_SECONDS,
+                "H200 datasheet: NVLink 900 GB/s",
+            ),
         ),
         GpuSpec(
             name="l40s",
@@ -76,6 +125,13 @@ GPUS: dict[str, GpuSpec] = {
             memory_bandwidth_bytes_per_second=864 * GB,
             memory_bytes=48 * GB,
             source="NVIDIA L40S GPU datasheet",
+            # NOTE: the L40S has no NVLink; peers talk over PCIe Gen4 x16 (64 GB/s both ways).
+            interconnect=Interconnect(
+                "PCIe Gen4 x16",
+                64 * GB,
+                PCIE_ALL_REDUCE_LATENCY_SECONDS,
+                "L40S datasheet: PCIe Gen4 x16 64 GB/s bidirectional",
+            ),
         ),
     )
 }
@@ -83,10 +139,20 @@ GPUS: dict[str, GpuSpec] = {
 
 @dataclass(frozen=True)
 class SimModel:
+    """A named shape; with ``experts`` an MoE whose ``shape.intermediate_size`` is one
+    expert's (``engine.sim.experts``)."""
+
     name: str
     description: str
     shape: ModelConfig
     source: str
+    experts: Experts | None = None
+
+    def num_parameters(self) -> int:
+        """All parameters (every expert): what the weights' memory holds."""
+        if self.experts is None:
+            return self.shape.num_parameters()
+        return self.experts.total_parameters(self.shape)
 
 
 def _shape(**fields: int | float | bool) -> ModelConfig:
@@ -155,6 +221,24 @@ SIM_MODELS: dict[str, SimModel] = {
                 tie_word_embeddings=False,
             ),
             source="Qwen/Qwen2.5-14B config.json",
+        ),
+        SimModel(
+            name="mixtral-8x7b",
+            description="Mixtral 8x7B (46.7B params, 12.9B active; needs >93 GB in 16-bit)",
+            shape=_shape(
+                vocab_size=32000,
+                hidden_size=4096,
+                intermediate_size=14336,  # NOTE: one expert's MLP
+                num_hidden_layers=32,
+                num_attention_heads=32,
+                num_key_value_heads=8,
+                head_dim=128,
+                rope_theta=1000000.0,
+                max_position_embeddings=32768,
+                tie_word_embeddings=False,
+            ),
+            experts=Experts(num_local_experts=8, num_experts_per_tok=2),
+            source="mistralai/Mixtral-8x7B-v0.1 config.json (sliding_window null)",
         ),
     )
 }

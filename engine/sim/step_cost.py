@@ -11,14 +11,23 @@ For a batch whose item ``i`` computes ``q_i`` new tokens ending at context lengt
   looks up), each item's whole context of K/V read once per layer, and the T new tokens'
   K/V written.
 
+Tensor parallelism (``tensor_parallel_size`` = tp, ``engine.sim.parallel``): FLOPs and bytes
+are one GPU's (heads, KV heads, MLP and vocabulary sharded tp ways), and each layer adds two
+ring all-reduces of ``T * hidden`` activations over the GPU's link. An MoE shape
+(``engine.sim.experts``): FLOPs count the router and ``k`` of ``E`` experts per token; bytes
+read the non-expert weights plus the ``E * (1 - (1 - k/E)^T)`` experts a layer's T tokens
+are expected to touch.
+
 Step seconds = max(FLOPs / (peak * compute_efficiency), bytes / (bandwidth *
-bandwidth_efficiency)) + overhead. Activations are not counted in bytes (they stay in
+bandwidth_efficiency)) + all-reduce seconds + overhead. NOTE: the all-reduces are added,
+not overlapped with compute, as in a decode step whose layers wait on them. Activations are not counted in bytes (they stay in
 cache at these sizes) and no kernel launch granularity is modelled: that is what the
 efficiency factors and the overhead stand for until calibration fits them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +35,8 @@ from typing import NamedTuple
 
 from engine.errors import ConfigError
 from engine.model.config import ModelConfig
+from engine.sim.experts import Experts
+from engine.sim.parallel import ring_all_reduce_seconds, shard
 from engine.sim.specs import SIM_DTYPES, GpuSpec
 
 DEFAULT_COMPUTE_EFFICIENCY = 0.6
@@ -43,11 +54,14 @@ class BatchItem(NamedTuple):
 
 
 class StepCost(NamedTuple):
+    """One step on one GPU of the group (all of them do the same work)."""
+
     flops: float
     bytes: float
     compute_seconds: float
     memory_seconds: float
     step_seconds: float
+    communication_seconds: float = 0.0  # the step's all-reduces (0 at tensor_parallel_size 1)
 
     @property
     def is_compute_bound(self) -> bool:
@@ -73,7 +87,8 @@ class Efficiency:
 
 
 class StepCostModel:
-    """The roofline of one model shape on one GPU in one dtype (see the module docstring)."""
+    """The roofline of one model shape on one GPU in one dtype (see the module docstring),
+    sharded over ``tensor_parallel_size`` GPUs, with ``experts`` for an MoE shape."""
 
     def __init__(
         self,
@@ -81,30 +96,78 @@ class StepCostModel:
         gpu: GpuSpec,
         dtype: str = "bfloat16",
         efficiency: Efficiency | None = None,
+        *,
+        experts: Experts | None = None,
+        tensor_parallel_size: int = 1,
     ) -> None:
         if dtype not in SIM_DTYPES or dtype not in gpu.peak_flops_per_second:
             raise ConfigError(
                 f"dtype={dtype!r}: the simulator models {', '.join(SIM_DTYPES)} on {gpu.name}"
             )
-        self.shape, self.gpu, self.dtype = shape, gpu, dtype
+        part = shard(shape, tensor_parallel_size)
+        if part.tensor_parallel_size > 1 and gpu.interconnect is None:
+            raise ConfigError(
+                f"tensor_parallel_size={tensor_parallel_size}: {gpu.name} has no GPU-to-GPU "
+                "link in its spec; use 1"
+            )
+        self.shape, self.gpu, self.dtype, self.experts = shape, gpu, dtype, experts
+        self.tensor_parallel_size = part.tensor_parallel_size
         self.efficiency = efficiency or Efficiency()
         self.dtype_bytes = SIM_DTYPES[dtype]
-        embedding = shape.vocab_size * shape.hidden_size
+        h, layers = shape.hidden_size, shape.num_hidden_layers
+        # Per GPU: the vocabulary-sharded tables, and each layer's sharded attention and
+        # (every expert's) MLP; norms and the router are replicated.
+        embedding = part.vocab_size * h
         lm_head = 0 if shape.tie_word_embeddings else embedding
-        self.weight_bytes = shape.num_parameters() * self.dtype_bytes
+        attention = h * shape.head_dim * 2 * (part.num_attention_heads + part.num_key_value_heads)
+        mlp = 3 * h * part.intermediate_size  # one expert's, or the dense MLP
+        num_experts = num_active = 1
+        router = 0
+        if experts is not None:
+            num_experts, num_active = experts.num_local_experts, experts.num_experts_per_tok
+            router = h * num_experts
+        dense_layer = attention + router + 2 * h  # read whole every step
+        num_parameters = embedding + lm_head + layers * (dense_layer + num_experts * mlp) + h
+        self.weight_bytes = num_parameters * self.dtype_bytes  # on each GPU
         # NOTE: the input table is only looked up (T rows a step); tied, it is the lm_head
         # too and so read whole.
         input_table = embedding if lm_head else 0
-        self._streamed_weight_bytes = (shape.num_parameters() - input_table) * self.dtype_bytes
-        self._matmul_params = shape.num_parameters() - embedding - lm_head
-        self._lm_head_flops = 2 * shape.vocab_size * shape.hidden_size
-        self._attention_flops = (
-            4 * shape.num_hidden_layers * shape.num_attention_heads * shape.head_dim
+        streamed = num_parameters - input_table
+        self._expert_bytes = 0
+        if experts is not None:
+            # NOTE: an MoE step reads only the experts its tokens touch (see ``cost``).
+            self._expert_bytes = layers * mlp * self.dtype_bytes
+            streamed -= layers * num_experts * mlp
+        self._streamed_weight_bytes = streamed * self.dtype_bytes
+        # matmul parameters one token passes through: the router and k experts a layer
+        self._matmul_params = layers * (dense_layer + num_active * mlp) + h
+        self._lm_head_flops = 2 * part.vocab_size * h
+        self._attention_flops = 4 * layers * part.num_attention_heads * shape.head_dim
+        # NOTE: the KV sizing is the engine's own, for the KV heads one GPU holds.
+        kv_shape = dataclasses.replace(
+            shape,
+            num_attention_heads=part.num_key_value_heads,
+            num_key_value_heads=part.num_key_value_heads,
         )
-        self.kv_bytes_per_token = shape.kv_bytes_per_token(self.dtype_bytes)
-        self._row_bytes = shape.hidden_size * self.dtype_bytes
+        self.kv_bytes_per_token = kv_shape.kv_bytes_per_token(self.dtype_bytes)
+        self._row_bytes = h * self.dtype_bytes
         self._flops_per_second = gpu.peak_flops_per_second[dtype] * self.efficiency.compute
         self._bytes_per_second = gpu.memory_bandwidth_bytes_per_second * self.efficiency.bandwidth
+        self._num_all_reduces = 2 * layers if part.tensor_parallel_size > 1 else 0
+
+    def all_reduce_seconds(self, num_tokens: int) -> float:
+        """The step's all-reduces: two a layer of ``T x hidden`` activations each."""
+        if not self._num_all_reduces or not num_tokens:
+            return 0.0
+        link = self.gpu.interconnect
+        assert link is not None  # NOTE: checked at construction for tp > 1
+        one = ring_all_reduce_seconds(
+            num_tokens * self._row_bytes,
+            self.tensor_parallel_size,
+            link.bytes_per_second,
+            link.all_reduce_latency_seconds,
+        )
+        return self._num_all_reduces * one
 
     def cost(self, batch: Iterable[BatchItem], num_sampled: int) -> StepCost:
         """The cost of one step; an empty batch costs only the overhead."""
@@ -128,6 +191,10 @@ class StepCostModel:
             + self._row_bytes * num_tokens
             + self.kv_bytes_per_token * (num_context_tokens + num_tokens)
         )
+        if self.experts is not None:
+            num_bytes += self._expert_bytes * self.experts.expected_distinct_experts(num_tokens)
         compute = flops / self._flops_per_second
         memory = num_bytes / self._bytes_per_second
-        return StepCost(flops, float(num_bytes), compute, memory, max(compute, memory) + overhead)
+        communication = self.all_reduce_seconds(num_tokens)
+        step = max(compute, memory) + communication + overhead
+        return StepCost(flops, float(num_bytes), compute, memory, step, communication)

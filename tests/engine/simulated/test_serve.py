@@ -23,6 +23,7 @@ SERVING_LINE = re.compile(r"serving 'sim:llama-3\.1-8b@h100' on (http://127\.0\.
 def test_serve_answers_a_completion_and_labels_itself_simulated():
     command = [sys.executable, "-m", "tailwatch.cli", "engine", "serve", "--port", "0"]
     command += ["--model", SIM_MODEL, "--max-model-len", "1024", "--no-access-log"]
+    command += ["--tensor-parallel-size", "2"]  # NOTE: the info gauge says so
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     lines: list[str] = []
@@ -65,7 +66,13 @@ def test_serve_answers_a_completion_and_labels_itself_simulated():
             if s.name == "tailwatch:engine_simulation_info"
         ]
         assert info == [
-            {"model_name": SIM_MODEL, "engine": "0", "gpu": "h100", "simulated": "true"}
+            {
+                "model_name": SIM_MODEL,
+                "engine": "0",
+                "gpu": "h100",
+                "simulated": "true",
+                "tensor_parallel_size": "2",
+            }
         ]
     finally:
         process.kill()

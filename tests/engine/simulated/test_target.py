@@ -71,8 +71,11 @@ def test_the_kv_pool_is_gpu_memory_less_weights():
 
 
 def test_a_model_that_does_not_fit_says_so():
-    with pytest.raises(ConfigError, match=r"does not fit one NVIDIA H100.*Tensor parallelism"):
+    with pytest.raises(ConfigError, match=r"does not fit one NVIDIA H100.*tensor_parallel_size"):
         build_sim_backend(EngineConfig(model="sim:llama-3.1-70b@h100"), VirtualClock())
+    # NOTE: Mixtral's weights are all its experts (46.7B params, 93 GB), not its active 12.9B
+    with pytest.raises(ConfigError, match=r"Mixtral 8x7B.*does not fit one NVIDIA H100"):
+        build_sim_backend(EngineConfig(model="sim:mixtral-8x7b@h100"), VirtualClock())
 
 
 def test_serving_sleeps_and_offline_advances_the_virtual_clock():
