@@ -29,12 +29,13 @@ from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunSta
 from collectors.store.protocols import LabStore
 from loadgen.errors import TargetError
 from loadgen.record import RequestResult
-from loadgen.summary import summarize
+from loadgen.summary import SLO_KEYS, summarize
 from loadgen.workload import ScheduledRequest, Workload, build_schedule
 from slo import Objectives
 
 #: Per-request figures kept per point, of each of ttft_ms, e2e_ms and itl_ms.
 MAX_SAMPLES = 5000
+_SLO_KEY = {field: key for key, field in SLO_KEYS.items()}
 #: Called after each stored point with (point, points done, points planned).
 OnPoint = Callable[[LabPoint, int, int], None]
 
@@ -100,7 +101,7 @@ def run_lab_sweep(
         knobs={k: v for k, v in target.knobs.items() if k != plan.knob},
         workload={
             **plan.workload_options,
-            "slo_ms": {k: v * 1000.0 for k, v in plan.objectives.given()},
+            "slo_ms": {_SLO_KEY[k]: v * 1000.0 for k, v in plan.objectives.given()},
             "target_attainment": plan.target_attainment,
         },
         sweep_knob=plan.knob,
