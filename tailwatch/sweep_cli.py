@@ -72,7 +72,7 @@ def sweep(
     db: Annotated[
         str | None,
         typer.Option(
-            help="SQLAlchemy URL of the store (default: the config's, else TAILWATCH_DB_URL, "
+            help="SQLAlchemy URL of the store (default: TAILWATCH_DB_URL, else the config's, "
             "else .tailwatch/tailwatch.db)."
         ),
     ] = None,
