@@ -89,8 +89,10 @@ def run_lab_sweep(
     clock: Callable[[], float] = time.time,
 ) -> SweepOutcome:
     """Run ``plan``, writing to ``store`` as it goes. Ctrl-C (``KeyboardInterrupt``) ends the
-    run as interrupted and returns; any other error ends it as failed and is raised again.
-    A ``--url`` target's knob is put back in every case."""
+    run as interrupted, an error in a point (a prompt longer than ``max_model_len``, a server
+    that stops answering) as failed with the error's first line; both return the points so
+    far. A ``--url`` target's knob is put back in every case. An error before the run is
+    created (``--url``'s knobs cannot be read) is raised."""
     target = _Target.open(plan)
     run = LabRun(
         kind=LabRunKind.SWEEP,
@@ -135,12 +137,20 @@ def run_lab_sweep(
         error = f"interrupted after {len(points)} of {plan.num_planned_points} points"
         store.finish_lab_run(run_id, LabRunStatus.INTERRUPTED, error)
         return SweepOutcome(run_id, LabRunStatus.INTERRUPTED, tuple(points), error)
-    except BaseException as exc:
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0].replace("\x00", "")
-        store.finish_lab_run(run_id, LabRunStatus.FAILED, f"{type(exc).__name__}: {text}")
+    except Exception as exc:
+        error = _error_text(exc)
+        store.finish_lab_run(run_id, LabRunStatus.FAILED, error)
+        return SweepOutcome(run_id, LabRunStatus.FAILED, tuple(points), error)
+    except BaseException as exc:  # NOTE: SystemExit and the like: recorded, then let through
+        store.finish_lab_run(run_id, LabRunStatus.FAILED, _error_text(exc))
         raise
     store.finish_lab_run(run_id, LabRunStatus.FINISHED)
     return SweepOutcome(run_id, LabRunStatus.FINISHED, tuple(points))
+
+
+def _error_text(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0].replace("\x00", "")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _schedule(workload: Workload, rate: float, repeat: int) -> list[ScheduledRequest]:

@@ -216,6 +216,9 @@ def _run(plan, store, show: bool) -> None:
         console.print(knee_table(plan.knob, curves, plan.target_attainment))
     typer.echo(f"stored lab run {outcome.run_id} ({outcome.status.value}, "
                f"{len(outcome.points)} of {plan.num_planned_points} points)")  # fmt: skip
+    if outcome.status is LabRunStatus.FAILED:
+        typer.echo(f"error: lab run {outcome.run_id} failed: {outcome.error}", err=True)
+        raise typer.Exit(code=1)
     if outcome.status is LabRunStatus.INTERRUPTED:
         raise typer.Exit(code=130)
 

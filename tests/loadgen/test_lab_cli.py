@@ -86,6 +86,23 @@ def test_a_simulated_sweep_through_the_cli_stores_the_run_and_prints_the_knee(tm
         store.close()
 
 
+def test_a_failing_sweep_is_one_error_line_and_a_failed_run(tmp_path) -> None:
+    url = sqlite_url(tmp_path / "lab.db")
+    args = ["sweep", *SIM, "--knob", "max_num_seqs=8", "--rates", "4", "--duration", "1",
+            "--prompt-tokens", "4000", "--db", url, "--no-progress"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        "error: lab run 1 failed: RequestError: prompt has 4000 tokens, more than "
+        "max_model_len=2048"
+    )
+    store = Store(url, migrate=False)
+    try:
+        assert store.lab_run(1).status is LabRunStatus.FAILED
+    finally:
+        store.close()
+
+
 # -- the knee -----------------------------------------------------------------------------
 
 
