@@ -21,6 +21,7 @@ from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
 from tailwatch.store_cli import store_app
+from tailwatch.sweep_cli import sweep
 from tailwatch.up_cli import up
 
 app = typer_app(
@@ -42,6 +43,7 @@ app.add_typer(store_app, name="store")
 app.command()(console)
 app.command()(up)
 app.command()(init)
+app.command()(sweep)
 
 
 @app.command()
