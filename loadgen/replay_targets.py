@@ -48,7 +48,7 @@ def is_sim_engine(engine: str) -> bool:
 
 
 def check_knobs(engine: str, knobs: Mapping[str, Any]) -> None:
-    """Refuse an unknown knob, ``model`` (the engine is ``--engine``), a server-only knob
+    """Refuse an unknown engine (``WorkloadError`` on ``engine``), an unknown knob, ``model`` (the engine is ``--engine``), a server-only knob
     for a virtual-time simulation, or a value the engine's config refuses; each a
     ``WorkloadError`` naming ``knob.<name>``."""
     from engine.config import EngineConfig
@@ -67,7 +67,32 @@ def check_knobs(engine: str, knobs: Mapping[str, Any]) -> None:
             )
         if name not in allowed:
             raise WorkloadError(f"knob.{name}", f"is not an engine knob; known: {allowed}")
+    _check_engine(engine)
     _engine_config(engine, {k: v for k, v in knobs.items() if k not in SERVE_KNOBS})
+
+
+def _check_engine(engine: str) -> None:
+    """A ``sim:`` name the simulator knows, a bundled preset, or a checkpoint directory."""
+    from pathlib import Path
+
+    from engine.errors import ConfigError
+
+    if is_sim_engine(engine):
+        from engine.sim.target import parse_target
+
+        try:
+            parse_target(engine)
+        except ConfigError as error:
+            raise WorkloadError("engine", str(error)) from None
+        return
+    from engine.model.presets import PRESETS
+
+    if engine not in PRESETS and not Path(engine).is_dir():
+        raise WorkloadError(
+            "engine",
+            f"{engine!r} is neither a bundled preset ({', '.join(sorted(PRESETS))}), a "
+            "checkpoint directory, nor sim:<model>@<gpu>",
+        )
 
 
 def _engine_config(engine: str, knobs: Mapping[str, Any]):
