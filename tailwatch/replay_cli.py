@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tailwatch.alerts_cli import DbOption, first_line, parse_duration
+from tailwatch.alerts_cli import DbOption, first_line
 from tailwatch.cli_options import check_url, cli_error
 
 _EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")
@@ -32,7 +32,7 @@ def parse_time(flag: str, text: str, now: float) -> float:
     if raw == "now":
         return now
     if raw.startswith("-"):
-        return now - parse_duration(flag, raw[1:])
+        return now - _ago(flag, text, raw[1:].strip())
     if _EPOCH.fullmatch(raw):
         return float(raw)
     if 0 < len(raw) <= 40:
@@ -47,6 +47,20 @@ def parse_time(flag: str, text: str, now: float) -> float:
         f"{flag} {text!r}: expected now, Unix seconds, ISO 8601 (2026-12-02T10:00:00Z) "
         "or a time before now (-15m, -1h)"
     )
+
+
+def _ago(flag: str, text: str, raw: str) -> float:
+    """The seconds of ``-15m`` (``raw`` is ``15m``), errors naming the whole ``text``."""
+    from alerts.errors import RuleError
+    from alerts.rules_config import parse_duration
+
+    try:
+        seconds = float(raw) if _EPOCH.fullmatch(raw) else parse_duration(flag, flag, raw)
+    except RuleError as error:
+        raise cli_error(f"{flag} {text!r}: {error.problem}") from None
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise cli_error(f"{flag} {text!r}: a time before now needs a positive duration (-15m)")
+    return seconds
 
 
 def parse_knobs(values: list[str]) -> dict[str, Any]:
@@ -78,7 +92,7 @@ def parse_knobs(values: list[str]) -> dict[str, Any]:
 def _option(field: str) -> str:
     head, _, rest = field.partition(".")
     if head == "knob":
-        return f"--knob {rest}"
+        return f"--knob {rest}" if rest else "--knob"
     return _OPTIONS.get(head, f"--{head}")
 
 

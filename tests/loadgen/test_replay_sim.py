@@ -24,22 +24,17 @@ SIM = "sim:llama-3.1-8b@h100"
 WINDOW = (VIRTUAL_EPOCH - 1, VIRTUAL_EPOCH + 6)
 
 
-@pytest.fixture(scope="module")
-def recorded():
+def sim_records(arrivals, config: EngineConfig) -> list[RequestRecord]:
     """A sim run's requests as the records its spans would give (virtual epoch times)."""
-    arrivals = poisson_schedule(
-        8, 5, [RequestShape(1500, 32, 0.3), RequestShape(200, 64, 0.7)], seed=4
-    )
-    config = EngineConfig(model=SIM, max_model_len=4096)
     run = run_open_loop(config, arrivals)
-    records = [
+    return [
         RequestRecord(
             request_id=r.request_id,
             trace_id=f"{i + 1:032x}",
             span_id=f"{i + 1:016x}",
             service="tailwatch-engine",
             tenant=("a", "b")[i % 2],
-            model=SIM,
+            model=config.model,
             replica=None,
             arrival=VIRTUAL_EPOCH + r.arrival_time,
             queue_seconds=None,
@@ -57,6 +52,14 @@ def recorded():
         )
         for i, r in enumerate(sorted(run.results, key=lambda r: r.arrival_time))
     ]
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    arrivals = poisson_schedule(
+        8, 5, [RequestShape(1500, 32, 0.3), RequestShape(200, 64, 0.7)], seed=4
+    )
+    records = sim_records(arrivals, EngineConfig(model=SIM, max_model_len=4096))
     return FakeRequestReader(records), records
 
 
