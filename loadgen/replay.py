@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,8 +193,8 @@ def difference(replay: Mapping[str, Any], production: Mapping[str, Any]) -> dict
     for metric in COMPARED:
         for q in QUANTILES:
             out[f"{metric}.{q}"] = _pair(replay[metric][q], production[metric][q])
-    for key in ("slo_attainment", "request_goodput", "request_throughput"):
-        out[key] = _pair(replay[key], production[key])
+    for key in ("slo_attainment", "request_goodput", "request_throughput", "total_cached_tokens"):
+        out[key] = _pair(replay.get(key), production.get(key))
     return out
 
 
@@ -272,6 +272,8 @@ def replay_window(
     client = None
     if run.server_records is not None:
         client = summarize(run.results, trace.window_seconds / plan.speed, objectives)
+    production["total_cached_tokens"] = _cached_tokens(r.record for r in trace.requests)
+    replayed["total_cached_tokens"] = run.total_cached_tokens
     diff = difference(replayed, production)
     lab.add_lab_point(
         LabPoint(
@@ -301,6 +303,12 @@ def replay_window(
     status = LabRunStatus.INTERRUPTED if run.interrupted else LabRunStatus.FINISHED
     lab.finish_lab_run(run_id, status)
     return ReplayReport(run_id, status, trace, production, replayed, diff, run.knobs)
+
+
+def _cached_tokens(records: Iterable[RequestRecord]) -> int | None:
+    """Prompt tokens served from the prefix cache; None when no record says."""
+    counts = [r.cached_tokens for r in records if r.cached_tokens is not None]
+    return sum(counts) if counts else None
 
 
 def _first_line(error: BaseException) -> str:

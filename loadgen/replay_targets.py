@@ -39,6 +39,8 @@ class TargetRun:
     interrupted: bool = False
     #: the engine's own records of the replayed requests (its spans), when captured
     server_records: Sequence[RequestRecord] | None = None
+    #: prompt tokens the engine served from its prefix cache; None when it cannot say
+    total_cached_tokens: int | None = None
 
 
 def is_sim_engine(engine: str) -> bool:
@@ -147,7 +149,12 @@ def run_simulated(
         result.status = 200
         result.error = "" if done.finish_reason in ("length", "stop") else "engine_error"
     in_force = {f.name: _json(getattr(config, f.name)) for f in fields(config)}
-    return TargetRun([results[r.index] for r in schedule], run.simulated_seconds, in_force)
+    return TargetRun(
+        [results[r.index] for r in schedule],
+        run.simulated_seconds,
+        in_force,
+        total_cached_tokens=counter.num_cached_tokens,
+    )
 
 
 def _result(request: ScheduledRequest) -> RequestResult:
@@ -161,15 +168,18 @@ def _json(value: Any) -> Any:
 
 
 class _FinishCounter:
-    """An engine observer that reports finished requests as progress."""
+    """An engine observer that reports finished requests as progress and counts their
+    prefix-cache hits (``offline.RequestResult`` does not carry them)."""
 
     def __init__(self, done: int, total: int, progress: Progress | None) -> None:
         self.done, self.total, self.progress = done, total, progress
+        self.num_cached_tokens = 0
 
     def on_step(self, engine, outputs, handles) -> None:
-        finished = sum(1 for out in outputs if out.finished)
+        finished = [out for out in outputs if out.finished]
+        self.num_cached_tokens += sum(out.num_cached_tokens for out in finished)
         if finished and self.progress is not None:
-            self.done += finished
+            self.done += len(finished)
             self.progress(self.done, self.total)
 
 
@@ -232,4 +242,6 @@ def run_bundled(
     capture = SpanCapture(engine)
     with bundled_replicas(1, {"model": engine, **knobs}, tracers=[capture.tracer]) as urls:
         run = run_urls(urls, schedule, progress, knobs=in_force)
-    return replace(run, server_records=capture.records())
+    records = capture.records()
+    cached = [r.cached_tokens for r in records if r.cached_tokens is not None]
+    return replace(run, server_records=records, total_cached_tokens=sum(cached) if cached else None)

@@ -90,7 +90,7 @@ def trace_line(trace: Any) -> str:
     if trace.num_prefix_groups:
         line += (
             f"; {trace.num_prefix_groups} shared-prefix groups "
-            f"({trace.num_unseeded_groups} first cached before the window)"
+            f"({trace.num_unseeded_groups} with no earlier request of theirs to seed the cache)"
         )
     return line
 
@@ -126,6 +126,7 @@ def report_table(report: Any) -> None:
         ("attainment", "slo_attainment", "{:.3f}"),
         ("goodput req/s", "request_goodput", "{:.2f}"),
         ("throughput req/s", "request_throughput", "{:.2f}"),
+        ("prefix-cache hit tokens", "total_cached_tokens", "{:d}"),
     ):
         pair = report.difference[key]
         shown = [

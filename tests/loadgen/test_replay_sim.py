@@ -5,6 +5,7 @@ vLLM's spans replay like ours, and a failing or refused replay is stored as such
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -241,3 +242,52 @@ def test_vllm_spans_replay_like_ours():
     assert report.production["ttft_ms"]["p50"] == pytest.approx(80.0)
     assert report.replay["num_succeeded"] == 3
     assert lab.lab_runs()[0].workload["unreplayable"] == {"no prompt length": 1}
+
+
+class _Cached:
+    """Each finished request's prefix-cache hits, as the engine's span records them."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, int] = {}
+
+    def on_step(self, engine, outputs, handles) -> None:
+        self.by_id.update({o.request_id: o.num_cached_tokens for o in outputs if o.finished})
+
+
+def test_prefix_hits_replay_from_cached_tokens():
+    """A sim window where half the prompts start with one of two system prompts: the replay
+    rebuilds the groups from ``cached_tokens`` alone and its engine hits the cache as much."""
+    import random
+
+    from engine.sim.offline import Arrival
+
+    rng = random.Random(7)
+    systems = [tuple(rng.randrange(256) for _ in range(512)) for _ in range(2)]
+    arrivals, tenants, t = [], {}, 0.0
+    for i in range(40):
+        t += rng.expovariate(8)
+        group = rng.randrange(4)  # 0, 1: a system prompt; 2, 3: none
+        head = systems[group] if group < 2 else ()
+        prompt = head + tuple(rng.randrange(256) for _ in range(rng.randrange(50, 400)))
+        arrivals.append(Arrival(t, prompt, 32, f"sim-{i}"))
+        tenants[f"sim-{i}"] = f"t{group % 2}"  # each system prompt belongs to one tenant
+    config = EngineConfig(model=SIM, max_model_len=4096)
+    cached = _Cached()
+    run_open_loop(config, arrivals, observers=[cached])
+    records = [
+        replace(r, cached_tokens=cached.by_id[r.request_id], tenant=tenants[r.request_id])
+        for r in sim_records(arrivals, config)
+    ]
+    production_hits = sum(r.cached_tokens for r in records)
+    assert production_hits > 0
+    report = replay_window(
+        FakeRequestReader(records),
+        FakeLab(),
+        VIRTUAL_EPOCH - 1,
+        VIRTUAL_EPOCH + t + 1,
+        ReplayPlan(engine=SIM, knobs={"max_model_len": 4096}),
+    )
+    assert report.trace.num_prefix_groups == 2 and report.trace.num_unseeded_groups == 0
+    assert report.replay["total_cached_tokens"] == production_hits
+    pair = report.difference["ttft_ms.p50"]
+    assert pair["replay"] == pytest.approx(pair["production"], rel=0.02)
