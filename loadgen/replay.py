@@ -11,23 +11,29 @@ ITL is unknown (compare TPOT) and an ITL objective is refused.
 
 The lab point (one per replay) holds in ``summary`` the replay's ``summarize`` dict at the
 top level (what every lab point has), plus ``"production"`` (the same shape, from the
-records), ``"difference"`` (replay against production, per figure) and ``"replay"``
-(``speed``, ``virtual_time``, ``run_seconds``); see docs/knob-lab.md, "Replay".
+records), ``"difference"`` (replay against production, per figure), ``"replay"``
+(``speed``, ``virtual_time``, ``run_seconds``, ``knobs_in_force``, ``timed_at``) and
+``"client"`` (a bundled replay's client-side figures); see docs/knob-lab.md, "Replay".
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.request_records import RequestRecord
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
 from collectors.store.protocols import LabStore, RequestReader
 from loadgen.errors import WorkloadError
-from loadgen.record import RequestResult
+from loadgen.replay_compare import (
+    cached_tokens,
+    difference,
+    production_results,
+    samples,
+    server_side,
+)
 from loadgen.replay_targets import (
     Progress,
     TargetRun,
@@ -39,14 +45,7 @@ from loadgen.replay_targets import (
 )
 from loadgen.replay_trace import ReplayTrace, build_trace, read_window
 from loadgen.summary import parse_slo, summarize
-from slo import tpot_seconds
-from slo.outcomes import Outcome, finished_reason_outcome
 from slo.window import format_utc
-
-#: The most per-request figures a lab point keeps of each kind (evenly thinned past it).
-MAX_SAMPLES = 2000
-COMPARED = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
-QUANTILES = ("p50", "p95", "p99")
 
 
 @dataclass(frozen=True)
@@ -131,87 +130,6 @@ def _reasons(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
 
 
-def production_results(trace: ReplayTrace) -> list[RequestResult]:
-    """The replayed requests as production served them, in ``summarize``'s terms: a record
-    succeeded when it has no error, a good finish reason (or none), and TTFT and e2e."""
-    return [_production_result(r.index, r.offset_seconds, r.record) for r in trace.requests]
-
-
-def _production_result(index: int, offset: float, record: RequestRecord) -> RequestResult:
-    reason = record.finish_reason
-    ok = (
-        not record.is_error
-        and (reason is None or finished_reason_outcome(reason) is Outcome.GOOD)
-        and record.ttft_seconds is not None
-        and record.e2e_seconds is not None
-    )
-    return RequestResult(
-        index,
-        offset,
-        sent_seconds=offset,
-        ttft_seconds=record.ttft_seconds,
-        e2e_seconds=record.e2e_seconds,
-        prompt_tokens=record.input_tokens or 0,
-        output_tokens=record.output_tokens or 0,
-        status=200 if ok else 0,
-        error="" if ok else (reason or "error"),
-        replica=record.replica or "",
-        tenant=record.tenant,
-        response_id=record.request_id,
-        finish_reason=reason or "",
-    )
-
-
-def server_side(
-    results: Sequence[RequestResult], records: Sequence[RequestRecord] | None
-) -> list[RequestResult]:
-    """``results`` timed by the engine's own records where it kept one (matched by response
-    id; ITL stays the client's, the records have no per-token times); the client's result
-    where it did not (a request refused or failed before the engine). ``records`` None: the
-    client's results as they are."""
-    if records is None:
-        return list(results)
-    by_id = {r.request_id: r for r in records}
-    out = []
-    for result in results:
-        record = by_id.get(result.response_id) if result.response_id else None
-        if record is None:
-            out.append(result)
-            continue
-        timed = _production_result(result.index, result.scheduled_seconds, record)
-        timed.itl_seconds = list(result.itl_seconds)
-        if not result.succeeded:  # NOTE: what the client saw fail, failed
-            timed.status, timed.error = result.status, result.error or "error"
-        out.append(timed)
-    return out
-
-
-def difference(replay: Mapping[str, Any], production: Mapping[str, Any]) -> dict[str, Any]:
-    """Replay against production for each compared quantile, attainment and goodput:
-    ``{"replay", "production", "difference", "ratio"}`` (None where a side is unknown)."""
-    out: dict[str, Any] = {}
-    for metric in COMPARED:
-        for q in QUANTILES:
-            out[f"{metric}.{q}"] = _pair(replay[metric][q], production[metric][q])
-    for key in ("slo_attainment", "request_goodput", "request_throughput", "total_cached_tokens"):
-        out[key] = _pair(replay.get(key), production.get(key))
-    return out
-
-
-def _pair(replay: float | None, production: float | None) -> dict[str, float | None]:
-    known = [v for v in (replay, production) if v is not None and math.isfinite(v)]
-    if len(known) < 2:
-        return {"replay": replay, "production": production, "difference": None, "ratio": None}
-    assert replay is not None and production is not None
-    ratio = replay / production if production else None
-    return {
-        "replay": replay,
-        "production": production,
-        "difference": replay - production,
-        "ratio": ratio,
-    }
-
-
 def run_trace(plan: ReplayPlan, trace: ReplayTrace, progress: Progress | None) -> TargetRun:
     """The trace on the plan's target."""
     schedule = trace.schedule(plan.speed)
@@ -248,7 +166,7 @@ def replay_window(
     run_id = lab.create_lab_run(
         LabRun(
             kind=LabRunKind.REPLAY,
-            name=plan.name or f"replay of {start:.0f}–{end:.0f} on {plan.target}",
+            name=plan.name or f"replay of {format_utc(start)}–{format_utc(end)} on {plan.target}",
             created_at=clock(),
             target=plan.target,
             simulated=simulated,
@@ -272,7 +190,7 @@ def replay_window(
     client = None
     if run.server_records is not None:
         client = summarize(run.results, trace.window_seconds / plan.speed, objectives)
-    production["total_cached_tokens"] = _cached_tokens(r.record for r in trace.requests)
+    production["total_cached_tokens"] = cached_tokens(r.record for r in trace.requests)
     replayed["total_cached_tokens"] = run.total_cached_tokens
     diff = difference(replayed, production)
     lab.add_lab_point(
@@ -296,7 +214,7 @@ def replay_window(
                 },
                 "client": client,
             },
-            samples=_samples(results, production_results(trace)),
+            samples=samples(results, production_results(trace)),
             measured_at=clock(),
         )
     )
@@ -305,40 +223,6 @@ def replay_window(
     return ReplayReport(run_id, status, trace, production, replayed, diff, run.knobs)
 
 
-def _cached_tokens(records: Iterable[RequestRecord]) -> int | None:
-    """Prompt tokens served from the prefix cache; None when no record says."""
-    counts = [r.cached_tokens for r in records if r.cached_tokens is not None]
-    return sum(counts) if counts else None
-
-
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-def _samples(
-    replay: Sequence[RequestResult], production: Sequence[RequestResult]
-) -> dict[str, list[float]]:
-    """Per-request figures in ms for bootstraps, at most :data:`MAX_SAMPLES` of each."""
-    out: dict[str, list[float]] = {}
-    for prefix, results in (("", replay), ("production_", production)):
-        ok = [r for r in results if r.succeeded]
-        timed = [r for r in ok if r.ttft_seconds is not None and r.e2e_seconds is not None]
-        out[f"{prefix}ttft_ms"] = _thin([r.ttft_seconds * 1000 for r in timed])  # type: ignore[operator]
-        out[f"{prefix}e2e_ms"] = _thin([r.e2e_seconds * 1000 for r in timed])  # type: ignore[operator]
-        out[f"{prefix}tpot_ms"] = _thin(
-            [
-                tpot_seconds(r.e2e_seconds, r.ttft_seconds, r.output_tokens) * 1000
-                for r in timed
-                if r.output_tokens > 1
-            ]
-        )
-    out["itl_ms"] = _thin([gap * 1000 for r in replay if r.succeeded for gap in r.itl_seconds])
-    return out
-
-
-def _thin(values: list[float]) -> list[float]:
-    if len(values) <= MAX_SAMPLES:
-        return values
-    step = len(values) / MAX_SAMPLES
-    return [values[int(i * step)] for i in range(MAX_SAMPLES)]

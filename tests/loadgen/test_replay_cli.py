@@ -165,7 +165,10 @@ def test_any_knob_text_is_knobs_or_one_error(values):
         assert all(name.isidentifier() for name in knobs)
 
 
-def test_nothing_was_stored_by_refused_runs(db):
-    runs, _ = _runs(db)
-    assert all(run.status is LabRunStatus.FINISHED for run in runs)
-    assert len(runs) == 2  # the two end-to-end replays above
+def test_refused_runs_store_nothing(db):
+    before, _ = _runs(db)
+    for args in (["--from", "1", "--to", "2"], ["--knob", "max_num_seqs=0"], ["--speed", "-1"]):
+        result = _run("--from", FROM, "--to", TO, "--db", db, "--engine", SIM, *args)
+        assert result.exit_code == 2, result.output
+    after, _ = _runs(db)
+    assert [run.id for run in after] == [run.id for run in before]

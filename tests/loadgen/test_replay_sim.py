@@ -18,6 +18,7 @@ from engine.config import EngineConfig
 from engine.sim.offline import VIRTUAL_EPOCH, run_open_loop
 from engine.sim.workload import RequestShape, poisson_schedule
 from loadgen import replay as replay_module
+from loadgen import replay_compare
 from loadgen.errors import WorkloadError
 from loadgen.replay import ReplayPlan, replay_window
 
@@ -66,7 +67,7 @@ def recorded():
 
 def test_sim_recorded_window_replays_exactly_and_is_stored(recorded, monkeypatch):
     reader, records = recorded
-    monkeypatch.setattr(replay_module, "MAX_SAMPLES", 100)
+    monkeypatch.setattr(replay_compare, "MAX_SAMPLES", 100)
     lab = FakeLab()
     plan = ReplayPlan(engine=SIM, knobs={"max_model_len": 4096}, slo="ttft=100,tpot=20")
     report = replay_window(reader, lab, *WINDOW, plan, clock=lambda: 42.0)
