@@ -42,16 +42,26 @@ def recorded():
     capture = SpanCapture("tiny")
     with bundled_replicas(1, ENGINE, tracers=[capture.tracer]) as urls:
         state = asyncio.run(run_schedule(urls, schedule))
-    assert all(r.succeeded for r in state.results), [r.error for r in state.results]
-    records = capture.records()
-    assert len(records) == len(schedule) > 3
-    return records, schedule
+        assert all(r.succeeded for r in state.results), [r.error for r in state.results]
+        records = capture.records()
+        assert len(records) == len(schedule) > 3
+        # the same window replayed on the running replica (--url): timed by the client
+        at_url = replay_window(
+            FakeRequestReader(records),
+            FakeLab(),
+            *_window(records),
+            ReplayPlan(engine=None, url=urls[0]),
+        )
+    return records, schedule, at_url
+
+
+def _window(records) -> tuple[float, float]:
+    return min(r.arrival for r in records) - 0.5, max(r.arrival for r in records) + 0.5
 
 
 def test_recorded_window_replays_on_the_same_engine(recorded):
-    records, schedule = recorded
-    start = min(r.arrival for r in records) - 0.5
-    end = max(r.arrival for r in records) + 0.5
+    records, schedule, _ = recorded
+    start, end = _window(records)
     lab = FakeLab()
     report = replay_window(
         FakeRequestReader(records), lab, start, end, ReplayPlan(engine="tiny", knobs=KNOBS)
@@ -78,3 +88,11 @@ def test_recorded_window_replays_on_the_same_engine(recorded):
     assert 1 / 4 < ratio < 4, report.difference["ttft_ms.p50"]
     production_ttft = statistics.median(r.ttft_seconds for r in records) * 1000
     assert report.production["ttft_ms"]["p50"] == pytest.approx(production_ttft)
+
+
+def test_a_running_server_replays_timed_by_the_client(recorded):
+    records, _, report = recorded
+    assert report.replay["num_succeeded"] == len(records)
+    assert report.replay["total_cached_tokens"] is None  # no spans of its own to read
+    assert report.trace.num_records == len(records)
+    assert 1 / 4 < report.difference["ttft_ms.p50"]["ratio"] < 4
