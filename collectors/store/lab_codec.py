@@ -8,7 +8,8 @@ Python's JSON (``NaN``, ``Infinity``, ``-Infinity``) writes them and reads them 
 every other float round-trips through its shortest repr, ints stay ints. Non-ASCII is
 escaped (``\\uXXXX``), so PostgreSQL's ``text``, which cannot hold U+0000, never sees a NUL.
 The plain columns (``name``, ``target``, ``sweep_knob``, ``error``) refuse NUL instead.
-Times and rates must be finite: SQLite stores a NaN ``REAL`` as NULL.
+Times and rates must be finite: SQLite stores a NaN ``REAL`` as NULL (and a ``-0.0`` one as
+0, so both stores give back ``-0.0`` times and rates as ``0.0``).
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def _finite(value: Any, field: str) -> float:
     number = _number(value, field)
     if not math.isfinite(number):
         raise ValueError(f"{field}={value!r}: must be finite")
-    return number
+    # NOTE: -0.0 becomes 0.0: SQLite keeps an integral REAL as an integer, losing the sign
+    return number + 0.0
 
 
 def _rate(value: Any, field: str) -> float:
