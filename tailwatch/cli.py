@@ -17,6 +17,7 @@ from tailwatch.engine_cli import engine_app
 from tailwatch.incident_cli import incident_app
 from tailwatch.init_cli import init
 from tailwatch.load_cli import load_app
+from tailwatch.replay_cli import replay
 from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
@@ -44,6 +45,7 @@ app.command()(console)
 app.command()(up)
 app.command()(init)
 app.command()(sweep)
+app.command()(replay)
 
 
 @app.command()

@@ -1,0 +1,199 @@
+"""``tailwatch replay --from … --to …``: a stored production window replayed against
+candidate knobs on a simulated, bundled or running engine, side by side with what
+production saw, and kept in the store as a lab run (``loadgen.replay``; docs/knob-lab.md).
+
+This module parses options only: times, knobs and the target, each bad value one
+``error:`` line naming its option (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from tailwatch.alerts_cli import DbOption, first_line
+from tailwatch.cli_options import check_url, cli_error
+
+_EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")
+#: Option names for the fields of a ``WorkloadError``.
+_OPTIONS = {"window": "--from/--to", "engine": "--engine", "speed": "--speed", "slo": "--slo"}
+
+
+def parse_time(flag: str, text: str, now: float) -> float:
+    """``now``, Unix seconds (``1767225600``), ISO 8601 (``2026-12-02T10:00:00Z``; UTC when
+    no offset is given) or a time before ``now`` (``-15m``, ``-1h30m``), as epoch seconds;
+    else a ``cli_error`` naming ``flag``."""
+    raw = text.strip()
+    if raw == "now":
+        return now
+    if raw.startswith("-"):
+        return now - _ago(flag, text, raw[1:].strip())
+    if _EPOCH.fullmatch(raw):
+        return float(raw)
+    if 0 < len(raw) <= 40:
+        try:
+            parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            return parsed.timestamp()
+    raise cli_error(
+        f"{flag} {text!r}: expected now, Unix seconds, ISO 8601 (2026-12-02T10:00:00Z) "
+        "or a time before now (-15m, -1h)"
+    )
+
+
+def _ago(flag: str, text: str, raw: str) -> float:
+    """The seconds of ``-15m`` (``raw`` is ``15m``), errors naming the whole ``text``."""
+    from alerts.errors import RuleError
+    from alerts.rules_config import parse_duration
+
+    try:
+        seconds = float(raw) if _EPOCH.fullmatch(raw) else parse_duration(flag, flag, raw)
+    except RuleError as error:
+        raise cli_error(f"{flag} {text!r}: {error.problem}") from None
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise cli_error(f"{flag} {text!r}: a time before now needs a positive duration (-15m)")
+    return seconds
+
+
+def parse_knobs(values: list[str]) -> dict[str, Any]:
+    """``--knob name=value`` (repeatable; the value read as YAML: 512, true, fcfs)."""
+    import yaml
+
+    knobs: dict[str, Any] = {}
+    for text in values:
+        name, sep, raw = text.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise cli_error(
+                f"--knob {text!r}: expected NAME=VALUE, e.g. max_num_batched_tokens=512"
+            )
+        if name in knobs:
+            raise cli_error(f"--knob {name}: given twice")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            value = raw
+        if value is None or isinstance(value, list | dict):
+            raise cli_error(f"--knob {text!r}: the value must be a number, true/false or a word")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise cli_error(f"--knob {text!r}: the value must be finite")
+        knobs[name] = value
+    return knobs
+
+
+def _option(field: str) -> str:
+    head, _, rest = field.partition(".")
+    if head == "knob":
+        return f"--knob {rest}" if rest else "--knob"
+    return _OPTIONS.get(head, f"--{head}")
+
+
+def replay(
+    from_: Annotated[
+        str, typer.Option("--from", help="Window start: now, Unix seconds, ISO 8601, or -15m.")
+    ],
+    to: Annotated[str, typer.Option("--to", help="Window end (same forms).")] = "now",
+    db: DbOption = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine", help="tiny (bundled, real time) or sim:<model>@<gpu> (virtual time)."
+        ),
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="A running server's root URL (its own knobs).")
+    ] = None,
+    knob: Annotated[
+        list[str] | None, typer.Option("--knob", help="NAME=VALUE, an engine knob; repeat.")
+    ] = None,
+    slo: Annotated[
+        str, typer.Option("--slo", help="Goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=4000.")
+    ] = "",
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Replay only this tenant's requests.")
+    ] = None,
+    speed: Annotated[
+        float, typer.Option("--speed", help="Time scale: 2 replays the window twice as fast.")
+    ] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the synthesized prompts.")] = 0,
+    name: Annotated[str, typer.Option("--name", help="The lab run's label.")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Replay a stored window's requests (arrival times, prompt and output lengths, tenants,
+    shared prefixes) open-loop against candidate knobs; print replay against production
+    (TTFT, TPOT, ITL, e2e p50/p95/p99, attainment, goodput) and store it as a lab run."""
+    from loadgen.errors import LoadgenError, WorkloadError
+    from loadgen.replay import ReplayPlan, replay_window
+    from tailwatch.replay_view import (
+        open_lab_store,
+        progress_bar,
+        report_json,
+        report_table,
+        trace_line,
+    )
+
+    now = time.time()
+    start, end = parse_time("--from", from_, now), parse_time("--to", to, now)
+    if not end > start:
+        raise cli_error(f"--to {to!r}: must be after --from {from_!r}")
+    if engine is not None and url is not None:
+        raise cli_error("--engine and --url: give one (an engine to start, or a running server)")
+    if url is not None:
+        try:
+            url = check_url(url, "--url").rstrip("/")
+        except ValueError as error:
+            raise cli_error(str(error)) from None
+    if tenant is not None and not tenant.strip():
+        raise cli_error("--tenant '': give a tenant name, or leave --tenant out for all")
+    plan = ReplayPlan(
+        engine=None if url is not None else (engine or "tiny"),
+        url=url,
+        knobs=parse_knobs(knob or []),
+        slo=slo,
+        speed=speed,
+        seed=seed,
+        name=name,
+    )
+    try:
+        plan.check()
+    except WorkloadError as error:
+        raise cli_error(f"{_option(error.field)}: {_message(error)}") from None
+    with open_lab_store(db) as store, progress_bar(show=progress and not as_json) as bar:
+        try:
+            report = replay_window(
+                store,
+                store,
+                start,
+                end,
+                plan,
+                tenant=tenant,
+                progress=bar.update,
+                on_trace=lambda trace: bar.start(len(trace.requests), trace_line(trace)),
+            )
+        except WorkloadError as error:
+            raise cli_error(f"{_option(error.field)}: {_message(error)}") from None
+        except LoadgenError as error:
+            raise cli_error(str(error)) from None
+        except KeyboardInterrupt:
+            raise cli_error("interrupted; the lab run is marked interrupted") from None
+        except Exception as error:  # NOTE: an engine or store failure is one line, kept
+            raise cli_error(f"the replay failed: {first_line(error)}") from None
+    if as_json:
+        typer.echo(json.dumps(report_json(report), indent=2))
+    else:
+        report_table(report)
+
+
+def _message(error: Exception) -> str:
+    text = str(error)
+    field = getattr(error, "field", "")
+    return text[len(field) + 2 :] if field and text.startswith(f"{field}: ") else text

@@ -1,0 +1,174 @@
+"""``tailwatch replay`` against a SQLite store: a sim-recorded window replayed end to end
+and kept as a lab run, and every bad option one ``error:`` line naming it (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from collectors.store import Store, sqlite_url
+from collectors.store.lab_records import LabRunKind, LabRunStatus
+from engine.config import EngineConfig
+from engine.sim.offline import VIRTUAL_EPOCH
+from engine.sim.workload import RequestShape, poisson_schedule
+from tailwatch.cli import app
+from tailwatch.replay_cli import parse_knobs, parse_time
+from tests.loadgen.test_replay_sim import SIM, sim_records
+
+runner = CliRunner()
+FROM, TO = str(int(VIRTUAL_EPOCH)), str(int(VIRTUAL_EPOCH) + 5)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> str:
+    url = sqlite_url(tmp_path_factory.mktemp("replay") / "tw.db")
+    arrivals = poisson_schedule(6, 4, [RequestShape(300, 24)], seed=2)
+    store = Store(url)
+    store.write_requests(sim_records(arrivals, EngineConfig(model=SIM)))
+    store.close()
+    return url
+
+
+def _run(*args: str):
+    return runner.invoke(app, ["replay", *args], env={"COLUMNS": "200"})
+
+
+def _runs(url: str):
+    store = Store(url, migrate=False)
+    try:
+        return store.lab_runs(LabRunKind.REPLAY), store
+    finally:
+        store.close()
+
+
+def test_a_window_replays_end_to_end_into_the_store(db):
+    args = ["--from", FROM, "--to", TO, "--db", db, "--engine", SIM, "--no-progress"]
+    result = _run(*args, "--slo", "ttft=50", "--knob", "max_num_batched_tokens=1024", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    difference = report["difference"]["ttft_ms.p50"]
+    assert difference["replay"] == pytest.approx(difference["production"], abs=1e-3)
+    store = Store(db, migrate=False)
+    try:
+        run = store.lab_run(report["run_id"])
+        (point,) = store.lab_points(report["run_id"])
+    finally:
+        store.close()
+    assert (run.kind, run.status, run.target, run.simulated) == (
+        LabRunKind.REPLAY,
+        LabRunStatus.FINISHED,
+        SIM,
+        True,
+    )
+    assert run.knobs == {"max_num_batched_tokens": 1024}
+    assert run.window == (float(FROM), float(TO))
+    assert point.summary["production"]["slo_ms"] == {"ttft": 50.0}
+    assert point.summary["num_scheduled"] == run.workload["num_replayed"] > 0
+    table = _run(*args)
+    assert table.exit_code == 0, table.output
+    assert "TTFT p50 ms" in table.stdout and "attainment" in table.stdout
+    assert f"replaying {run.workload['num_replayed']} of" in table.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from", TO, "--to", FROM], "error: --to '"),
+        (["--from", "yesterday"], "error: --from 'yesterday': expected now, Unix seconds"),
+        (["--from", "-15x"], "error: --from '-15x'"),
+        (["--from", FROM, "--to", "2026-13-01"], "error: --to '2026-13-01'"),
+        (["--from", "1", "--to", "2"], "error: --from/--to: no request records between"),
+        (["--knob", "max_num_batched_token=512"], "error: --knob max_num_batched_token: is not"),
+        (["--knob", "max_num_seqs=0"], "error: --knob max_num_seqs: max_num_seqs=0"),
+        (["--knob", "max_num_seqs"], "error: --knob 'max_num_seqs': expected NAME=VALUE"),
+        (["--knob", "block_size=16", "--knob", "block_size=32"], "error: --knob block_size: given"),
+        (["--knob", "model=tiny"], "error: --knob model: the engine is chosen with --engine"),
+        (["--url", "http://127.0.0.1:9"], "error: --engine and --url: give one"),
+        (["--speed", "0"], "error: --speed: must be a finite number > 0"),
+        (["--slo", "itl=50"], "error: --slo: production's records carry no inter-token gaps"),
+        (["--slo", "ttft=fast"], "error: --slo: 'fast' is not a number of ms"),
+        (["--engine", "sim:gpt-5@h100"], "error: --engine: model='sim:gpt-5@h100'"),
+        (["--tenant", " "], "error: --tenant"),
+    ],
+)
+def test_bad_options_are_one_line_naming_the_option(db, args, message):
+    base = {"--from": FROM, "--to": TO, "--engine": SIM}
+    given_flags = set(args[::2])
+    full = [*args, "--db", db, "--no-progress"]
+    for flag, value in base.items():
+        if flag not in given_flags and not (flag == "--engine" and "--url" in given_flags):
+            full += [flag, value]
+    if "--url" in given_flags:
+        full += ["--engine", SIM]
+    result = _run(*full)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+    assert "Traceback" not in result.output
+
+
+def test_a_url_is_checked_and_runs_nothing(db):
+    result = _run("--from", FROM, "--to", TO, "--db", db, "--url", "ftp://x", "--no-progress")
+    assert result.exit_code == 2 and result.stderr.startswith("error: --url")
+    knobbed = _run(
+        "--from", FROM, "--to", TO, "--db", db, "--url", "http://127.0.0.1:9",
+        "--knob", "max_num_seqs=4", "--no-progress",
+    )  # fmt: skip
+    assert knobbed.exit_code == 2
+    assert knobbed.stderr.startswith("error: --knob: a running server (--url) replays under")
+
+
+NOW = 1_800_000_000.0
+
+
+def test_time_forms():
+    assert parse_time("--from", "now", NOW) == NOW
+    assert parse_time("--from", "-15m", NOW) == NOW - 900
+    assert parse_time("--from", "-1h30m", NOW) == NOW - 5400
+    assert parse_time("--from", "1767225600", NOW) == 1767225600.0
+    assert parse_time("--from", "1767225600.25", NOW) == 1767225600.25
+    assert parse_time("--from", "2026-01-01T00:00:00Z", NOW) == 1767225600.0
+    assert parse_time("--from", "2026-01-01T01:00:00+01:00", NOW) == 1767225600.0
+    assert parse_time("--from", "2026-01-01 00:00", NOW) == 1767225600.0  # UTC when no offset
+    assert parse_knobs(["a=512", "b=true", "c=fcfs", "d=0.5"]) == {
+        "a": 512,
+        "b": True,
+        "c": "fcfs",
+        "d": 0.5,
+    }
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(max_size=50))
+def test_any_time_text_is_a_time_or_one_error(text):
+    try:
+        value = parse_time("--from", text, NOW)
+    except typer.Exit as exit_:
+        assert exit_.exit_code == 2
+    else:
+        assert isinstance(value, float)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=3))
+def test_any_knob_text_is_knobs_or_one_error(values):
+    try:
+        knobs = parse_knobs(values)
+    except typer.Exit as exit_:
+        assert exit_.exit_code == 2
+    else:
+        assert all(name.isidentifier() for name in knobs)
+
+
+def test_refused_runs_store_nothing(db):
+    before, _ = _runs(db)
+    for args in (["--from", "1", "--to", "2"], ["--knob", "max_num_seqs=0"], ["--speed", "-1"]):
+        result = _run("--from", FROM, "--to", TO, "--db", db, "--engine", SIM, *args)
+        assert result.exit_code == 2, result.output
+    after, _ = _runs(db)
+    assert [run.id for run in after] == [run.id for run in before]
