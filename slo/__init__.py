@@ -6,6 +6,7 @@ request outcomes are errors), goodput, error budgets and burn rates, cost per mi
 with showback, and capacity planning. See ``docs/slo.md``.
 """
 
+from slo.bootstrap import DifferenceInterval, Statistic, bootstrap_difference
 from slo.buckets import (
     SMALL_DELTA_TOLERANCE,
     Bucket,
@@ -136,6 +137,7 @@ __all__ = [
     "BurnRateWindow",
     "CapacityPlan",
     "ClassicHistogram",
+    "DifferenceInterval",
     "DuplicateLabelSetError",
     "ErrorRatioIndicator",
     "ErrorRatioResult",
@@ -164,9 +166,11 @@ __all__ = [
     "Selector",
     "ShowbackRow",
     "ShowbackTotal",
+    "Statistic",
     "TokenCounts",
     "UsageRecord",
     "allocate_gpu_seconds",
+    "bootstrap_difference",
     "bucket_index",
     "bucket_lower_boundary",
     "budget_remaining",

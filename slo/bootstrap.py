@@ -1,0 +1,158 @@
+"""Percentile bootstrap intervals of a difference between two runs' statistics.
+
+A run is one or more repeats, each a sample of per-request figures (TTFT ms, say). The
+statistic is the mean or a quantile of the pooled sample. One resample picks as many repeats
+as the run has, with replacement, then as many requests as those repeats hold from the
+picked repeats' requests, with replacement (a two-level bootstrap): with two or more repeats
+a side the interval carries the run-to-run spread as well as the within-run sampling noise;
+with one repeat it carries sampling noise only, which the result says (``has_repeats``).
+
+The difference is ``b - a``; the interval is the percentile interval of the resampled
+differences at ``confidence``. Seeded (same inputs, same interval) and bounded: at most
+:data:`MAX_RESAMPLES` resamples of at most :data:`MAX_SAMPLES` values a side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slo.errors import SLOError
+
+MAX_RESAMPLES = 10_000
+#: Values per side past this are thinned evenly (a writer keeps at most a few thousand).
+MAX_SAMPLES = 20_000
+DEFAULT_RESAMPLES = 1_000
+DEFAULT_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """The mean (``quantile`` ``None``) or a quantile in [0, 1] (``numpy.quantile``'s
+    linear interpolation, as ``loadgen.summary`` computes its percentiles)."""
+
+    quantile: float | None = None
+
+    def __post_init__(self) -> None:
+        q = self.quantile
+        if q is not None and not (isinstance(q, int | float) and 0.0 <= q <= 1.0):
+            raise SLOError(f"quantile={q!r}: must be a number in [0, 1] (0.95 for p95)")
+
+    @property
+    def name(self) -> str:
+        return "mean" if self.quantile is None else f"p{self.quantile * 100:g}"
+
+    def of(self, values: np.ndarray) -> float:
+        if self.quantile is None:
+            return float(np.mean(values))
+        return float(np.quantile(values, self.quantile))
+
+
+@dataclass(frozen=True)
+class DifferenceInterval:
+    """``estimate`` = statistic(b) - statistic(a) on the pooled samples; ``[low, high]`` its
+    percentile bootstrap interval. ``has_repeats``: both sides had two or more repeats, so
+    the interval includes run-to-run noise."""
+
+    statistic: str
+    value_a: float
+    value_b: float
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    num_resamples: int
+    num_repeats_a: int
+    num_repeats_b: int
+
+    @property
+    def has_repeats(self) -> bool:
+        return self.num_repeats_a >= 2 and self.num_repeats_b >= 2
+
+    @property
+    def excludes_zero(self) -> bool:
+        """The difference is larger than the noise the interval measures."""
+        return self.low > 0.0 or self.high < 0.0
+
+    @property
+    def relative(self) -> float:
+        """``estimate / value_a`` (NaN when ``value_a`` is 0)."""
+        return self.estimate / self.value_a if self.value_a else math.nan
+
+
+def _groups(name: str, groups: Sequence[Sequence[float]]) -> list[np.ndarray]:
+    if isinstance(groups, str | bytes) or not len(groups):
+        raise SLOError(f"{name}: expected one or more repeats (lists of values), got none")
+    out = []
+    for i, group in enumerate(groups):
+        try:
+            array = np.asarray(group, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise SLOError(f"{name}[{i}]: expected a list of numbers") from None
+        if not np.all(np.isfinite(array)):
+            raise SLOError(f"{name}[{i}]: holds a NaN or infinite value")
+        if array.size:
+            out.append(array)
+    if not out:
+        raise SLOError(f"{name}: every repeat is empty; a run needs at least one value")
+    total = sum(a.size for a in out)
+    if total > MAX_SAMPLES:
+        # NOTE: thinned evenly per repeat so each keeps its share (a bound, not a sample).
+        out = [a[:: math.ceil(total / MAX_SAMPLES)] for a in out]
+    return out
+
+
+def _resample(rng: np.random.Generator, groups: list[np.ndarray], stat: Statistic) -> float:
+    picked = [groups[i] for i in rng.integers(0, len(groups), size=len(groups))]
+    pooled = np.concatenate(picked) if len(picked) > 1 else picked[0]
+    return stat.of(pooled[rng.integers(0, pooled.size, size=pooled.size)])
+
+
+def bootstrap_difference(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    statistic: Statistic = Statistic(),
+    *,
+    num_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> DifferenceInterval:
+    """The interval of ``statistic(b) - statistic(a)``; ``a`` and ``b`` are each a list of
+    repeats, each a list of values (one repeat: ``[values]``). Empty repeats are ignored;
+    a side with no value, a NaN, ``num_resamples`` outside [10, MAX_RESAMPLES] or
+    ``confidence`` outside (0, 1) is an ``SLOError`` naming it."""
+    if isinstance(num_resamples, bool) or not isinstance(num_resamples, int):
+        raise SLOError(f"num_resamples={num_resamples!r}: must be a whole number")
+    if not 10 <= num_resamples <= MAX_RESAMPLES:
+        raise SLOError(f"num_resamples={num_resamples}: must be between 10 and {MAX_RESAMPLES}")
+    if not (isinstance(confidence, int | float) and 0.0 < confidence < 1.0):
+        raise SLOError(f"confidence={confidence!r}: must be in (0, 1), e.g. 0.95")
+    groups_a, groups_b = _groups("a", a), _groups("b", b)
+    value_a = statistic.of(np.concatenate(groups_a))
+    value_b = statistic.of(np.concatenate(groups_b))
+    rng = np.random.default_rng(seed)
+    diffs = np.fromiter(
+        (
+            _resample(rng, groups_b, statistic) - _resample(rng, groups_a, statistic)
+            for _ in range(num_resamples)
+        ),
+        dtype=float,
+        count=num_resamples,
+    )
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(diffs, [tail, 1.0 - tail])
+    return DifferenceInterval(
+        statistic=statistic.name,
+        value_a=value_a,
+        value_b=value_b,
+        estimate=value_b - value_a,
+        low=float(low),
+        high=float(high),
+        confidence=float(confidence),
+        num_resamples=num_resamples,
+        num_repeats_a=len(groups_a),
+        num_repeats_b=len(groups_b),
+    )
