@@ -2,8 +2,8 @@
 
 A run is one or more repeats, each a sample of per-request figures (TTFT ms, say). The
 statistic is the mean or a quantile of the pooled sample. One resample picks as many repeats
-as the run has, with replacement, then as many requests as those repeats hold from the
-picked repeats' requests, with replacement (a two-level bootstrap): with two or more repeats
+as the run has, with replacement, then as many requests as the run holds from the picked
+repeats' requests, with replacement (a two-level bootstrap): with two or more repeats
 a side the interval carries the run-to-run spread as well as the within-run sampling noise;
 with one repeat it carries sampling noise only, which the result says (``has_repeats``).
 
@@ -105,10 +105,39 @@ def _groups(name: str, groups: Sequence[Sequence[float]]) -> list[np.ndarray]:
     return out
 
 
-def _resample(rng: np.random.Generator, groups: list[np.ndarray], stat: Statistic) -> float:
-    picked = [groups[i] for i in rng.integers(0, len(groups), size=len(groups))]
-    pooled = np.concatenate(picked) if len(picked) > 1 else picked[0]
-    return stat.of(pooled[rng.integers(0, pooled.size, size=pooled.size)])
+#: Values drawn per chunk of resamples (memory bound: about 8 bytes × k groups each).
+_CHUNK_VALUES = 2_000_000
+
+
+def _resample_many(
+    rng: np.random.Generator, groups: list[np.ndarray], stat: Statistic, num: int
+) -> np.ndarray:
+    """``num`` resampled statistics, vectorised: per resample, ``k`` repeats picked with
+    replacement, then ``n`` (the run's size) values drawn uniformly from the picked
+    repeats' values."""
+    values = np.concatenate(groups)
+    sizes = np.array([g.size for g in groups])
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    k, n = len(groups), values.size
+    out = np.empty(num)
+    rows = max(1, _CHUNK_VALUES // (n * k))
+    for first in range(0, num, rows):
+        r = min(rows, num - first)
+        picks = rng.integers(0, k, size=(r, k))
+        picked = sizes[picks]
+        ends = np.cumsum(picked, axis=1)
+        u = rng.random((r, n)) * ends[:, -1:]
+        # NOTE: the slot each draw falls in: how many picked repeats end at or before it
+        slot = (u[..., None] >= ends[:, None, :]).sum(axis=-1) if k > 1 else np.zeros_like(u, int)
+        rows_ix = np.arange(r)[:, None]
+        starts = (ends - picked)[rows_ix, slot]
+        within = np.minimum((u - starts).astype(int), picked[rows_ix, slot] - 1)
+        drawn = values[offsets[picks[rows_ix, slot]] + within]
+        if stat.quantile is None:
+            out[first : first + r] = drawn.mean(axis=1)
+        else:
+            out[first : first + r] = np.quantile(drawn, stat.quantile, axis=1)
+    return out
 
 
 def bootstrap_difference(
@@ -134,13 +163,8 @@ def bootstrap_difference(
     value_a = statistic.of(np.concatenate(groups_a))
     value_b = statistic.of(np.concatenate(groups_b))
     rng = np.random.default_rng(seed)
-    diffs = np.fromiter(
-        (
-            _resample(rng, groups_b, statistic) - _resample(rng, groups_a, statistic)
-            for _ in range(num_resamples)
-        ),
-        dtype=float,
-        count=num_resamples,
+    diffs = _resample_many(rng, groups_b, statistic, num_resamples) - _resample_many(
+        rng, groups_a, statistic, num_resamples
     )
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(diffs, [tail, 1.0 - tail])

@@ -1,0 +1,136 @@
+"""A/B of two lab measurements: each side is one (run, knob value, rate) with its repeats; the
+table puts the two side by side with the difference, its bootstrap interval
+(``slo.bootstrap_difference`` over the points' per-request samples and across repeats) and a
+verdict. Pure: no Streamlit, no store.
+
+Verdicts: ``exceeds run-to-run noise`` (both sides have two or more repeats and the interval
+excludes zero), ``within noise`` (it does not), ``exceeds sampling noise`` (one repeat on a
+side: the interval excludes zero but run-to-run noise was not measured; re-run with
+repeats), ``no samples`` (a side stored none of that figure).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from collectors.store.lab_records import LabPoint
+from console.lab_frames import number
+from slo import SLOError, Statistic, bootstrap_difference
+
+EXCEEDS_RUN_TO_RUN = "exceeds run-to-run noise"
+WITHIN_NOISE = "within noise"
+EXCEEDS_SAMPLING = "exceeds sampling noise (one repeat: run-to-run noise not measured)"
+NO_SAMPLES = "no samples"
+NO_NOISE_ESTIMATE = "one repeat: no noise estimate (re-run with repeats)"
+#: (figure, samples key, statistic): per-request figures, from each point's ``samples``.
+SAMPLE_FIGURES: tuple[tuple[str, str, Statistic], ...] = (
+    ("TTFT p50 ms", "ttft_ms", Statistic(0.5)),
+    ("TTFT p95 ms", "ttft_ms", Statistic(0.95)),
+    ("ITL p95 ms", "itl_ms", Statistic(0.95)),
+    ("ITL p99 ms", "itl_ms", Statistic(0.99)),
+    ("E2E p95 ms", "e2e_ms", Statistic(0.95)),
+)
+#: (figure, summary path): one number per point, compared across repeats (mean).
+REPEAT_FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("goodput req/s", ("request_goodput",)),
+    ("SLO attainment", ("slo_attainment",)),
+)
+NUM_RESAMPLES = 1_000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of an A/B: its label and the points (repeats) it holds."""
+
+    label: str
+    points: tuple[LabPoint, ...]
+    is_simulated: bool = False
+
+
+def side_points(points: Sequence[LabPoint], knob_value, rate: float) -> tuple[LabPoint, ...]:
+    """The repeats of one (knob value, rate) of a run."""
+    return tuple(p for p in points if p.knob_value == knob_value and p.rate == rate)
+
+
+def _samples(side: Side, key: str) -> list[list[float]]:
+    out = []
+    for point in side.points:
+        values = point.samples.get(key) if hasattr(point.samples, "get") else None
+        if isinstance(values, list | tuple):
+            out.append(
+                [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
+            )
+    return [v for v in out if v]
+
+
+def verdict(interval) -> str:
+    if not interval.excludes_zero:
+        return WITHIN_NOISE
+    return EXCEEDS_RUN_TO_RUN if interval.has_repeats else EXCEEDS_SAMPLING
+
+
+def _row(
+    figure: str,
+    a: list[list[float]],
+    b: list[list[float]],
+    statistic: Statistic,
+    *,
+    needs_repeats: bool = False,
+) -> dict:
+    row = {"figure": figure, "A": math.nan, "B": math.nan, "B − A": math.nan,
+           "B vs A": math.nan, "interval low": math.nan, "interval high": math.nan,
+           "repeats (A, B)": f"{len(a)}, {len(b)}", "verdict": NO_SAMPLES}  # fmt: skip
+    if not a or not b:
+        return row
+    if needs_repeats and min(len(a), len(b)) < 2:
+        # NOTE: one number a side has no spread to resample: any difference would "exceed".
+        value_a, value_b = (statistic.of(np.concatenate(side)) for side in (a, b))
+        row.update({"A": value_a, "B": value_b, "B − A": value_b - value_a,
+                    "B vs A": (value_b - value_a) / value_a if value_a else math.nan,
+                    "verdict": NO_NOISE_ESTIMATE})  # fmt: skip
+        return row
+    try:
+        interval = bootstrap_difference(a, b, statistic, num_resamples=NUM_RESAMPLES, seed=SEED)
+    except SLOError as error:  # NOTE: bad stored samples are a row's message, not a trace
+        row["verdict"] = f"not compared: {error}"
+        return row
+    row.update({
+        "A": interval.value_a, "B": interval.value_b, "B − A": interval.estimate,
+        "B vs A": interval.relative, "interval low": interval.low,
+        "interval high": interval.high, "verdict": verdict(interval),
+    })  # fmt: skip
+    return row
+
+
+def ab_frame(a: Side, b: Side) -> pd.DataFrame:
+    """One row per figure: A, B, B − A, (B − A) / A, the 95% interval of B − A and the
+    verdict. Per-request figures resample requests within repeats and the repeats
+    themselves; goodput and attainment (one number per point) resample the repeats."""
+    rows = [
+        _row(figure, _samples(a, key), _samples(b, key), stat)
+        for figure, key, stat in SAMPLE_FIGURES
+    ]
+    for figure, path in REPEAT_FIGURES:
+        values_a = [[v] for v in (number(p.summary, *path) for p in a.points) if math.isfinite(v)]
+        values_b = [[v] for v in (number(p.summary, *path) for p in b.points) if math.isfinite(v)]
+        rows.append(_row(figure, values_a, values_b, Statistic(), needs_repeats=True))
+    return pd.DataFrame(rows)
+
+
+def headline(frame: pd.DataFrame) -> tuple[str, list[str]]:
+    """``(verdict, figures)``: ``exceeds run-to-run noise`` with the figures that do, else
+    ``exceeds sampling noise`` with those, else ``within noise`` (or ``no samples`` when
+    nothing could be compared)."""
+    for kind in (EXCEEDS_RUN_TO_RUN, EXCEEDS_SAMPLING):
+        hits = frame.loc[frame["verdict"] == kind, "figure"].tolist()
+        if hits:
+            return kind, hits
+    if (frame["verdict"] == WITHIN_NOISE).any():
+        return WITHIN_NOISE, []
+    return NO_SAMPLES, []
