@@ -23,6 +23,11 @@ from typing import Any
 JsonScalar = str | int | float | bool | None
 
 
+class LabRunNotFound(LookupError):
+    """A lab run id the store does not hold (every :class:`~collectors.store.protocols.LabStore`
+    raises it for a point or an end written to a run it does not hold)."""
+
+
 class LabRunKind(enum.StrEnum):
     SWEEP = "sweep"
     REPLAY = "replay"

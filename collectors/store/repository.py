@@ -6,9 +6,11 @@ layout bounds, series selection), :mod:`~collectors.store.writer` (scrape writes
 :mod:`~collectors.store.windows` (windows and step series over raw rows and roll-ups),
 :mod:`~collectors.store.maintenance` (roll-ups and retention) and
 :mod:`~collectors.store.traces` (spans and request records); ``Store.alert_state`` is
-:mod:`~collectors.store.alert_state` (alert states, history, silences). ``Store`` implements the
-protocols of :mod:`collectors.store.protocols` (``MetricsReader``, ``RequestReader``,
-``ScrapeStore``, ``TraceStore``); a consumer should depend on those, not on this class.
+:mod:`~collectors.store.alert_state` (alert states, history, silences); the knob lab's runs
+and points are :mod:`~collectors.store.lab_sql`. ``Store`` implements the protocols of
+:mod:`collectors.store.protocols` (``MetricsReader``, ``RequestReader``, ``ScrapeStore``,
+``TraceStore``, ``LabStore``, ``LabReader``); a consumer should depend on those, not on this
+class.
 It returns plain data (``slo`` types, named tuples); no SQLAlchemy object leaves the store.
 """
 
@@ -26,6 +28,8 @@ from collectors.request_records import RequestRecord, SpanRecord
 from collectors.store.alert_state import SQLAlertState
 from collectors.store.catalog import Catalog
 from collectors.store.connection import default_url, make_engine
+from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
+from collectors.store.lab_sql import SQLLab
 from collectors.store.maintenance import Maintenance
 from collectors.store.protocols import DEFAULT_STEP_SECONDS
 from collectors.store.reads import GaugeMinute, MetricReads
@@ -85,6 +89,7 @@ class Store:
         self._maintenance = Maintenance(sessions, write_lock)
         self._traces = Traces(sessions, write_lock)
         self._alert_state = SQLAlertState(sessions, write_lock)
+        self._lab = SQLLab(sessions, write_lock)
 
     @property
     def alert_state(self) -> SQLAlertState:
@@ -331,3 +336,23 @@ class Store:
     def trace(self, trace_id: str) -> list[SpanRecord]:
         """Every stored span of ``trace_id`` (32 hex digits, any case), by start time."""
         return self._traces.trace(trace_id)
+
+    # -- knob lab runs and points (LabStore, LabReader; see collectors.store.lab_sql) ---------
+
+    def create_lab_run(self, run: LabRun) -> int:
+        return self._lab.create_lab_run(run)
+
+    def add_lab_point(self, point: LabPoint) -> None:
+        self._lab.add_lab_point(point)
+
+    def finish_lab_run(self, run_id: int, status: LabRunStatus, error: str | None = None) -> None:
+        self._lab.finish_lab_run(run_id, status, error)
+
+    def lab_runs(self, kind: LabRunKind | None = None, limit: int = 100) -> list[LabRun]:
+        return self._lab.lab_runs(kind, limit)
+
+    def lab_run(self, run_id: int) -> LabRun | None:
+        return self._lab.lab_run(run_id)
+
+    def lab_points(self, run_id: int) -> list[LabPoint]:
+        return self._lab.lab_points(run_id)
