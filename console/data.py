@@ -401,26 +401,11 @@ def quantile_by_target(url: str, family: str, f: Filters, q: float = 0.99) -> pd
 
 # -- knob lab --------------------------------------------------------------------------------
 
-#: Lab readers used in place of the store's own, by store URL (``use_lab_reader``).
-_LAB_READERS: dict[str, LabReader] = {}
 #: Seconds a lab read is reused: a running sweep's progress moves this often.
 LAB_TTL_SECONDS = 5
 
 
-def use_lab_reader(url: str, reader: LabReader | None) -> None:
-    """Read the knob lab's runs for the store at ``url`` from ``reader`` (a
-    ``collectors.store.fake_lab.FakeLab`` in tests, say); ``None`` goes back to the store."""
-    if reader is None:
-        _LAB_READERS.pop(url, None)
-    else:
-        _LAB_READERS[url] = reader
-    lab_runs.clear()
-    lab_points.clear()
-
-
 def _lab(url: str) -> LabReader | None:
-    if url in _LAB_READERS:
-        return _LAB_READERS[url]
     store = _store(url)
     return store if isinstance(store, LabReader) else None
 

@@ -1,10 +1,7 @@
 """A small store for the knob lab's tests, written directly (no engine run): one engine target
 scraped every 30 s for ten minutes at a known request rate with TTFT/ITL histograms, two
 stored sweeps (a finished simulated one with two repeats per point, and a running one), a
-replay, and — when asked — a live knob change on the target after the finished sweep.
-
-The lab rows go to the store when it keeps them (``LabStore``), else to a ``FakeLab`` the
-console reads through ``console.data.use_lab_reader``."""
+replay, and — when asked — a live knob change on the target after the finished sweep."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ import numpy as np
 from collectors import canonical as c
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind, RawSample
 from collectors.store import ScrapeRecord, Store, sqlite_url
-from collectors.store.fake_lab import FakeLab
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
 from collectors.store.protocols import LabStore
 
@@ -128,23 +124,31 @@ def seed_lab(lab: LabStore, now: float, *, target_knobs: dict | None = None) -> 
     return sweep_id, running_id, replay_id
 
 
-def seed_store(folder: Path, *, target: str = "127.0.0.1:9", knob_change: bool = True):
-    """``(LabSeeded, the lab written to)``: the store's own when it keeps lab rows."""
+def seed_store(
+    folder: Path,
+    *,
+    target: str = "127.0.0.1:9",
+    knob_change: bool = True,
+    sweep_knobs=None,
+    scrapes_after_sweep: bool = True,
+) -> LabSeeded:
+    """The store in ``folder``; ``sweep_knobs``: the finished sweep's shared knobs;
+    ``scrapes_after_sweep`` off ends the written scrapes at the sweep (a real collector
+    scrapes the target next)."""
     url = sqlite_url(folder / "lab.db")
     store = Store(url)
-    lab = store if isinstance(store, LabStore) else FakeLab()
     now = time.time()
-    sweep_id, running_id, replay_id = seed_lab(lab, now)
-    swept_at = lab.lab_run(sweep_id).finished_at
+    sweep_id, running_id, replay_id = seed_lab(store, now, target_knobs=sweep_knobs)
+    swept_at = store.lab_run(sweep_id).finished_at
     changed_at = None
-    for n, t in enumerate(np.arange(swept_at - 600, swept_at + 31, SCRAPE_EVERY_SECONDS)):
+    last = swept_at + (31 if scrapes_after_sweep else -1)
+    for n, t in enumerate(np.arange(swept_at - 600, last, SCRAPE_EVERY_SECONDS)):
         changes = None
         if knob_change and t > swept_at:
             changes = 1.0
             changed_at = changed_at or float(t)
         store.write_scrape(_scrape(target, float(t), n, changes))
     store.close()
-    seeded = LabSeeded(
+    return LabSeeded(
         url, target, sweep_id, running_id, replay_id, swept_at, swept_at + 60, changed_at
     )
-    return seeded, lab

@@ -12,7 +12,6 @@ from streamlit.testing.v1 import AppTest
 
 from collectors import canonical as c
 from collectors.store import Store
-from console import data
 from console.filters import RANGES, floor_to_step, step_for
 from console.lab_ab import EXCEEDS_RUN_TO_RUN
 from console.page_kit import KNOB_LAB_PAGE, rate
@@ -37,11 +36,7 @@ def _console_env(monkeypatch):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> LabSeeded:
-    seeded, reader = seed_store(tmp_path_factory.mktemp("lab"))
-    if not isinstance(reader, Store):
-        data.use_lab_reader(seeded.url, reader)
-    yield seeded
-    data.use_lab_reader(seeded.url, None)
+    return seed_store(tmp_path_factory.mktemp("lab"))
 
 
 @pytest.fixture
@@ -145,14 +140,9 @@ def test_headroom_is_the_live_rate_over_the_knee_and_a_later_change_makes_it_sta
 
 
 def test_no_knob_change_after_the_sweep_is_no_warning(tmp_path, monkeypatch):
-    seeded, reader = seed_store(tmp_path, knob_change=False)
+    seeded = seed_store(tmp_path, knob_change=False)
     monkeypatch.setenv("TAILWATCH_DB_URL", seeded.url)
-    if not isinstance(reader, Store):
-        data.use_lab_reader(seeded.url, reader)
-    try:
-        at = run(seeded)
-    finally:
-        data.use_lab_reader(seeded.url, None)
+    at = run(seeded)
     assert not [w.value for w in at.warning if "stale" in w.value]
     assert metric(at, "Headroom").endswith("% of the knee")
 
@@ -191,21 +181,12 @@ def test_replays_compare_with_production_and_name_an_unknown_shape(page):
 
 def test_an_empty_store_says_what_to_run(tmp_path, monkeypatch):
     from collectors.store import sqlite_url
-    from collectors.store.fake_lab import FakeLab
-    from collectors.store.protocols import LabStore
 
     url = sqlite_url(tmp_path / "empty.db")
-    store = Store(url)
-    is_lab = isinstance(store, LabStore)
-    store.close()
+    Store(url).close()  # a writer migrates it: the schema, and no data
     monkeypatch.setenv("TAILWATCH_DB_URL", url)
-    if not is_lab:
-        data.use_lab_reader(url, FakeLab())
-    try:
-        at = AppTest.from_file(APP, default_timeout=60)
-        at.switch_page(KNOB_LAB_PAGE).run()
-    finally:
-        data.use_lab_reader(url, None)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(KNOB_LAB_PAGE).run()
     assert not at.exception, [e.value for e in at.exception]
     infos = [i.value for i in at.info]
     assert any("No engine targets" in i and "tailwatch collect" in i for i in infos), infos
