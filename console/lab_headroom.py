@@ -87,7 +87,8 @@ class Headroom:
         f = self.fraction
         if math.isnan(f):
             return "—"
-        return f"at {f * 100:.0f}% of the knee"
+        # NOTE: one decimal below 1%, so a trickle of traffic does not read as "0%"
+        return f"at {f * 100:.0f}% of the knee" if f >= 0.01 else f"at {f * 100:.1f}% of the knee"
 
 
 def sweep_time(run: LabRun) -> float:

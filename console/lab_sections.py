@@ -40,7 +40,7 @@ def knobs_section(target: str, engine_url: str | None, token: str) -> lab_knobs.
         empty(
             f"No engine URL for target {escape(target)}.",
             "Targets named host:port (the collector's default) are reached at "
-            "http://host:port; type the engine's URL above for any other name.",
+            "`http://host:port`; type the engine's URL above for any other name.",
         )
         return None
     reply = data.engine_knobs(engine_url, token)

@@ -26,9 +26,9 @@ def _simulated_note(run: LabRun) -> None:
         )
 
 
-def _pick_run(runs: list[LabRun], key: str, label: str = "Run") -> LabRun:
+def _pick_run(runs: list[LabRun], key: str, label: str = "Run", index: int = 0) -> LabRun:
     labels = {lab_frames.run_label(r): r for r in runs}
-    return labels[st.selectbox(label, list(labels), key=key)]
+    return labels[st.selectbox(label, list(labels), index=index, key=key)]
 
 
 def sweeps_section(ctx: PageContext) -> list[LabRun]:
@@ -41,13 +41,17 @@ def sweeps_section(ctx: PageContext) -> list[LabRun]:
         empty("No sweeps stored.", SWEEP_HINT)
         return []
     st.dataframe(lab_frames.run_frame(runs), hide_index=True, width="stretch", key="lab_sweep_runs")
-    run = _pick_run(runs, "lab_sweep")
+    for running in (r for r in runs if r.status == LabRunStatus.RUNNING):
+        done = lab_frames.progress(running, data.lab_points(ctx.url, running.id))
+        st.progress(
+            done.fraction, text=f"Running: {escape(lab_frames.run_label(running))}: {done.text}"
+        )
+    # NOTE: the newest finished sweep first (it has a knee); a running one's bars are above
+    finished = [i for i, r in enumerate(runs) if r.status == LabRunStatus.FINISHED]
+    run = _pick_run(runs, "lab_sweep", index=finished[0] if finished else 0)
     _simulated_note(run)
     points = data.lab_points(ctx.url, run.id)
-    if run.status == LabRunStatus.RUNNING:
-        done = lab_frames.progress(run, points)
-        st.progress(done.fraction, text=f"Running: {done.text}")
-    elif run.status == LabRunStatus.FAILED:
+    if run.status == LabRunStatus.FAILED:
         st.error(f"This sweep failed: {escape(run.error or 'no reason stored')}")
     elif run.status == LabRunStatus.INTERRUPTED:
         st.warning("This sweep was interrupted: the points so far are shown.")
@@ -77,7 +81,8 @@ def sweeps_section(ctx: PageContext) -> list[LabRun]:
 
 
 def _side(ctx: PageContext, runs: list[LabRun], name: str, default_value: int) -> lab_ab.Side:
-    run = _pick_run(runs, f"lab_ab_run_{name}", f"{name}: run")
+    finished = [i for i, r in enumerate(runs) if r.status == LabRunStatus.FINISHED]
+    run = _pick_run(runs, f"lab_ab_run_{name}", f"{name}: run", finished[0] if finished else 0)
     points = data.lab_points(ctx.url, run.id)
     # NOTE: by rate first, so A and B default to two knob values at the lowest rate
     order = lab_frames.value_order(run, points)
