@@ -118,7 +118,7 @@ def test_the_engine_url_of_a_target(target, url):
 def test_any_target_name_or_typed_value_is_a_url_or_none_and_a_value_or_error(text):
     url = lab_knobs.engine_url(text)
     assert url is None or url.startswith(("http://", "https://"))
-    value, problem = lab_knobs.parse_value(text, 512)
+    _, problem = lab_knobs.parse_value(text, 512)
     if not text.strip():
         assert "empty" in problem
     else:
