@@ -5,6 +5,8 @@ against production. Rendered by ``app_pages/knob_lab.py``; reads go through
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from collectors.store.lab_records import LabRun, LabRunStatus
@@ -150,11 +152,19 @@ def replay_section(ctx: PageContext) -> None:
     run = _pick_run(runs, "lab_replay")
     _simulated_note(run)
     if run.window is not None:
-        start, end = run.window
-        st.caption(f"Production window replayed: {start:.0f} → {end:.0f} (Unix seconds)")
+        start, end = (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) for t in run.window)
+        st.caption(f"Production window replayed: {start} → {end} UTC")
     compared = lab_replay.replay_frame(run, data.lab_points(ctx.url, run.id))
     if compared.problem:
         st.warning(escape(compared.problem))
+    for note in compared.notes:
+        st.caption("How it ran: " + escape(note))
+    itl = compared.frame[compared.frame["figure"].str.startswith("ITL")]
+    if not itl.empty and itl["production"].isna().all():
+        st.caption(
+            "Production's ITL is unknown: its request records keep no inter-token gaps; "
+            "compare TPOT."
+        )
     if compared.frame.empty:
         empty("No replay points to compare yet.", REPLAY_HINT)
         return
