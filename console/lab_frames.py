@@ -63,7 +63,7 @@ def value_label(run: LabRun, value: JsonScalar) -> str:
 
 def value_order(run: LabRun, points: Sequence[LabPoint]) -> list[str]:
     """The lines in the run's planned order, then any value only the points name."""
-    labels = [value_label(run, v) for v in run.knob_values] or []
+    labels = [value_label(run, v) for v in run.knob_values]
     for point in points:
         label = value_label(run, point.knob_value)
         if label not in labels:

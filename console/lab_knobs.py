@@ -124,7 +124,12 @@ def patch_knobs(
         return _unreachable(url, error)
     if reply.status_code != 200:
         return _error(reply, "PATCH /admin/config")
-    body = reply.json()
+    try:
+        body = reply.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, Mapping):
+        return KnobReply(error=f"PATCH /admin/config at {url} did not answer a JSON object")
     return KnobReply(
         knobs=dict(body.get("config", {})),
         changes=tuple(body.get("changes", ())),
