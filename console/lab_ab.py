@@ -3,10 +3,14 @@ table puts the two side by side with the difference, its bootstrap interval
 (``slo.bootstrap_difference`` over the points' per-request samples and across repeats) and a
 verdict. Pure: no Streamlit, no store.
 
-Verdicts: ``exceeds run-to-run noise`` (both sides have two or more repeats and the interval
-excludes zero), ``within noise`` (it does not), ``exceeds sampling noise`` (one repeat on a
-side: the interval excludes zero but run-to-run noise was not measured; re-run with
-repeats), ``no samples`` (a side stored none of that figure).
+Verdicts: ``exceeds run-to-run noise`` (both sides have :data:`MIN_REPEATS` or more repeats
+and the interval excludes zero), ``within noise`` (it does not), ``exceeds sampling noise``
+(fewer repeats on a side: the interval excludes zero but run-to-run noise was not measured;
+re-run with more repeats), ``no samples`` (a side stored none of that figure).
+
+NOTE: a percentile bootstrap over two repeats sees at most three resampled means, so it
+understates their spread: two repeats are not enough to call a difference bigger than
+run-to-run noise.
 """
 
 from __future__ import annotations
@@ -24,9 +28,15 @@ from slo import SLOError, Statistic, bootstrap_difference
 
 EXCEEDS_RUN_TO_RUN = "exceeds run-to-run noise"
 WITHIN_NOISE = "within noise"
-EXCEEDS_SAMPLING = "exceeds sampling noise (one repeat: run-to-run noise not measured)"
+#: Repeats a side needs before the interval speaks for run-to-run noise.
+MIN_REPEATS = 3
+EXCEEDS_SAMPLING = (
+    f"exceeds sampling noise (under {MIN_REPEATS} repeats a side: run-to-run noise not measured)"
+)
 NO_SAMPLES = "no samples"
-NO_NOISE_ESTIMATE = "one repeat: no noise estimate (re-run with repeats)"
+NO_NOISE_ESTIMATE = (
+    f"under {MIN_REPEATS} repeats a side: no noise estimate (--repeats {MIN_REPEATS})"
+)
 #: (figure, samples key, statistic): per-request figures, from each point's ``samples``.
 SAMPLE_FIGURES: tuple[tuple[str, str, Statistic], ...] = (
     ("TTFT p50 ms", "ttft_ms", Statistic(0.5)),
@@ -72,7 +82,8 @@ def _samples(side: Side, key: str) -> list[list[float]]:
 def verdict(interval) -> str:
     if not interval.excludes_zero:
         return WITHIN_NOISE
-    return EXCEEDS_RUN_TO_RUN if interval.has_repeats else EXCEEDS_SAMPLING
+    enough = min(interval.num_repeats_a, interval.num_repeats_b) >= MIN_REPEATS
+    return EXCEEDS_RUN_TO_RUN if enough else EXCEEDS_SAMPLING
 
 
 def _row(
@@ -88,7 +99,7 @@ def _row(
            "repeats (A, B)": f"{len(a)}, {len(b)}", "verdict": NO_SAMPLES}  # fmt: skip
     if not a or not b:
         return row
-    if needs_repeats and min(len(a), len(b)) < 2:
+    if needs_repeats and min(len(a), len(b)) < MIN_REPEATS:
         # NOTE: one number a side has no spread to resample: any difference would "exceed".
         value_a, value_b = (statistic.of(np.concatenate(side)) for side in (a, b))
         row.update({"A": value_a, "B": value_b, "B − A": value_b - value_a,

@@ -1,6 +1,6 @@
 """A small store for the knob lab's tests, written directly (no engine run): one engine target
 scraped every 30 s for ten minutes at a known request rate with TTFT/ITL histograms, two
-stored sweeps (a finished simulated one with two repeats per point, and a running one), a
+stored sweeps (a finished simulated one with three repeats per point, and a running one), a
 replay, and — when asked — a live knob change on the target after the finished sweep."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collectors.store.protocols import LabStore
 KNOB = "max_num_batched_tokens"
 VALUES = (512, 4096)
 RATES = (5.0, 10.0, 20.0)
+REPEATS = 3
 #: Mean SLO attainment per (value, rate): 512's knee is 10 req/s, 4096's 20 req/s.
 ATTAINMENT = {512: (1.0, 0.95, 0.7), 4096: (1.0, 0.93, 0.91)}
 REQUESTS_PER_SECOND = 4.0
@@ -91,13 +92,13 @@ def seed_lab(lab: LabStore, now: float, *, target_knobs: dict | None = None) -> 
     knobs = target_knobs or {"model": "sim:llama-3.1-8b@h100"}
     sweep = LabRun(
         LabRunKind.SWEEP, "mnbt 512 vs 4096", now - 120, "sim:llama-3.1-8b@h100", True,
-        knobs, {"prompt_tokens": 1024}, KNOB, VALUES, RATES, 2,
-        len(VALUES) * len(RATES) * 2,
+        knobs, {"prompt_tokens": 1024}, KNOB, VALUES, RATES, REPEATS,
+        len(VALUES) * len(RATES) * REPEATS,
     )  # fmt: skip
     sweep_id = lab.create_lab_run(sweep)
     for value in VALUES:
         for rate, attainment in zip(RATES, ATTAINMENT[value], strict=True):
-            for repeat in range(2):
+            for repeat in range(REPEATS):
                 samples = _samples(rng, value, rate)
                 summary = _summary(attainment, samples, rate)
                 lab.add_lab_point(LabPoint(sweep_id, value, rate, repeat, summary, samples))

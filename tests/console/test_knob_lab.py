@@ -102,7 +102,7 @@ def test_the_knee_chart_and_table_of_a_finished_sweep(page):
         "max_num_batched_tokens=4096": "20",
     }
     rows = frame_with(at, "repeat")
-    assert len(rows) == 2 * 3 * 2
+    assert len(rows) == 2 * 3 * 3
     # 2 latency charts, 3 knee panels
     assert len(at.get("vega_lite_chart")) == 5
 
@@ -140,7 +140,7 @@ def test_the_ab_of_two_knob_values_exceeds_run_to_run_noise(lab, page):
     table = frame_with(at, "interval low")
     itl = table[table["figure"] == "ITL p95 ms"].iloc[0]
     assert itl["verdict"] == EXCEEDS_RUN_TO_RUN and itl["interval low"] > 0
-    assert itl["repeats (A, B)"] == "2, 2"
+    assert itl["repeats (A, B)"] == "3, 3"
     assert any("exceeds run-to-run noise" in plain(s.value) for s in at.success)
 
 
@@ -148,11 +148,17 @@ def test_the_same_measurement_on_both_sides_is_within_noise(lab):
     store = Store(lab.url, migrate=False)
     try:
         points = lab_ab.side_points(store.lab_points(lab.sweep_id), 512, 5.0)
+        other = lab_ab.side_points(store.lab_points(lab.sweep_id), 4096, 5.0)
     finally:
         store.close()
     frame = lab_ab.ab_frame(lab_ab.Side("A", points), lab_ab.Side("B", points))
     assert set(frame["verdict"]) == {WITHIN_NOISE}
     assert lab_ab.headline(frame) == (WITHIN_NOISE, [])
+    # two repeats a side are too few to speak for run-to-run noise
+    two = lab_ab.ab_frame(lab_ab.Side("A", points[:2]), lab_ab.Side("B", other[:2]))
+    verdicts = dict(zip(two["figure"], two["verdict"], strict=True))
+    assert verdicts["ITL p95 ms"] == lab_ab.EXCEEDS_SAMPLING
+    assert verdicts["goodput req/s"] == lab_ab.NO_NOISE_ESTIMATE
 
 
 def test_a_running_sweep_shows_its_progress(page):
