@@ -20,7 +20,7 @@ from console.page_kit import PageContext, empty, escape, rate, section, span
 SWEEP_HINT = (
     "Run a sweep of rates × one knob's values, e.g. `tailwatch sweep --engine "
     "sim:llama-3.1-8b@h100 --knob max_num_batched_tokens=512,4096 --rates 5,10,20 "
-    "--repeats 2` (or `--url` for a running engine, `--engine tiny` for a bundled one) "
+    "--repeats 3` (or `--url` for a running engine, `--engine tiny` for a bundled one) "
     "against this store (`--db`); its points are drawn here as they are measured."
 )
 
