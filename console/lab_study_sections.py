@@ -108,7 +108,9 @@ def _side(ctx: PageContext, runs: list[LabRun], name: str, default_value: int) -
         p for p in points if lab_frames.value_label(run, p.knob_value) == label and p.rate == rate
     )
     sim = " (simulated)" if run.simulated else ""
-    return lab_ab.Side(f"#{run.id} {label} at {rate:g} req/s{sim}", chosen, run.simulated)
+    return lab_ab.Side(
+        f"#{run.id} {label} at {rate:g} req/s{sim}", chosen, run.simulated, (run.id, label, rate)
+    )
 
 
 def ab_section(ctx: PageContext, runs: list[LabRun]) -> None:
@@ -128,7 +130,7 @@ def ab_section(ctx: PageContext, runs: list[LabRun]) -> None:
     if not a.points or not b.points:
         empty("A side has no measured points.", "Pick a run that has points.")
         return
-    frame = lab_ab.ab_frame(a, b)
+    frame = data.lab_ab(ctx.url, a.key, b.key)
     verdict, figures = lab_ab.headline(frame)
     text = f"B vs A: **{escape(verdict)}**" + (
         f" ({escape(', '.join(figures))})" if figures else ""

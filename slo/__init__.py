@@ -6,7 +6,12 @@ request outcomes are errors), goodput, error budgets and burn rates, cost per mi
 with showback, and capacity planning. See ``docs/slo.md``.
 """
 
-from slo.bootstrap import DifferenceInterval, Statistic, bootstrap_difference
+from slo.bootstrap import (
+    DifferenceInterval,
+    Statistic,
+    bootstrap_difference,
+    bootstrap_differences,
+)
 from slo.buckets import (
     SMALL_DELTA_TOLERANCE,
     Bucket,
@@ -171,6 +176,7 @@ __all__ = [
     "UsageRecord",
     "allocate_gpu_seconds",
     "bootstrap_difference",
+    "bootstrap_differences",
     "bucket_index",
     "bucket_lower_boundary",
     "budget_remaining",

@@ -83,7 +83,9 @@ class DifferenceInterval:
         return self.estimate / self.value_a if self.value_a else math.nan
 
 
-def _groups(name: str, groups: Sequence[Sequence[float]]) -> list[np.ndarray]:
+def _groups(
+    name: str, groups: Sequence[Sequence[float]], max_values: int = MAX_SAMPLES
+) -> list[np.ndarray]:
     if isinstance(groups, str | bytes) or not len(groups):
         raise SLOError(f"{name}: expected one or more repeats (lists of values), got none")
     out = []
@@ -99,9 +101,9 @@ def _groups(name: str, groups: Sequence[Sequence[float]]) -> list[np.ndarray]:
     if not out:
         raise SLOError(f"{name}: every repeat is empty; a run needs at least one value")
     total = sum(a.size for a in out)
-    if total > MAX_SAMPLES:
+    if total > max_values:
         # NOTE: thinned evenly per repeat so each keeps its share (a bound, not a sample).
-        out = [a[:: math.ceil(total / MAX_SAMPLES)] for a in out]
+        out = [a[:: math.ceil(total / max_values)] for a in out]
     return out
 
 
@@ -110,16 +112,17 @@ _CHUNK_VALUES = 2_000_000
 
 
 def _resample_many(
-    rng: np.random.Generator, groups: list[np.ndarray], stat: Statistic, num: int
+    rng: np.random.Generator, groups: list[np.ndarray], stats: Sequence[Statistic], num: int
 ) -> np.ndarray:
-    """``num`` resampled statistics, vectorised: per resample, ``k`` repeats picked with
-    replacement, then ``n`` (the run's size) values drawn uniformly from the picked
-    repeats' values."""
+    """``(len(stats), num)`` resampled statistics, vectorised, every statistic read off the
+    same draws: per resample, ``k`` repeats picked with replacement, then ``n`` (the run's
+    size) values drawn uniformly from the picked repeats' values."""
     values = np.concatenate(groups)
     sizes = np.array([g.size for g in groups])
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     k, n = len(groups), values.size
-    out = np.empty(num)
+    quantiles = [s.quantile for s in stats if s.quantile is not None]
+    out = np.empty((len(stats), num))
     rows = max(1, _CHUNK_VALUES // (n * k))
     for first in range(0, num, rows):
         r = min(rows, num - first)
@@ -133,11 +136,70 @@ def _resample_many(
         starts = (ends - picked)[rows_ix, slot]
         within = np.minimum((u - starts).astype(int), picked[rows_ix, slot] - 1)
         drawn = values[offsets[picks[rows_ix, slot]] + within]
-        if stat.quantile is None:
-            out[first : first + r] = drawn.mean(axis=1)
-        else:
-            out[first : first + r] = np.quantile(drawn, stat.quantile, axis=1)
+        # NOTE: one sort per chunk serves every quantile asked for
+        by_q = iter(np.quantile(drawn, quantiles, axis=1)) if quantiles else iter(())
+        for i, stat in enumerate(stats):
+            chosen = drawn.mean(axis=1) if stat.quantile is None else next(by_q)
+            out[i, first : first + r] = chosen
     return out
+
+
+def _check(num_resamples: int, confidence: float) -> None:
+    if isinstance(num_resamples, bool) or not isinstance(num_resamples, int):
+        raise SLOError(f"num_resamples={num_resamples!r}: must be a whole number")
+    if not 10 <= num_resamples <= MAX_RESAMPLES:
+        raise SLOError(f"num_resamples={num_resamples}: must be between 10 and {MAX_RESAMPLES}")
+    if not (isinstance(confidence, int | float) and 0.0 < confidence < 1.0):
+        raise SLOError(f"confidence={confidence!r}: must be in (0, 1), e.g. 0.95")
+
+
+def bootstrap_differences(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    statistics: Sequence[Statistic],
+    *,
+    num_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+    max_values: int = MAX_SAMPLES,
+) -> tuple[DifferenceInterval, ...]:
+    """:func:`bootstrap_difference` of several statistics of the same two samples, read off
+    the same resamples (one set of draws a side, not one per statistic). A side of more than
+    ``max_values`` values (at most :data:`MAX_SAMPLES`) is thinned evenly to about that
+    many, estimate included: a wider interval, never a narrower one."""
+    _check(num_resamples, confidence)
+    if isinstance(max_values, bool) or not isinstance(max_values, int):
+        raise SLOError(f"max_values={max_values!r}: must be a whole number")
+    if not 10 <= max_values <= MAX_SAMPLES:
+        raise SLOError(f"max_values={max_values}: must be between 10 and {MAX_SAMPLES}")
+    if not statistics:
+        raise SLOError("statistics: expected at least one (Statistic() is the mean)")
+    groups_a, groups_b = _groups("a", a, max_values), _groups("b", b, max_values)
+    pooled_a, pooled_b = np.concatenate(groups_a), np.concatenate(groups_b)
+    rng = np.random.default_rng(seed)
+    diffs = _resample_many(rng, groups_b, statistics, num_resamples) - _resample_many(
+        rng, groups_a, statistics, num_resamples
+    )
+    tail = (1.0 - confidence) / 2.0
+    out = []
+    for stat, row in zip(statistics, diffs, strict=True):
+        low, high = np.quantile(row, [tail, 1.0 - tail])
+        value_a, value_b = stat.of(pooled_a), stat.of(pooled_b)
+        out.append(
+            DifferenceInterval(
+                statistic=stat.name,
+                value_a=value_a,
+                value_b=value_b,
+                estimate=value_b - value_a,
+                low=float(low),
+                high=float(high),
+                confidence=float(confidence),
+                num_resamples=num_resamples,
+                num_repeats_a=len(groups_a),
+                num_repeats_b=len(groups_b),
+            )
+        )
+    return tuple(out)
 
 
 def bootstrap_difference(
@@ -153,30 +215,7 @@ def bootstrap_difference(
     repeats, each a list of values (one repeat: ``[values]``). Empty repeats are ignored;
     a side with no value, a NaN, ``num_resamples`` outside [10, MAX_RESAMPLES] or
     ``confidence`` outside (0, 1) is an ``SLOError`` naming it."""
-    if isinstance(num_resamples, bool) or not isinstance(num_resamples, int):
-        raise SLOError(f"num_resamples={num_resamples!r}: must be a whole number")
-    if not 10 <= num_resamples <= MAX_RESAMPLES:
-        raise SLOError(f"num_resamples={num_resamples}: must be between 10 and {MAX_RESAMPLES}")
-    if not (isinstance(confidence, int | float) and 0.0 < confidence < 1.0):
-        raise SLOError(f"confidence={confidence!r}: must be in (0, 1), e.g. 0.95")
-    groups_a, groups_b = _groups("a", a), _groups("b", b)
-    value_a = statistic.of(np.concatenate(groups_a))
-    value_b = statistic.of(np.concatenate(groups_b))
-    rng = np.random.default_rng(seed)
-    diffs = _resample_many(rng, groups_b, statistic, num_resamples) - _resample_many(
-        rng, groups_a, statistic, num_resamples
+    (interval,) = bootstrap_differences(
+        a, b, (statistic,), num_resamples=num_resamples, confidence=confidence, seed=seed
     )
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(diffs, [tail, 1.0 - tail])
-    return DifferenceInterval(
-        statistic=statistic.name,
-        value_a=value_a,
-        value_b=value_b,
-        estimate=value_b - value_a,
-        low=float(low),
-        high=float(high),
-        confidence=float(confidence),
-        num_resamples=num_resamples,
-        num_repeats_a=len(groups_a),
-        num_repeats_b=len(groups_b),
-    )
+    return interval
