@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slo import SLOError, Statistic, bootstrap_difference
+from slo import SLOError, Statistic, bootstrap_difference, bootstrap_differences
 from slo.bootstrap import MAX_RESAMPLES
 
 
@@ -106,3 +106,26 @@ def test_the_interval_is_ordered_and_inside_the_resampled_range(a, b, q, confide
     span = max(map(max, a + b)) - min(map(min, a + b))
     assert -span - 1e-6 <= result.low and result.high <= span + 1e-6
     assert math.isfinite(result.estimate)
+
+
+def test_several_statistics_share_one_set_of_resamples():
+    a, b = _lognormal(30, 300), _lognormal(31, 300, scale=1.2)
+    stats = (Statistic(0.5), Statistic(0.95), Statistic())
+    several = bootstrap_differences([a], [b], stats, num_resamples=200, seed=4)
+    assert [i.statistic for i in several] == ["p50", "p95", "mean"]
+    for interval, stat in zip(several, stats, strict=True):
+        assert interval.estimate == pytest.approx(stat.of(np.asarray(b)) - stat.of(np.asarray(a)))
+    # the first statistic alone draws the same resamples: the same interval
+    assert several[0] == bootstrap_difference([a], [b], stats[0], num_resamples=200, seed=4)
+
+
+def test_thinning_bounds_the_values_drawn_and_widens_the_interval():
+    a, b = _lognormal(40, 5000), _lognormal(41, 5000, scale=1.05)
+    full = bootstrap_difference([a], [b], Statistic(0.95), num_resamples=200)
+    (thin,) = bootstrap_differences([a], [b], [Statistic(0.95)], num_resamples=200,
+                                    max_values=500)  # fmt: skip
+    assert (thin.high - thin.low) > (full.high - full.low)
+    with pytest.raises(SLOError, match="max_values=5"):
+        bootstrap_differences([a], [b], [Statistic()], max_values=5)
+    with pytest.raises(SLOError, match="statistics: expected at least one"):
+        bootstrap_differences([a], [b], [])
