@@ -9,6 +9,7 @@ The reads themselves are pure functions in :mod:`console.metric_frames`,
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Mapping
@@ -20,8 +21,11 @@ import streamlit as st
 from collectors import canonical as c
 from collectors.config import ConfigError, load_config
 from collectors.store import SchemaOutOfDateError, Store
+from collectors.store.lab_records import LabRunKind
+from collectors.store.protocols import LabReader
 from collectors.store.schema import MIGRATE_COMMAND
-from console import incidents, metric_frames, request_frames, slo_frames
+from console import incidents, lab_frames, lab_knobs, metric_frames, request_frames, slo_frames
+from console import lab_ab as lab_ab_module
 from console.filters import Filters, step_for
 from console.settings import LIVE_ENV, ConsoleSettings, load_settings
 from slo import GoodputResult, Objectives, QuantileResult, SLOSpec
@@ -33,6 +37,8 @@ MAX_ENTRIES = 256
 CATALOG_FAMILIES = (c.TTFT_SECONDS, c.E2E_SECONDS, c.REQUESTS_RUNNING)
 #: Families the Overview also breaks down per target (p99 per replica).
 BY_TARGET_FAMILIES = (c.TTFT_SECONDS, c.ITL_SECONDS)
+#: Lab runs listed at most (newest first).
+LAB_RUN_LIMIT = 100
 
 Selector = tuple[tuple[str, str], ...]
 
@@ -392,3 +398,89 @@ def _target_call(fn, url: str, family: str, f: Filters, *extra):  # type: ignore
 def quantile_by_target(url: str, family: str, f: Filters, q: float = 0.99) -> pd.DataFrame:
     """``ts, series, ms``: one line per target (the chosen one, or every target)."""
     return _target_call(_quantile_by_target, url, family, f, q)
+
+
+# -- knob lab --------------------------------------------------------------------------------
+
+#: Seconds a lab read is reused: a running sweep's progress moves this often.
+LAB_TTL_SECONDS = 5
+
+
+def _lab(url: str) -> LabReader | None:
+    store = _store(url)
+    return store if isinstance(store, LabReader) else None
+
+
+@st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=32, show_spinner=False)
+def lab_runs(url: str, kind: str | None = None) -> list | None:
+    """Stored lab runs (``LabRun``) of ``kind`` (``sweep``/``replay``/all), newest first, at
+    most ``LAB_RUN_LIMIT``; ``None`` when the store keeps no lab results (an older schema)."""
+    reader = _lab(url)
+    if reader is None:
+        return None
+    return reader.lab_runs(None if kind is None else LabRunKind(kind), limit=LAB_RUN_LIMIT)
+
+
+@st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=64, show_spinner=False)
+def lab_points(url: str, run_id: int) -> list:
+    """A run's points (``LabPoint``) in measured order (none for a store without a lab)."""
+    reader = _lab(url)
+    return [] if reader is None else reader.lab_points(run_id)
+
+
+@st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=32, show_spinner=False)
+def lab_ab(url: str, side_a: tuple, side_b: tuple) -> pd.DataFrame:
+    """``lab_ab.ab_frame`` of two sides, each ``(run id, value label, rate)``: the points
+    of that knob value and rate (every repeat). The bootstrap is cached: ~0.4 s a pair."""
+
+    def side(key: tuple) -> lab_ab_module.Side:
+        run_id, label, rate = key
+        reader = _lab(url)
+        run = None if reader is None else reader.lab_run(run_id)
+        points = () if run is None else tuple(
+            p for p in lab_points(url, run_id)
+            if lab_frames.value_label(run, p.knob_value) == label and p.rate == rate
+        )  # fmt: skip
+        return lab_ab_module.Side(str(key), points, bool(run and run.simulated), key)
+
+    return lab_ab_module.ab_frame(side(side_a), side(side_b))
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
+def knob_changes(url: str, start: float, end: float) -> tuple:
+    """The live knob changes in ``[start, end]`` (``alerts.gather.knob_changes``)."""
+    from alerts.gather import knob_changes as gather_knob_changes
+
+    return gather_knob_changes(_store(url), start, end)
+
+
+def request_rate(url: str, f: Filters) -> float | None:
+    """Requests per second over the window (``requests_total``'s increase / the range)."""
+    total = counter_total(url, c.REQUESTS_TOTAL, f)
+    return None if total is None else total / f.range_seconds
+
+
+def _digest(token: str) -> str:
+    # NOTE: the cache is keyed on a digest, so a wrong token's answer is never served for
+    # the right one, and the token itself is kept out of every key.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=16, show_spinner=False)
+def _engine_knobs(engine_url: str, token_digest: str, _token: str) -> lab_knobs.KnobReply:
+    return lab_knobs.read_knobs(engine_url, _token)
+
+
+def engine_knobs(engine_url: str, token: str) -> lab_knobs.KnobReply:
+    """The knobs in force at ``engine_url`` (``GET /admin/config``), or why not."""
+    return _engine_knobs(engine_url, _digest(token), token)
+
+
+def set_engine_knobs(engine_url: str, token: str, changes: Mapping) -> lab_knobs.KnobReply:
+    """``PATCH /admin/config``; a success drops the cached knobs and knob changes."""
+    reply = lab_knobs.patch_knobs(engine_url, token, changes)
+    if not reply.error:
+        _engine_knobs.clear()
+        knob_changes.clear()
+        annotations.clear()
+    return reply

@@ -23,6 +23,7 @@ SLOS_PAGE = "app_pages/slos.py"
 COST_PAGE = "app_pages/cost.py"
 CAPACITY_PAGE = "app_pages/capacity.py"
 TRACES_PAGE = "app_pages/traces.py"
+KNOB_LAB_PAGE = "app_pages/knob_lab.py"
 
 
 @dataclass(frozen=True)

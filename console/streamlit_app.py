@@ -25,6 +25,7 @@ from console.page_kit import (  # noqa: E402
     CONTEXT_KEY,
     COST_PAGE,
     INCIDENTS_PAGE,
+    KNOB_LAB_PAGE,
     OVERVIEW_PAGE,
     SLOS_PAGE,
     TRACES_PAGE,
@@ -51,6 +52,7 @@ pages = {
         st.Page(SLOS_PAGE, title="SLOs & goodput", icon=":material/target:", url_path="slos"),
         st.Page(COST_PAGE, title="Cost", icon=":material/payments:", url_path="cost"),
         st.Page(CAPACITY_PAGE, title="Capacity", icon=":material/calculate:", url_path="capacity"),
+        st.Page(KNOB_LAB_PAGE, title="Knob lab", icon=":material/tune:", url_path="knob_lab"),
     ],
 }
 navigation = st.navigation(pages)

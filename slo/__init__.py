@@ -6,6 +6,12 @@ request outcomes are errors), goodput, error budgets and burn rates, cost per mi
 with showback, and capacity planning. See ``docs/slo.md``.
 """
 
+from slo.bootstrap import (
+    DifferenceInterval,
+    Statistic,
+    bootstrap_difference,
+    bootstrap_differences,
+)
 from slo.buckets import (
     SMALL_DELTA_TOLERANCE,
     Bucket,
@@ -136,6 +142,7 @@ __all__ = [
     "BurnRateWindow",
     "CapacityPlan",
     "ClassicHistogram",
+    "DifferenceInterval",
     "DuplicateLabelSetError",
     "ErrorRatioIndicator",
     "ErrorRatioResult",
@@ -164,9 +171,12 @@ __all__ = [
     "Selector",
     "ShowbackRow",
     "ShowbackTotal",
+    "Statistic",
     "TokenCounts",
     "UsageRecord",
     "allocate_gpu_seconds",
+    "bootstrap_difference",
+    "bootstrap_differences",
     "bucket_index",
     "bucket_lower_boundary",
     "budget_remaining",

@@ -116,5 +116,8 @@ def seed(folder: Path) -> Seeded:
     assert fired and resolved, f"the incident did not fire and resolve: {history}"
     (incident,) = store.alert_state.incidents()
     assert incident.fingerprint == fired[0].fingerprint and not incident.is_open
+    from tests.console.lab_seed import seed_lab
+
+    seed_lab(store, time.time())  # the knob lab's sweeps and replay
     store.close()
     return Seeded(url, config, start, end, incident.id, incident.fingerprint, len(state.results))

@@ -166,6 +166,21 @@ def test_incident_and_trace_links_render(browser_page, seeded):
 
 
 @pytest.mark.timeout(300)
+def test_the_knob_lab_draws_the_knee_chart_and_the_headroom(browser_page, seeded):
+    url, page, _ = browser_page
+    open_page(page, f"{url}/knob_lab?range=15m&until={seeded.until:.0f}")
+    assert page.get_by_test_id("stException").count() == 0
+    main = page.get_by_test_id("stMain")
+    for title in ("goodput (req/s)", "TTFT p95 (ms)", "ITL p95 (ms)"):
+        assert main.get_by_text(f"{title} against rate").count() == 1, title
+    knee_panel = page.locator('[data-testid="stVegaLiteChart"]').nth(4)
+    knee_panel.locator("canvas, svg").first.wait_for(timeout=RUN_TIMEOUT_MS)
+    headroom = page.get_by_test_id("stMetric").filter(has_text="Headroom")
+    assert "% of the knee" in headroom.inner_text()
+    screenshot(page, "knob-lab-headroom")
+
+
+@pytest.mark.timeout(300)
 def test_a_hostile_tenant_label_is_text(browser_page):
     url, page, dialogs = browser_page
     open_page(page, f"{url}/traces?range=15m&tenant={quote(HOSTILE_TENANT)}")
