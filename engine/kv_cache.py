@@ -86,6 +86,10 @@ class KVCacheManager:
     def prefix_cache_stats(self) -> PrefixCacheStats:
         return PrefixCacheStats(self._num_queries_tokens, self._num_hits_tokens)
 
+    def num_blocks(self, request_id: str) -> int:
+        """How many blocks the request holds (0 for none), without listing them."""
+        return len(self._blocks.get(request_id, ()))
+
     def get_block_ids(self, request_id: str) -> list[int]:
         return [b.block_id for b in self._blocks.get(request_id, ())]
 
