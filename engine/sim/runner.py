@@ -52,12 +52,18 @@ def pseudo_random_token(request_key: int, position: int) -> int:
 def pseudo_random_tokens(request_key: int, first_position: int, count: int) -> list[int]:
     """``pseudo_random_token`` at ``count`` positions from ``first_position`` on, in one
     loop (the offline fast path draws a block of a request's tokens at a time)."""
+    # NOTE: the splitmix64 state advances by _GOLDEN per position; masking the running sum
+    # gives the same state as masking (key + (position + 1) * _GOLDEN) afresh
+    mask, golden = _MASK, _GOLDEN
+    state = request_key + first_position * golden
     tokens = []
-    for position in range(first_position, first_position + count):
-        z = (request_key + (position + 1) * _GOLDEN) & _MASK
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-        tokens.append(FIRST_PRINTABLE + (z ^ (z >> 31)) % NUM_PRINTABLE)
+    append = tokens.append
+    for _ in range(count):
+        state += golden
+        z = state & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        append(FIRST_PRINTABLE + (z ^ (z >> 31)) % NUM_PRINTABLE)
     return tokens
 
 

@@ -19,6 +19,7 @@ import pytest
 from engine.config import EngineConfig
 from engine.metrics import EngineMetrics
 from engine.sim.offline import Arrival, OfflineRun, run_open_loop
+from engine.sim.runner import pseudo_random_token, pseudo_random_tokens
 from engine.sim.workload import RequestShape, poisson_schedule
 
 SIM = "sim:llama-3.1-8b@h100"
@@ -188,3 +189,22 @@ def test_the_comparison_tells_different_runs_apart():
             run_open_loop(workload.config, workload.arrivals),
             run_open_loop(other, workload.arrivals),
         )
+
+
+def _splitmix_token(key: int, position: int) -> int:
+    """The sampled-token rule, written out independently of ``engine.sim.runner``."""
+    mask = (1 << 64) - 1
+    z = (key + (position + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return 32 + (z ^ (z >> 31)) % 95
+
+
+@pytest.mark.parametrize(
+    ("key", "first", "count"),
+    [(0, 0, 1), (1, 0, 17), ((1 << 64) - 1, 4095, 40), (0x1234_5678_9ABC_DEF0, 100_000, 3)],
+)
+def test_tokens_drawn_a_block_at_a_time_are_the_per_token_ones(key, first, count):
+    expected = [_splitmix_token(key, p) for p in range(first, first + count)]
+    assert pseudo_random_tokens(key, first, count) == expected
+    assert [pseudo_random_token(key, p) for p in range(first, first + count)] == expected
