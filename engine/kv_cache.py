@@ -17,24 +17,25 @@ from dataclasses import dataclass
 from engine.block_pool import BlockPool, KVBlock
 from engine.request import Request
 
+_NO_PARENT = b"\x00" * 32
+
 
 def hash_block_tokens(
     parent_hash: bytes | None, token_ids: Sequence[int], extra_key: str | None = None
 ) -> bytes:
-    digest = hashlib.sha256()
-    digest.update(parent_hash or b"\x00" * 32)
-    digest.update(array("q", token_ids).tobytes())
+    # NOTE: one sha256 over the concatenation (the same digest as one update per part)
+    data = (parent_hash or _NO_PARENT) + array("q", token_ids).tobytes()
     if extra_key is not None:
-        digest.update(b"\x01salt:" + extra_key.encode())
-    return digest.digest()
+        data += b"\x01salt:" + extra_key.encode()
+    return hashlib.sha256(data).digest()
 
 
 def update_block_hashes(request: Request, block_size: int) -> list[bytes]:
     """Extend ``request.block_hashes`` to cover every full block of its tokens."""
     hashes = request.block_hashes
     tokens = request.all_token_ids
-    while (len(hashes) + 1) * block_size <= len(tokens):
-        start = len(hashes) * block_size
+    for index in range(len(hashes), len(tokens) // block_size):
+        start = index * block_size
         parent = hashes[-1] if hashes else None
         salt = request.cache_salt if not hashes else None
         hashes.append(hash_block_tokens(parent, tokens[start : start + block_size], salt))
