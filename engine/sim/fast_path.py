@@ -15,7 +15,8 @@ takes such a step itself and
   prompts through ``update_from_output``, so prefix hits and the pool's LRU order are
   the engine's;
 - appends a decoding request's tokens and token times to its ``Request`` lazily, a block
-  (or a finish) at a time; ``materialize`` brings them all up to date.
+  (or a finish) at a time, and touches a decoder only at such an event
+  (``engine.sim.deferred_decodes``); ``materialize`` brings them all up to date.
 
 A step that is anything else — a running request part-way through its prompt, a decode
 that does not fit the budget, a block it would need that is not free (a preemption) —
@@ -35,7 +36,6 @@ admission, finishing and outputs are the engine's own code, not copies of it.
 
 from __future__ import annotations
 
-import bisect
 import time
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -46,20 +46,11 @@ from engine.outputs import RequestOutput
 from engine.request import Request, RequestStatus
 from engine.sampling_params import SamplingParams
 from engine.scheduler import ScheduledRequest, SchedulerOutput
-from engine.sim.runner import (
-    FIRST_PRINTABLE,
-    NUM_PRINTABLE,
-    SimRunner,
-    pseudo_random_token,
-    pseudo_random_tokens,
-)
+from engine.sim.deferred_decodes import Decoder, DeferredDecodes
+from engine.sim.runner import FIRST_PRINTABLE, NUM_PRINTABLE, SimRunner, pseudo_random_token
 from engine.sim.step_cost import BatchItem
 from engine.stop import check_stop
 
-# NOTE: past this many deferred steps every request is brought up to date, so the shared
-# list of step end times stays short when prefix caching (which brings a request up to
-# date at every full block) is off.
-_MAX_DEFERRED_STEPS = 4096
 _new_tuple = tuple.__new__
 
 
@@ -83,23 +74,6 @@ def stops_only_by_length(params: SamplingParams, eos_token_ids: frozenset[int]) 
     return params.ignore_eos or not any(t in printable for t in eos_token_ids)
 
 
-class _Decoder:
-    """A decoding request whose newest tokens may not be on its ``Request`` yet."""
-
-    __slots__ = ("capacity", "computed", "key", "left", "request", "seq", "since")
-
-    def __init__(
-        self, request: Request, key: int, capacity: int, since: int, left: int, seq: int
-    ) -> None:
-        self.request = request
-        self.key = key
-        self.computed = request.num_computed_tokens  # including deferred steps
-        self.capacity = capacity  # tokens its KV blocks hold
-        self.since = since  # index of its first deferred step in FastPath._times
-        self.left = left  # tokens until it finishes by length
-        self.seq = seq  # its place in the scheduler's running order
-
-
 class _Prefill(NamedTuple):
     """A running request part-way through its prompt: its chunk this step."""
 
@@ -118,11 +92,10 @@ class FastPath:
         self.emit_outputs = emit_outputs
         self.num_fast_steps = 0
         # NOTE: the running requests, split as ``schedule`` takes them (decodes, then
-        # prompts), each in running order; ``seq`` orders them across the two lists
-        self._decoders: list[_Decoder] = []
+        # prompts), each in running order; ``seq`` orders them across the two
+        self._deferred = DeferredDecodes(engine.scheduler.kv_cache.block_size)
         self._prefilling: list[tuple[int, Request]] = []
         self._next_seq = 0
-        self._times: list[float] = []  # end time of each deferred step
         # NOTE: while stale (a running request this path does not take: one that may stop
         # early, or a last prompt token, which ``schedule`` takes with the decodes) every
         # step is the engine's; nothing is deferred then.
@@ -141,17 +114,14 @@ class FastPath:
 
     def materialize(self) -> None:
         """Bring every deferred token and token time onto its ``Request``."""
-        for decoder in self._decoders:
-            self._materialize(decoder)
-        self._times.clear()
-        for decoder in self._decoders:
-            decoder.since = 0
+        self._deferred.materialize_all()
 
     # -- taking over the running requests --------------------------------------------------
 
     def _engine_step(self) -> FastStep:
-        self.materialize()
-        self._decoders, self._prefilling = [], []
+        self._deferred.materialize_all()
+        self._deferred.clear()
+        self._prefilling = []
         self._is_stale = True
         return FastStep(False, (), tuple(self.engine.step()))
 
@@ -169,14 +139,18 @@ class FastPath:
             if decoder is None:
                 return
             decoders.append(decoder)
-        self._decoders, self._prefilling = decoders, prefilling
+        self._deferred.clear()  # NOTE: nothing is deferred while stale
+        for decoder in decoders:
+            self._deferred.track(decoder)
+        self._prefilling = prefilling
         self._next_seq = len(scheduler.running)
         self._is_stale = False
 
-    def _decoder_of(self, request: Request, seq: int) -> _Decoder | None:
+    def _decoder_of(self, request: Request, seq: int) -> Decoder | None:
         """``request`` as a deferred decoder; None if it is not one (still in its prompt,
-        or able to stop other than by length)."""
+        able to stop other than by length, or holding other blocks than its tokens')."""
         engine = self.engine
+        kv_cache = engine.scheduler.kv_cache
         left = min(
             request.sampling_params.max_tokens - request.num_output_tokens,
             engine.config.max_model_len - request.num_tokens,
@@ -187,18 +161,19 @@ class FastPath:
             or request.num_computed_tokens < request.prefill_end
             or left < 1
             or not stops_only_by_length(request.sampling_params, request.eos_token_ids)
+            or not DeferredDecodes.holds_its_blocks(
+                request, kv_cache.num_blocks(request.request_id), kv_cache.block_size
+            )
         ):
             return None
-        kv_cache = engine.scheduler.kv_cache
-        capacity = kv_cache.num_blocks(request.request_id) * kv_cache.block_size
         key = self.runner.request_key(request.request_id, request.sampling_params.seed)
-        return _Decoder(request, key, capacity, len(self._times), left, seq)
+        return Decoder(request, key, seq, len(self._deferred.times), left)
 
-    def _plan(self) -> tuple[list[_Decoder], list[_Prefill]] | None:
+    def _plan(self) -> tuple[list[Decoder], list[_Prefill]] | None:
         """The decoders whose next token starts a block and the prompt chunks of this step,
         or None when the step is not a fast one: nothing to decode, decodes over the budget
         or a block that is not free (the engine's step preempts, as the scheduler would)."""
-        decoders = self._decoders
+        decoders = self._deferred.decoders
         if self._is_stale or not decoders:
             return None
         scheduler = self.engine.scheduler
@@ -206,7 +181,7 @@ class FastPath:
         budget = limits.max_num_batched_tokens - len(decoders)
         if budget < 0:
             return None
-        needing = [d for d in decoders if d.computed >= d.capacity]
+        needing = sorted(self._deferred.needing, key=lambda d: d.seq)
         num_blocks = len(needing)
         chunks = []
         for seq, request in self._prefilling:
@@ -226,20 +201,18 @@ class FastPath:
 
     # -- the fast step ---------------------------------------------------------------------
 
-    def _fast_step(self, needing: list[_Decoder], chunks: list[_Prefill]) -> FastStep:
+    def _fast_step(self, needing: list[Decoder], chunks: list[_Prefill]) -> FastStep:
         started = time.perf_counter()
         engine, scheduler, runner = self.engine, self.engine.scheduler, self.runner
-        kv_cache = scheduler.kv_cache
-        block_size = kv_cache.block_size
-        decoders = self._decoders
+        kv_cache, deferred = scheduler.kv_cache, self._deferred
+        decoders = deferred.decoders
         now = scheduler.clock()
         # what ``schedule`` does: decodes, then prompt chunks, each in running order, then
         # admissions; every block was checked free by ``_plan``
         for decoder in needing:
-            self._materialize(decoder)
+            deferred.materialize(decoder)
             if kv_cache.allocate_slots(decoder.request, 1) is None:
                 raise RuntimeError(f"{decoder.request.request_id!r}: no block although free")
-            decoder.capacity += block_size
         budget = scheduler.limits.max_num_batched_tokens - len(decoders)
         scheduled: dict[str, ScheduledRequest] = {}
         for _, request, num_new, _ in chunks:
@@ -258,7 +231,8 @@ class FastPath:
         # what the runner does: price the batch, spend its time, sample tokens
         # NOTE: tuple.__new__ makes the same BatchItem as BatchItem(1, c) for a sixth of
         # the cost (a NamedTuple's __new__ is a Python function): per token, it counts
-        batch = [_new_tuple(BatchItem, (1, d.computed + 1)) for d in decoders]
+        batch = [_new_tuple(BatchItem, (1, c)) for c in deferred.batch_contexts()]
+        num_decoders = len(batch)
         sampled: list[int | None] = []
         num_prompt_tokens = 0
         others = [scheduler.requests[i] for i in scheduled]
@@ -274,35 +248,30 @@ class FastPath:
                 item.num_computed_tokens >= request.num_prompt_tokens
             )
             num_prompt_tokens += 0 if is_decode else item.num_new_tokens
-        runner.spend(batch, len(decoders) + sum(t is not None for t in sampled), started)
-        self._times.append(scheduler.clock())
+        runner.spend(batch, num_decoders + sum(t is not None for t in sampled), started)
         # what ``update_from_output`` and the stop checks do, in the same order
-        caching = kv_cache.enable_caching
-        done: list[_Decoder] = []
-        for decoder in decoders:
-            decoder.computed += 1
-            decoder.left -= 1
-            if not decoder.left:
-                done.append(decoder)
-            if caching and not decoder.computed % block_size:
-                self._materialize(decoder)
+        stepped = decoders  # NOTE: ``advance`` replaces the list when some finish
+        filled, done = deferred.advance(scheduler.clock())
+        for decoder in filled:
+            if kv_cache.enable_caching:
+                deferred.materialize(decoder)
                 kv_cache.cache_computed_blocks(decoder.request)
         updated_others: list[Request] = []
         if scheduled:
             output = SchedulerOutput(tuple(scheduled.values()), (), (), now)
             updated_others = scheduler.update_from_output(output, sampled)
         if self.emit_outputs:
-            for decoder in decoders:
-                self._materialize(decoder)
+            for decoder in stepped:
+                deferred.materialize(decoder)
         finishing: dict[RequestStatus, list[str]] = {}
         if done:
             finishing[RequestStatus.FINISHED_LENGTH] = []
             for decoder in done:
-                self._materialize(decoder)
+                deferred.materialize(decoder)
                 finishing[RequestStatus.FINISHED_LENGTH].append(decoder.request.request_id)
         detokenizers = engine._detokenizers
         if self.emit_outputs:
-            for decoder in decoders:
+            for decoder in stepped:
                 request = decoder.request
                 detokenizers[request.request_id].add_token(request.output_token_ids[-1])
         for request in updated_others:
@@ -318,7 +287,7 @@ class FastPath:
         outputs: tuple[RequestOutput, ...] = ()
         finished: tuple[Request, ...] = ()
         if self.emit_outputs:
-            updated = [d.request for d in decoders] + updated_others
+            updated = [d.request for d in stepped] + updated_others
             outputs = tuple(
                 engine._output(r, r.output_token_ids[-1:], r.is_finished) for r in updated
             )
@@ -329,20 +298,18 @@ class FastPath:
         engine.last_step = StepStats(
             step_index=engine.last_step.step_index + 1,
             num_prompt_tokens=num_prompt_tokens,
-            num_generation_tokens=len(decoders) + len(updated_others),
+            num_generation_tokens=num_decoders + len(updated_others),
             num_requests=len(batch),
             step_seconds=time.perf_counter() - started,
             timing=runner.last_timing,
         )
         self.num_fast_steps += 1
-        self._keep(done, others, chunks)
+        self._keep(others, chunks)
         return FastStep(True, finished, outputs)
 
-    def _keep(self, done: list[_Decoder], others: list[Request], chunks: list[_Prefill]) -> None:
-        """The running requests of the next step, split and in order: this step's less the
-        finished; prompts that were completed become decoders; admissions join the end."""
-        if done:
-            self._decoders = [d for d in self._decoders if d.left]
+    def _keep(self, others: list[Request], chunks: list[_Prefill]) -> None:
+        """The running requests of the next step besides the decoders: prompts completed
+        this step become decoders, admissions join the end of the running order."""
         seqs = [chunk.seq for chunk in chunks]
         for _ in range(len(others) - len(chunks)):  # admissions append to ``running``
             seqs.append(self._next_seq)
@@ -357,32 +324,12 @@ class FastPath:
                 continue
             decoder = self._decoder_of(request, seq)
             if decoder is None:  # NOTE: ``schedule`` would take it with the decodes
-                self.materialize()
+                self._deferred.materialize_all()
+                self._deferred.clear()
+                self._prefilling = []
                 self._is_stale = True
                 return
-            if self._decoders and self._decoders[-1].seq > seq:
-                bisect.insort(self._decoders, decoder, key=lambda d: d.seq)
-            else:
-                self._decoders.append(decoder)
+            self._deferred.track(decoder)
         chunked.sort(key=lambda entry: entry[0])
         self._prefilling = chunked
-        if len(self._times) > _MAX_DEFERRED_STEPS:
-            self.materialize()
-
-    def _materialize(self, decoder: _Decoder) -> None:
-        times = self._times
-        num_deferred = len(times) - decoder.since
-        if not num_deferred:
-            return
-        request, key = decoder.request, decoder.key
-        # NOTE: a decode at context n (n tokens known) samples the token at position n
-        first = request.num_tokens
-        tokens = pseudo_random_tokens(key, first, num_deferred)
-        request.output_token_ids.extend(tokens)
-        request.output_token_counts.update(tokens)
-        request.all_token_ids.extend(tokens)
-        request.token_times.extend(times[decoder.since :])
-        request.num_computed_tokens += num_deferred
-        decoder.since = len(times)
-        if request.num_computed_tokens != decoder.computed:
-            raise RuntimeError(f"{request.request_id!r}: deferred tokens out of step")
+        self._deferred.flush_if_long()

@@ -18,6 +18,7 @@ import pytest
 
 from engine.config import EngineConfig
 from engine.metrics import EngineMetrics
+from engine.sim import deferred_decodes
 from engine.sim.offline import Arrival, OfflineRun, run_open_loop
 from engine.sim.runner import pseudo_random_token, pseudo_random_tokens
 from engine.sim.workload import RequestShape, poisson_schedule
@@ -208,3 +209,13 @@ def test_tokens_drawn_a_block_at_a_time_are_the_per_token_ones(key, first, count
     expected = [_splitmix_token(key, p) for p in range(first, first + count)]
     assert pseudo_random_tokens(key, first, count) == expected
     assert [pseudo_random_token(key, p) for p in range(first, first + count)] == expected
+
+
+@pytest.mark.parametrize("workload", WORKLOADS[:3], ids=lambda w: w.name)
+def test_new_epochs_of_deferred_steps_change_nothing(workload, monkeypatch):
+    """Every few deferred steps all decoders are brought up to date and every deferred
+    figure is shifted (an hour-long run does this every 4096 steps)."""
+    monkeypatch.setattr(deferred_decodes, "_MAX_DEFERRED_STEPS", 3)
+    fast = run_open_loop(workload.config, workload.arrivals)
+    assert fast.num_fast_steps > fast.num_steps // 2
+    assert_same_run(fast, run_open_loop(workload.config, workload.arrivals, fast=False))
