@@ -20,8 +20,10 @@ import bisect
 from engine.kv_cache import cdiv
 from engine.request import Request
 from engine.sim.runner import pseudo_random_tokens
+from engine.sim.step_cost import BatchItem
 
 _MAX_DEFERRED_STEPS = 4096  # NOTE: bounds ``times`` when no block boundary flushes it
+_new_tuple = tuple.__new__
 
 
 class Decoder:
@@ -70,10 +72,13 @@ class DeferredDecodes:
             self.needing.append(decoder)
         self._schedule(decoder, min(decoder.end, now + self.block_size - into_block))
 
-    def batch_contexts(self) -> list[int]:
-        """Each decoder's context in the coming step (its computed tokens + 1)."""
+    def batch(self) -> list[BatchItem]:
+        """The decoders' items of the coming step's batch: one new token each, at context
+        its computed tokens + 1."""
         upcoming = len(self.times) + 1
-        return [d.offset + upcoming for d in self.decoders]
+        # NOTE: tuple.__new__ makes the same BatchItem as BatchItem(1, c) for a sixth of
+        # the cost (a NamedTuple's __new__ is a Python function): per token, it counts
+        return [_new_tuple(BatchItem, (1, d.offset + upcoming)) for d in self.decoders]
 
     def advance(self, end_time: float) -> tuple[list[Decoder], list[Decoder]]:
         """Close a step that ended at ``end_time``: the decoders that filled a block and

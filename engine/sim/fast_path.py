@@ -51,8 +51,6 @@ from engine.sim.runner import FIRST_PRINTABLE, NUM_PRINTABLE, SimRunner, pseudo_
 from engine.sim.step_cost import BatchItem
 from engine.stop import check_stop
 
-_new_tuple = tuple.__new__
-
 
 @dataclass(frozen=True)
 class FastStep:
@@ -229,9 +227,7 @@ class FastPath:
         finished_ids, scheduler._finished_ids = scheduler._finished_ids, []
         runner.forget(finished_ids)
         # what the runner does: price the batch, spend its time, sample tokens
-        # NOTE: tuple.__new__ makes the same BatchItem as BatchItem(1, c) for a sixth of
-        # the cost (a NamedTuple's __new__ is a Python function): per token, it counts
-        batch = [_new_tuple(BatchItem, (1, c)) for c in deferred.batch_contexts()]
+        batch = deferred.batch()
         num_decoders = len(batch)
         sampled: list[int | None] = []
         num_prompt_tokens = 0
