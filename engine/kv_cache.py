@@ -18,13 +18,20 @@ from engine.block_pool import BlockPool, KVBlock
 from engine.request import Request
 
 _NO_PARENT = b"\x00" * 32
+_ITEM_BYTES = array("q").itemsize
 
 
 def hash_block_tokens(
     parent_hash: bytes | None, token_ids: Sequence[int], extra_key: str | None = None
 ) -> bytes:
+    return _hash_block_bytes(parent_hash, array("q", token_ids).tobytes(), extra_key)
+
+
+def _hash_block_bytes(
+    parent_hash: bytes | None, token_bytes: bytes, extra_key: str | None
+) -> bytes:
     # NOTE: one sha256 over the concatenation (the same digest as one update per part)
-    data = (parent_hash or _NO_PARENT) + array("q", token_ids).tobytes()
+    data = (parent_hash or _NO_PARENT) + token_bytes
     if extra_key is not None:
         data += b"\x01salt:" + extra_key.encode()
     return hashlib.sha256(data).digest()
@@ -34,11 +41,18 @@ def update_block_hashes(request: Request, block_size: int) -> list[bytes]:
     """Extend ``request.block_hashes`` to cover every full block of its tokens."""
     hashes = request.block_hashes
     tokens = request.all_token_ids
-    for index in range(len(hashes), len(tokens) // block_size):
-        start = index * block_size
-        parent = hashes[-1] if hashes else None
+    first, last = len(hashes), len(tokens) // block_size
+    if first >= last:
+        return hashes
+    # NOTE: the new blocks' ids as bytes in one conversion, then a slice per block: the
+    # same bytes hash_block_tokens converts block by block (a prompt has many blocks)
+    token_bytes = array("q", tokens[first * block_size : last * block_size]).tobytes()
+    width = block_size * _ITEM_BYTES
+    parent = hashes[-1] if hashes else None
+    for offset in range(0, len(token_bytes), width):
         salt = request.cache_salt if not hashes else None
-        hashes.append(hash_block_tokens(parent, tokens[start : start + block_size], salt))
+        parent = _hash_block_bytes(parent, token_bytes[offset : offset + width], salt)
+        hashes.append(parent)
     return hashes
 
 

@@ -15,9 +15,14 @@ import random
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.config import EngineConfig
+from engine.kv_cache import hash_block_tokens, update_block_hashes
 from engine.metrics import EngineMetrics
+from engine.request import Request
+from engine.sampling_params import SamplingParams
 from engine.sim import deferred_decodes
 from engine.sim.offline import Arrival, OfflineRun, run_open_loop
 from engine.sim.runner import pseudo_random_token, pseudo_random_tokens
@@ -219,3 +224,26 @@ def test_new_epochs_of_deferred_steps_change_nothing(workload, monkeypatch):
     fast = run_open_loop(workload.config, workload.arrivals)
     assert fast.num_fast_steps > fast.num_steps // 2
     assert_same_run(fast, run_open_loop(workload.config, workload.arrivals, fast=False))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tokens=st.lists(st.integers(0, 2**63 - 1), max_size=200),
+    block_size=st.integers(1, 40),
+    salt=st.one_of(st.none(), st.text(max_size=8)),
+    num_known=st.integers(0, 5),
+)
+def test_block_hashes_made_together_are_the_chain_of_single_ones(
+    tokens, block_size, salt, num_known
+):
+    """update_block_hashes converts a request's new blocks in one go (speed); each hash is
+    still hash_block_tokens of its block, chained from the parent and salted first."""
+    expected, parent = [], None
+    for start in range(0, len(tokens) // block_size * block_size, block_size):
+        parent = hash_block_tokens(
+            parent, tokens[start : start + block_size], salt if not expected else None
+        )
+        expected.append(parent)
+    request = Request("r", list(tokens), SamplingParams(), 0.0, cache_salt=salt)
+    request.block_hashes.extend(expected[:num_known])  # some already hashed
+    assert update_block_hashes(request, block_size) == expected
