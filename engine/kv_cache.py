@@ -151,7 +151,9 @@ class KVCacheManager:
         num_required = cdiv(num_computed + num_new_tokens, self.block_size)
         num_new_blocks = max(0, num_required - len(blocks) - len(new_computed_blocks))
         # Hit blocks that are free right now leave the free list when taken.
-        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        num_evictable_hits = (
+            sum(1 for b in new_computed_blocks if b.ref_cnt == 0) if new_computed_blocks else 0
+        )
         if num_new_blocks > self.pool.num_free_blocks - num_evictable_hits:
             return None
         if new_computed_blocks:

@@ -54,7 +54,7 @@ def pseudo_random_tokens(request_key: int, first_position: int, count: int) -> l
     loop (the offline fast path draws a block of a request's tokens at a time)."""
     # NOTE: the splitmix64 state advances by _GOLDEN per position; masking the running sum
     # gives the same state as masking (key + (position + 1) * _GOLDEN) afresh
-    mask, golden = _MASK, _GOLDEN
+    mask, golden, first, num = _MASK, _GOLDEN, FIRST_PRINTABLE, NUM_PRINTABLE
     state = request_key + first_position * golden
     tokens = []
     append = tokens.append
@@ -63,7 +63,7 @@ def pseudo_random_tokens(request_key: int, first_position: int, count: int) -> l
         z = state & mask
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-        append(FIRST_PRINTABLE + (z ^ (z >> 31)) % NUM_PRINTABLE)
+        append(first + (z ^ (z >> 31)) % num)
     return tokens
 
 
