@@ -61,8 +61,10 @@ def pseudo_random_tokens(request_key: int, first_position: int, count: int) -> l
     for _ in range(count):
         state += golden
         z = state & mask
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 30
+        z = (z * 0xBF58476D1CE4E5B9) & mask
+        z ^= z >> 27
+        z = (z * 0x94D049BB133111EB) & mask
         append(first + (z ^ (z >> 31)) % num)
     return tokens
 
