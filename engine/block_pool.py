@@ -52,6 +52,24 @@ class FreeBlockQueue:
         self.remove(block)
         return block
 
+    def popleft_many(self, num_blocks: int) -> list[KVBlock]:
+        """The first ``num_blocks`` blocks, taken off in one walk (as many ``popleft``)."""
+        if num_blocks > self.num_free_blocks:
+            raise IndexError(f"asked for {num_blocks} free KV blocks, {self.num_free_blocks} free")
+        blocks = []
+        block = self._head.next_free
+        for _ in range(num_blocks):
+            assert block is not None
+            blocks.append(block)
+            following = block.next_free
+            block.prev_free = block.next_free = None
+            block = following
+        assert block is not None  # the tail sentinel at worst
+        self._head.next_free = block
+        block.prev_free = self._head
+        self.num_free_blocks -= num_blocks
+        return blocks
+
     def remove(self, block: KVBlock) -> None:
         prev, nxt = block.prev_free, block.next_free
         if prev is None or nxt is None:
@@ -130,12 +148,11 @@ class BlockPool:
     def get_new_blocks(self, num_blocks: int) -> list[KVBlock]:
         if num_blocks > self.num_free_blocks:
             raise ValueError(f"asked for {num_blocks} blocks, {self.num_free_blocks} are free")
-        blocks = []
-        for _ in range(num_blocks):
-            block = self.free_queue.popleft()
-            self._evict(block)
+        blocks = self.free_queue.popleft_many(num_blocks)
+        for block in blocks:
+            if block.block_hash is not None:
+                self._evict(block)
             block.ref_cnt = 1
-            blocks.append(block)
         return blocks
 
     def touch(self, blocks: Iterable[KVBlock]) -> None:

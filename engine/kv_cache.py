@@ -17,27 +17,42 @@ from dataclasses import dataclass
 from engine.block_pool import BlockPool, KVBlock
 from engine.request import Request
 
+_NO_PARENT = b"\x00" * 32
+_ITEM_BYTES = array("q").itemsize
+
 
 def hash_block_tokens(
     parent_hash: bytes | None, token_ids: Sequence[int], extra_key: str | None = None
 ) -> bytes:
-    digest = hashlib.sha256()
-    digest.update(parent_hash or b"\x00" * 32)
-    digest.update(array("q", token_ids).tobytes())
+    return _hash_block_bytes(parent_hash, array("q", token_ids).tobytes(), extra_key)
+
+
+def _hash_block_bytes(
+    parent_hash: bytes | None, token_bytes: bytes, extra_key: str | None
+) -> bytes:
+    # NOTE: one sha256 over the concatenation (the same digest as one update per part)
+    data = (parent_hash or _NO_PARENT) + token_bytes
     if extra_key is not None:
-        digest.update(b"\x01salt:" + extra_key.encode())
-    return digest.digest()
+        data += b"\x01salt:" + extra_key.encode()
+    return hashlib.sha256(data).digest()
 
 
 def update_block_hashes(request: Request, block_size: int) -> list[bytes]:
     """Extend ``request.block_hashes`` to cover every full block of its tokens."""
     hashes = request.block_hashes
     tokens = request.all_token_ids
-    while (len(hashes) + 1) * block_size <= len(tokens):
-        start = len(hashes) * block_size
-        parent = hashes[-1] if hashes else None
+    first, last = len(hashes), len(tokens) // block_size
+    if first >= last:
+        return hashes
+    # NOTE: the new blocks' ids as bytes in one conversion, then a slice per block: the
+    # same bytes hash_block_tokens converts block by block (a prompt has many blocks)
+    token_bytes = array("q", tokens[first * block_size : last * block_size]).tobytes()
+    width = block_size * _ITEM_BYTES
+    parent = hashes[-1] if hashes else None
+    for offset in range(0, len(token_bytes), width):
         salt = request.cache_salt if not hashes else None
-        hashes.append(hash_block_tokens(parent, tokens[start : start + block_size], salt))
+        parent = _hash_block_bytes(parent, token_bytes[offset : offset + width], salt)
+        hashes.append(parent)
     return hashes
 
 
@@ -86,6 +101,10 @@ class KVCacheManager:
     def prefix_cache_stats(self) -> PrefixCacheStats:
         return PrefixCacheStats(self._num_queries_tokens, self._num_hits_tokens)
 
+    def num_blocks(self, request_id: str) -> int:
+        """How many blocks the request holds (0 for none), without listing them."""
+        return len(self._blocks.get(request_id, ()))
+
     def get_block_ids(self, request_id: str) -> list[int]:
         return [b.block_id for b in self._blocks.get(request_id, ())]
 
@@ -132,7 +151,9 @@ class KVCacheManager:
         num_required = cdiv(num_computed + num_new_tokens, self.block_size)
         num_new_blocks = max(0, num_required - len(blocks) - len(new_computed_blocks))
         # Hit blocks that are free right now leave the free list when taken.
-        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        num_evictable_hits = (
+            sum(1 for b in new_computed_blocks if b.ref_cnt == 0) if new_computed_blocks else 0
+        )
         if num_new_blocks > self.pool.num_free_blocks - num_evictable_hits:
             return None
         if new_computed_blocks:

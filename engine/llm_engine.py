@@ -244,6 +244,10 @@ class LLMEngine:
         if not token_ids:
             raise RequestError("prompt is empty; send at least one token id")
         vocab = self.model_config.vocab_size
+        # NOTE: C-speed check first (an offline run adds thousands of long prompts); the
+        # scan below only runs to name the first bad id
+        if {*map(type, token_ids)} <= {int, bool} and 0 <= min(token_ids) <= max(token_ids) < vocab:
+            return token_ids
         bad = next((t for t in token_ids if not isinstance(t, int) or not 0 <= t < vocab), None)
         if bad is not None:
             raise RequestError(f"prompt token id {bad!r} is outside the vocabulary [0, {vocab})")

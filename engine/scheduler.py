@@ -211,21 +211,22 @@ class Scheduler:
         if not status.is_finished:
             raise ValueError(f"{status} is not a finished status")
         now = self.clock()
-        any_running = False
+        finished_running: set[Request] = set()
         for request_id in request_ids:
             request = self.requests.pop(request_id, None)
             if request is None:
                 continue
             if request.status is RequestStatus.RUNNING:
-                any_running = True
+                finished_running.add(request)
             else:
                 self.waiting.remove(request)
             self.kv_cache.free(request)
             request.status = status
             request.finished_time = now
             self._finished_ids.append(request_id)
-        if any_running:
-            self.running = [r for r in self.running if not r.is_finished]
+        if finished_running:
+            # NOTE: by identity, not ``is_finished`` (two property calls per request)
+            self.running = [r for r in self.running if r not in finished_running]
 
     def stats(self) -> SchedulerStats:
         prefix = self.kv_cache.prefix_cache_stats

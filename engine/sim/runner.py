@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.model_runner import RunnerOutput, StepTiming
@@ -46,10 +46,27 @@ class VirtualClock:
 
 def pseudo_random_token(request_key: int, position: int) -> int:
     """A printable byte id from a request's key and a token position (splitmix64)."""
-    z = (request_key + (position + 1) * _GOLDEN) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return FIRST_PRINTABLE + (z ^ (z >> 31)) % NUM_PRINTABLE
+    return pseudo_random_tokens(request_key, position, 1)[0]
+
+
+def pseudo_random_tokens(request_key: int, first_position: int, count: int) -> list[int]:
+    """``pseudo_random_token`` at ``count`` positions from ``first_position`` on, in one
+    loop (the offline fast path draws a block of a request's tokens at a time)."""
+    # NOTE: the splitmix64 state advances by _GOLDEN per position; masking the running sum
+    # gives the same state as masking (key + (position + 1) * _GOLDEN) afresh
+    mask, golden, first, num = _MASK, _GOLDEN, FIRST_PRINTABLE, NUM_PRINTABLE
+    state = request_key + first_position * golden
+    tokens = []
+    append = tokens.append
+    for _ in range(count):
+        state += golden
+        z = state & mask
+        z ^= z >> 30
+        z = (z * 0xBF58476D1CE4E5B9) & mask
+        z ^= z >> 27
+        z = (z * 0x94D049BB133111EB) & mask
+        append(first + (z ^ (z >> 31)) % num)
+    return tokens
 
 
 class SimRunner:
@@ -66,7 +83,9 @@ class SimRunner:
         self.last_timing = StepTiming(0.0, 0.0, 0.0)
         self.last_cost = StepCost(0.0, 0.0, 0.0, 0.0, 0.0)
 
-    def _key(self, request_id: str, seed: int | None) -> int:
+    def request_key(self, request_id: str, seed: int | None) -> int:
+        """The key a request's tokens are drawn with (``pseudo_random_token``); kept until
+        ``forget``."""
         key = self._request_keys.get(request_id)
         if key is None:
             text = f"{self.seed if seed is None else seed}:{request_id}"
@@ -79,8 +98,7 @@ class SimRunner:
         """Price and spend one step; ``histories`` is accepted for the runner contract
         (penalties change no sampled id here)."""
         started = time.perf_counter()
-        for request_id in output.finished_request_ids:
-            self._request_keys.pop(request_id, None)
+        self.forget(output.finished_request_ids)
         if output.is_empty:
             return RunnerOutput([])
         batch = []
@@ -91,13 +109,25 @@ class SimRunner:
             batch.append(BatchItem(item.num_new_tokens, end))
             if item.samples_token:
                 num_sampled += 1
-                key = self._key(item.request_id, item.sampling_params.seed)
+                key = self.request_key(item.request_id, item.sampling_params.seed)
                 sampled.append(pseudo_random_token(key, end))
             else:
                 sampled.append(None)
+        self.spend(batch, num_sampled, started)
+        return RunnerOutput(sampled)
+
+    def forget(self, request_ids: Iterable[str]) -> None:
+        """Drop the keys of finished or aborted requests."""
+        for request_id in request_ids:
+            self._request_keys.pop(request_id, None)
+
+    def spend(self, batch: Sequence[BatchItem], num_sampled: int, started: float) -> StepCost:
+        """Price one step's batch and spend its time; ``started`` is the ``perf_counter``
+        reading the step's preparation began at. Also the offline fast path's pricing
+        (``engine.sim.fast_path``), so both price a step the same way."""
         cost = self.cost_model.cost(batch, num_sampled)
         prepared = time.perf_counter()
         self.advance(cost.step_seconds)
         self.last_cost = cost
         self.last_timing = StepTiming(prepared - started, cost.step_seconds, 0.0)
-        return RunnerOutput(sampled)
+        return cost

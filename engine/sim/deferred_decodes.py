@@ -1,0 +1,144 @@
+"""Decoding requests whose per-token bookkeeping is deferred (the offline fast path's state).
+
+While a request decodes, every fast step gives it one token: its computed count is a
+constant plus the number of deferred steps, and the only steps where anything else
+happens to it are known in advance — the one that fills a KV block (its prefix hash is
+indexed; its next token needs a new block) and the one that reaches its length. So
+``DeferredDecodes`` keeps, per decoder, that constant and the step of its next event,
+and a step costs O(events), not O(batch), beyond the batch pricing itself. A decoder's
+tokens and token times reach its ``Request`` only when ``materialize`` is called: at a
+block boundary (the hash needs the tokens), at its finish, before an engine step.
+
+NOTE: "step T" here is the T-th deferred step of the current epoch (``len(times)``
+after it); ``materialize_all`` starts a new epoch and shifts every figure with it.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from engine.kv_cache import cdiv
+from engine.request import Request
+from engine.sim.runner import pseudo_random_tokens
+from engine.sim.step_cost import BatchItem
+
+_MAX_DEFERRED_STEPS = 4096  # NOTE: bounds ``times`` when no block boundary flushes it
+_new_tuple = tuple.__new__
+
+
+class Decoder:
+    """A decoding request: ``offset + len(times)`` is its computed token count."""
+
+    __slots__ = ("end", "key", "offset", "request", "seq", "since")
+
+    def __init__(self, request: Request, key: int, seq: int, now: int, left: int) -> None:
+        self.request = request
+        self.key = key
+        self.seq = seq  # its place in the scheduler's running order
+        self.since = now  # its first deferred step not yet on its Request
+        self.offset = request.num_computed_tokens - now
+        self.end = now + left  # the step that gives it its last token
+
+
+class DeferredDecodes:
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.decoders: list[Decoder] = []  # running order
+        self.times: list[float] = []  # end time of each deferred step
+        # decoders whose next token starts a new block (running order once sorted)
+        self.needing: list[Decoder] = []
+        self._events: dict[int, list[Decoder]] = {}
+
+    def clear(self) -> None:
+        """Forget every decoder (after ``materialize_all``)."""
+        self.decoders, self.needing, self._events = [], [], {}
+        self.times.clear()
+
+    @staticmethod
+    def holds_its_blocks(request: Request, num_blocks: int, block_size: int) -> bool:
+        """True when a decoding request's blocks hold exactly its computed tokens rounded
+        up to a block, which the event arithmetic below relies on."""
+        return num_blocks == cdiv(request.num_computed_tokens, block_size)
+
+    def track(self, decoder: Decoder) -> None:
+        """Add an up-to-date decoder, in running order by ``seq``."""
+        if self.decoders and self.decoders[-1].seq > decoder.seq:
+            bisect.insort(self.decoders, decoder, key=lambda d: d.seq)
+        else:
+            self.decoders.append(decoder)
+        now = len(self.times)
+        into_block = (decoder.offset + now) % self.block_size
+        if not into_block:
+            self.needing.append(decoder)
+        self._schedule(decoder, min(decoder.end, now + self.block_size - into_block))
+
+    def batch(self) -> list[BatchItem]:
+        """The decoders' items of the coming step's batch: one new token each, at context
+        its computed tokens + 1."""
+        upcoming = len(self.times) + 1
+        # NOTE: tuple.__new__ makes the same BatchItem as BatchItem(1, c) for a sixth of
+        # the cost (a NamedTuple's __new__ is a Python function): per token, it counts
+        return [_new_tuple(BatchItem, (1, d.offset + upcoming)) for d in self.decoders]
+
+    def advance(self, end_time: float) -> tuple[list[Decoder], list[Decoder]]:
+        """Close a step that ended at ``end_time``: the decoders that filled a block and
+        those that got their last token, each in running order."""
+        self.times.append(end_time)
+        now = len(self.times)
+        self.needing = []
+        events = self._events.pop(now, None)
+        if not events:
+            return [], []
+        events.sort(key=lambda d: d.seq)
+        filled, done = [], []
+        for decoder in events:
+            if not (decoder.offset + now) % self.block_size:
+                filled.append(decoder)
+            if decoder.end == now:
+                done.append(decoder)
+            else:
+                self.needing.append(decoder)
+                self._schedule(decoder, min(decoder.end, now + self.block_size))
+        if done:
+            finished = {id(d) for d in done}
+            self.decoders = [d for d in self.decoders if id(d) not in finished]
+        return filled, done
+
+    def materialize(self, decoder: Decoder) -> None:
+        """Bring the decoder's deferred tokens and token times onto its ``Request``."""
+        times = self.times
+        num_deferred = len(times) - decoder.since
+        if not num_deferred:
+            return
+        request = decoder.request
+        # NOTE: a decode at context n (n tokens known) samples the token at position n
+        tokens = pseudo_random_tokens(decoder.key, request.num_tokens, num_deferred)
+        request.output_token_ids.extend(tokens)
+        request.output_token_counts.update(tokens)
+        request.all_token_ids.extend(tokens)
+        request.token_times.extend(times[decoder.since :])
+        request.num_computed_tokens += num_deferred
+        decoder.since = len(times)
+        if request.num_computed_tokens != decoder.offset + len(times):
+            raise RuntimeError(f"{request.request_id!r}: deferred tokens out of step")
+
+    def materialize_all(self) -> None:
+        """Bring every decoder up to date and start a new epoch (``times`` empty)."""
+        for decoder in self.decoders:
+            self.materialize(decoder)
+        shift = len(self.times)
+        if not shift:
+            return
+        for decoder in self.decoders:
+            decoder.since -= shift
+            decoder.offset += shift
+            decoder.end -= shift
+        self._events = {step - shift: ds for step, ds in self._events.items()}
+        self.times.clear()
+
+    def flush_if_long(self) -> None:
+        if len(self.times) > _MAX_DEFERRED_STEPS:
+            self.materialize_all()
+
+    def _schedule(self, decoder: Decoder, step: int) -> None:
+        self._events.setdefault(step, []).append(decoder)
