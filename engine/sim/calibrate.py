@@ -217,13 +217,14 @@ def validate(
     duration_seconds: float = DEFAULT_DURATION_SECONDS,
     progress: Progress | None = None,
     seed: int = 1,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> CalibrationRun:
     """Step 5: the real engine and the simulator loaded from the file, on one schedule;
     the validation is written into the file as well."""
     progress = progress or _Quiet()
     arrivals = validation_schedule(rate, duration_seconds, seed)
     progress.start(f"real engine, {len(arrivals)} requests in real time", len(arrivals))
-    real = LatencySummary.of(run_real_time(engine, arrivals, on_finish=progress.update))
+    real = LatencySummary.of(run_real_time(engine, arrivals, sleep, progress.update))
     progress.start("calibrated simulator, virtual time", 1)
     sim_config = dataclasses.replace(
         engine.config, model=run.sim_model_name, device="auto", dtype="auto"
@@ -250,11 +251,17 @@ def calibrate(
     on_fitted: Callable[[CalibrationRun], None] | None = None,
 ) -> CalibrationRun:
     """Profile, fit, save and (unless ``validation`` is off) validate; see the module."""
+    if timer not in TIMERS:
+        raise ConfigError(f"timer={timer!r}: must be one of {', '.join(TIMERS)}")
+    threads_before = torch.get_num_threads()
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
-    run, engine = profile_and_fit(config, grid, output, progress, timer=timer)
-    if on_fitted is not None:
-        on_fitted(run)
-    if not validation:
-        return run
-    return validate(run, engine, rate, duration_seconds, progress)
+    try:
+        run, engine = profile_and_fit(config, grid, output, progress, timer=timer)
+        if on_fitted is not None:
+            on_fitted(run)
+        if not validation:
+            return run
+        return validate(run, engine, rate, duration_seconds, progress)
+    finally:
+        torch.set_num_threads(threads_before)  # NOTE: the process's setting, as it was

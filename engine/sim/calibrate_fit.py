@@ -136,6 +136,11 @@ def _fit_assignment(
     if np.ptp(num_requests) > 0:
         columns["per_request"] = num_requests
     fitted = _fit_columns(columns, seconds, weights)
+    # NOTE: a side whose time per unit comes out negative is not shown by these steps
+    # (noise on a tiny grid, say): fit every step to the other side instead
+    if "x" in fitted and "y" in fitted and min(fitted["x"], fitted["y"]) <= 0:
+        side = np.full_like(memory_bound, fitted["x"] <= 0)
+        return _fit_assignment(flops, num_bytes, num_requests, seconds, weights, side)
     return (
         fitted.get("x", np.nan),
         fitted.get("y", np.nan),
@@ -157,6 +162,12 @@ def _scan_ratio(flops, num_bytes, num_requests, seconds, weights) -> np.ndarray:
         if coefficients[0] > 0 and np.all(coefficients[1:] >= 0) and loss < best_loss:
             best_loss, best = loss, r * num_bytes > flops
     return best
+
+
+def _memory_side(flops, num_bytes, x: float, y: float) -> np.ndarray:
+    """Steps whose memory time exceeds their compute time (a tie, as on the bound a side
+    with no steps is set to, is the compute side)."""
+    return num_bytes * y > flops * x * (1 + 1e-9)
 
 
 def fit_roofline(samples: Sequence[StepSample]) -> RooflineFit:
@@ -191,11 +202,11 @@ def fit_roofline(samples: Sequence[StepSample]) -> RooflineFit:
         residuals = (predicted - seconds) / seconds
         scale = np.abs(residuals) / HUBER_K
         new_huber = np.where(scale <= 1.0, 1.0, 1.0 / np.maximum(scale, 1e-300))
-        new_bound = num_bytes * y > flops * x
+        new_bound = _memory_side(flops, num_bytes, x, y)
         if np.array_equal(new_bound, memory_bound) and np.allclose(new_huber, huber, rtol=1e-9):
             break
         memory_bound, huber = new_bound, new_huber
-    num_memory = int(np.count_nonzero(num_bytes * y > flops * x))
+    num_memory = int(np.count_nonzero(_memory_side(flops, num_bytes, x, y)))
     return RooflineFit(
         seconds_per_flop=float(x),
         seconds_per_byte=float(y),

@@ -74,7 +74,9 @@ def run_real_time(
     results: list[RequestResult] = []
     next_arrival = 0
     while next_arrival < len(schedule) or engine.has_unfinished_requests():
-        now = clock() - start
+        # NOTE: an arrival due within a microsecond is due now: a sleep's rounding must
+        # not leave the loop waiting on a gap the clock cannot resolve
+        now = clock() - start + 1e-6
         while next_arrival < len(schedule) and schedule[next_arrival].time_seconds <= now:
             arrival = schedule[next_arrival]
             engine.add_request(
@@ -149,11 +151,16 @@ class Validation:
             "duration_seconds": self.duration_seconds,
             "mix": [s._asdict() for s in VALIDATION_MIX],
             "tolerance": self.tolerance,
-            "real": self.real.__dict__,
-            "simulated": self.simulated.__dict__,
-            "relative_error": {m: self.relative_error(m) for m in METRICS},
+            "real": {k: _finite(v) for k, v in self.real.__dict__.items()},
+            "simulated": {k: _finite(v) for k, v in self.simulated.__dict__.items()},
+            # NOTE: JSON has no NaN: an error with a zero real figure is null
+            "relative_error": {m: _finite(self.relative_error(m)) for m in METRICS},
             "misses": self.misses(),
         }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def simulate(sim_config: EngineConfig, arrivals: Sequence[Arrival]) -> LatencySummary:

@@ -172,6 +172,9 @@ def load_calibration(path: str | Path) -> Calibration:
         isinstance(kv_default, bool) or not isinstance(kv_default, int) or kv_default < 1
     ):
         raise _problem(path, f"device.default_kv_cache_memory_bytes={kv_default!r}: must be > 0")
+    threads = device.get("torch_threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
+        raise _problem(path, f"device.torch_threads={threads!r}: expected an integer or null")
     spec = DeviceSpec(
         type=_get(device, "type", str, path),
         description=_get(device, "description", str, path),
@@ -182,7 +185,7 @@ def load_calibration(path: str | Path) -> Calibration:
         memory_bytes=int(_positive(device, "memory_bytes", path)),
         peak_source=_get(device, "peak_source", str, path),
         default_kv_cache_memory_bytes=kv_default,
-        torch_threads=device.get("torch_threads"),
+        torch_threads=threads,
     )
     validation = body.get("validation")
     return Calibration(
