@@ -1,14 +1,16 @@
 """Calibration error (issue 15): the fitted ``tiny`` simulator against the real engine.
 
 Runs ``engine.sim.calibrate`` as ``tailwatch engine calibrate`` does with its default
-grid and validation workload (Poisson 4 req/s for 20 s of a 48/320/900-token prompt
+grid and validation workload (Poisson 2 req/s for 30 s of a 48/320/900-token prompt
 mix), once per timer: ``wall`` (each profiled step timed on the wall clock) and ``cpu``
 (the engine thread's CPU time, which other processes do not inflate). Both run torch on
 one thread, so the CPU timer counts the whole step and the two fits see the same engine.
 The validation is always on the wall clock: the real engine in real time, the simulator
 loaded from the saved file in virtual time, on one schedule. The table is each metric's
 relative error (target: within 15%), with the load average the run saw, since on a
-shared machine that moves the real engine's latencies and nothing else.
+shared machine that moves the real engine's latencies and nothing else; and, for the
+validation's own steps, the median error of the predicted step time against the wall
+and the engine thread's CPU time, and their ratio (above 1: the engine waited for a core).
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def main() -> None:
                         f"{error * 100:+.1f}%",
                         "met" if abs(error) <= validation.tolerance else "MISSED",
                         f"{residuals['median_abs_relative'] * 100:.1f}%",
+                        f"{validation.step_error_wall * 100:+.0f}% / "
+                        f"{validation.step_error_cpu * 100:+.0f}%",
+                        f"{validation.wall_over_cpu:.2f}",
                         f"{load_before} -> {_load()}",
                     ]
                 )
@@ -75,6 +80,8 @@ def main() -> None:
             "error",
             "15%",
             "fit median |resid|",
+            "step error wall / cpu",
+            "wall / cpu",
             "load avg (1/5/15 min) before -> after",
         ],
         rows,

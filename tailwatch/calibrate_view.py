@@ -118,6 +118,11 @@ def print_validation(console: Console, validation) -> None:
             "[green]yes[/]" if within else "[red]no[/]",
         )
     console.print(table)
+    console.print(
+        "the validation's own steps, predicted vs measured (median): "
+        f"wall {_pct(validation.step_error_wall)}, engine CPU {_pct(validation.step_error_cpu)}; "
+        f"wall / CPU {validation.wall_over_cpu:.2f} (above 1: waiting for a core)"
+    )
     misses = validation.misses()
     tolerance = f"{validation.tolerance * 100:.0f}%"
     if misses:

@@ -245,10 +245,10 @@ def calibrate(
     warmup_steps: Annotated[
         int, _positive("--warmup-steps", "Unrecorded warm-up decodes.", allow_zero=True)
     ] = 4,
-    rate: Annotated[float, _positive("--rate", "Validation arrivals per second (Poisson).")] = 4.0,
+    rate: Annotated[float, _positive("--rate", "Validation arrivals per second (Poisson).")] = 2.0,
     duration: Annotated[
         float, _positive("--duration", "Seconds of validation arrivals (real time).")
-    ] = 20.0,
+    ] = 30.0,
     torch_threads: Annotated[
         int | None, _positive("--torch-threads", "torch intra-op threads; default: torch's.")
     ] = None,

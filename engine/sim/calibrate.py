@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,14 @@ from engine.errors import ConfigError
 from engine.llm_engine import LLMEngine
 from engine.sim.calibrate_device import DTYPE_NAMES, describe_device
 from engine.sim.calibrate_fit import RooflineFit, StepSample, fit_roofline
-from engine.sim.calibrate_profile import Grid, Profiler, StepRecord, cell_summary, estimated_steps
+from engine.sim.calibrate_profile import (
+    Grid,
+    Profiler,
+    RecordingRunner,
+    StepRecord,
+    cell_summary,
+    estimated_steps,
+)
 from engine.sim.calibrate_validate import (
     DEFAULT_DURATION_SECONDS,
     DEFAULT_RATE,
@@ -210,6 +218,21 @@ def profile_and_fit(
     return CalibrationRun(calibration, fit, tuple(records), output), engine
 
 
+def _step_errors(steps: list[tuple[float, float, float]], engine: LLMEngine) -> dict:
+    """Median step-time errors of the validation's own steps (see ``Validation``); the CPU
+    figure only where thread CPU time is a step's whole cost (a CPU, one torch thread)."""
+    timed = [s for s in steps if s[0] > 0 and s[1] > 0]
+    if not timed:
+        return {}
+    errors = {
+        "step_error_wall": statistics.median(p / w - 1 for w, _c, p in timed),
+        "wall_over_cpu": statistics.median(w / c for w, c, _p in timed),
+    }
+    if engine.runner.device.type == "cpu" and torch.get_num_threads() == 1:
+        errors["step_error_cpu"] = statistics.median(p / c - 1 for _w, c, p in timed)
+    return errors
+
+
 def validate(
     run: CalibrationRun,
     engine: LLMEngine,
@@ -224,15 +247,35 @@ def validate(
     progress = progress or _Quiet()
     arrivals = validation_schedule(rate, duration_seconds, seed)
     progress.start(f"real engine, {len(arrivals)} requests in real time", len(arrivals))
-    real = LatencySummary.of(run_real_time(engine, arrivals, sleep, progress.update))
+    calibration = run.calibration
+    model = StepCostModel(
+        calibration.shape,
+        calibration.device.gpu_spec(calibration.dtype),
+        calibration.dtype,
+        calibration.efficiency,
+    )
+    recorder = RecordingRunner(engine.runner)
+    engine.runner = recorder  # type: ignore[assignment]
+    steps: list[tuple[float, float, float]] = []
+
+    def on_step(wall: float, cpu: float) -> None:
+        if recorder.last_batch:
+            predicted = model.cost(recorder.last_batch, recorder.last_num_sampled).step_seconds
+            steps.append((wall, cpu, predicted))
+
+    try:
+        results = run_real_time(engine, arrivals, sleep, progress.update, on_step)
+    finally:
+        engine.runner = recorder.runner
+    real = LatencySummary.of(results)
     progress.start("calibrated simulator, virtual time", 1)
     sim_config = dataclasses.replace(
         engine.config, model=run.sim_model_name, device="auto", dtype="auto"
     )
     simulated = simulate(sim_config, arrivals)
     progress.update(1)
-    validation = Validation(rate, duration_seconds, real, simulated)
-    calibration = dataclasses.replace(run.calibration, validation=validation.as_dict())
+    validation = Validation(rate, duration_seconds, real, simulated, **_step_errors(steps, engine))
+    calibration = dataclasses.replace(calibration, validation=validation.as_dict())
     save_calibration(calibration, run.path)
     return dataclasses.replace(run, calibration=calibration, validation=validation)
 

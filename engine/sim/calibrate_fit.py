@@ -8,9 +8,10 @@ overhead per scheduled request (``n_i`` of them). For a fixed assignment of step
 compute or the memory side that is linear in ``(x, y, o, p)``, so the fit
 alternates: assign each step to the side its current prediction takes, solve the
 weighted linear least squares, repeat until the assignment holds (it starts from the
-best of a log-spaced scan of the ratio ``y / x``, each point of which is a linear fit). Residuals are relative (a 2 ms decode and a 400 ms prefill count alike) and
-Huber-weighted (iteratively reweighted), so a step stalled by another process on a busy
-machine does not drag the fit. On step times the model itself generated the fit is exact.
+best few of a log-spaced scan of the ratio ``y / x``, each point of which is a linear
+fit, keeping the final fit of least Huber loss). Residuals are relative (a 2 ms decode
+and a 400 ms prefill count alike) and Huber-weighted (iteratively reweighted), so a step
+stalled by another process on a busy machine does not drag the fit. On step times the model itself generated the fit is exact.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from engine.errors import ConfigError
 HUBER_K = 0.10
 MAX_ROUNDS = 50
 SCAN_POINTS = 97
+NUM_STARTS = 6
 
 
 class FitError(ConfigError):
@@ -149,19 +151,27 @@ def _fit_assignment(
     )
 
 
-def _scan_ratio(flops, num_bytes, num_requests, seconds, weights) -> np.ndarray:
-    """The memory-bound assignment of the best fit over a log scan of the ratio y / x."""
+def _scan_ratio(flops, num_bytes, num_requests, seconds, weights) -> list[np.ndarray]:
+    """Memory-bound assignments to start from: those of the best fits over a log scan of
+    the ratio y / x, best first, distinct (the alternation can stall in a local optimum,
+    so several starts are tried)."""
     ratio = flops / num_bytes
-    best_loss, best = np.inf, ratio < 0
+    candidates: dict[bytes, tuple[float, np.ndarray]] = {}
     for r in np.geomspace(ratio.min() / 4, ratio.max() * 4, SCAN_POINTS):
-        effective = np.maximum(flops, r * num_bytes)
-        columns = [effective, np.ones_like(seconds)]
+        columns = {"x": np.maximum(flops, r * num_bytes), "overhead": np.ones_like(seconds)}
         if np.ptp(num_requests) > 0:
-            columns.append(num_requests)
-        coefficients, loss = _solve(columns, seconds, weights)
-        if coefficients[0] > 0 and np.all(coefficients[1:] >= 0) and loss < best_loss:
-            best_loss, best = loss, r * num_bytes > flops
-    return best
+            columns["per_request"] = num_requests
+        fitted = _fit_columns(columns, seconds, weights)
+        if fitted["x"] <= 0:
+            continue
+        predicted = sum(fitted[n] * columns[n] for n in fitted)
+        loss = float(np.sum(((predicted - seconds) * weights) ** 2))
+        bound = r * num_bytes > flops
+        key = bound.tobytes()
+        if key not in candidates or loss < candidates[key][0]:
+            candidates[key] = (loss, bound)
+    ranked = [bound for _loss, bound in sorted(candidates.values(), key=lambda c: c[0])]
+    return ranked[:NUM_STARTS] or [np.zeros_like(seconds, dtype=bool)]
 
 
 def _memory_side(flops, num_bytes, x: float, y: float) -> np.ndarray:
@@ -170,19 +180,10 @@ def _memory_side(flops, num_bytes, x: float, y: float) -> np.ndarray:
     return num_bytes * y > flops * x * (1 + 1e-9)
 
 
-def fit_roofline(samples: Sequence[StepSample]) -> RooflineFit:
-    """The Huber-weighted least-squares roofline of ``samples``; ``FitError`` for a grid
-    that cannot determine it (see the module docstring)."""
-    _check_design(samples)
-    flops = np.array([s.flops for s in samples], dtype=float)
-    num_bytes = np.array([s.bytes for s in samples], dtype=float)
-    seconds = np.array([s.seconds for s in samples], dtype=float)
-    num_requests = np.array([s.num_requests for s in samples], dtype=float)
-    # NOTE: weights that make residuals relative to each step (least squares squares them,
-    # hence the square root of each sample's own weight)
-    relative = np.sqrt(np.array([s.weight for s in samples], dtype=float)) / seconds
+def _alternate(flops, num_bytes, num_requests, seconds, relative, memory_bound):
+    """Assignment and Huber-weighted least squares in turn, from ``memory_bound``, until
+    the assignment holds: (x, y, o, p, relative residuals, Huber loss)."""
     huber = np.ones_like(seconds)
-    memory_bound = _scan_ratio(flops, num_bytes, num_requests, seconds, relative)
     for _round in range(MAX_ROUNDS):
         x, y, o, p = _fit_assignment(
             flops, num_bytes, num_requests, seconds, relative * huber, memory_bound
@@ -206,6 +207,30 @@ def fit_roofline(samples: Sequence[StepSample]) -> RooflineFit:
         if np.array_equal(new_bound, memory_bound) and np.allclose(new_huber, huber, rtol=1e-9):
             break
         memory_bound, huber = new_bound, new_huber
+    # NOTE: Huber's loss of the residuals in units of k, each step by its cell weight
+    scale = np.abs(residuals) / HUBER_K
+    weight = (relative * seconds) ** 2
+    loss = float(np.sum(weight * np.where(scale <= 1, scale**2 / 2, scale - 0.5)))
+    return x, y, o, p, residuals, loss
+
+
+def fit_roofline(samples: Sequence[StepSample]) -> RooflineFit:
+    """The Huber-weighted least-squares roofline of ``samples``; ``FitError`` for a grid
+    that cannot determine it (see the module docstring)."""
+    _check_design(samples)
+    flops = np.array([s.flops for s in samples], dtype=float)
+    num_bytes = np.array([s.bytes for s in samples], dtype=float)
+    seconds = np.array([s.seconds for s in samples], dtype=float)
+    num_requests = np.array([s.num_requests for s in samples], dtype=float)
+    # NOTE: weights that make residuals relative to each step (least squares squares them,
+    # hence the square root of each sample's own weight)
+    relative = np.sqrt(np.array([s.weight for s in samples], dtype=float)) / seconds
+    best = None
+    for start in _scan_ratio(flops, num_bytes, num_requests, seconds, relative):
+        fitted = _alternate(flops, num_bytes, num_requests, seconds, relative, start)
+        if best is None or fitted[-1] < best[-1]:
+            best = fitted
+    x, y, o, p, residuals, _loss = best
     num_memory = int(np.count_nonzero(_memory_side(flops, num_bytes, x, y)))
     return RooflineFit(
         seconds_per_flop=float(x),

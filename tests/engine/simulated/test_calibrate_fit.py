@@ -64,8 +64,8 @@ def test_the_fit_recovers_the_factors_that_generated_the_steps(
     ]
     fitted = _efficiency(fit)
     assert fitted[0] == pytest.approx(compute, rel=1e-6)
-    assert fitted[2] == pytest.approx(overhead, rel=1e-6, abs=1e-12)
-    assert fitted[3] == pytest.approx(per_request, rel=1e-6, abs=1e-12)
+    assert fitted[2] == pytest.approx(overhead, rel=1e-6, abs=1e-9)
+    assert fitted[3] == pytest.approx(per_request, rel=1e-6, abs=1e-9)
     if any(memory_bound):
         assert fitted[1] == pytest.approx(bandwidth, rel=1e-6)
     else:
