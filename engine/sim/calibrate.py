@@ -5,7 +5,8 @@
 2. ``Profiler``: the real engine's steps timed over a grid of batch shapes
    (``engine.sim.calibrate_profile``);
 3. ``fit_roofline``: the step model's compute and bandwidth shares of those peaks and its
-   per-step overhead, by robust least squares (``engine.sim.calibrate_fit``);
+   step and per-request overheads, by robust least squares (``engine.sim.calibrate_fit``,
+   turned into ``Efficiency`` by ``engine.sim.calibrate_factors``);
 4. the calibration saved as JSON (``engine.sim.calibration_file``), then loaded back as
    ``sim:<model>@file:<path>`` for
 5. the side-by-side validation (``engine.sim.calibrate_validate``), whose table is saved
@@ -19,7 +20,7 @@ import dataclasses
 import datetime
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -30,6 +31,7 @@ from engine.config import EngineConfig
 from engine.errors import ConfigError
 from engine.llm_engine import LLMEngine
 from engine.sim.calibrate_device import DTYPE_NAMES, describe_device
+from engine.sim.calibrate_factors import FIT_METHOD, fitted_efficiency, residual_summary
 from engine.sim.calibrate_fit import RooflineFit, StepSample, fit_roofline
 from engine.sim.calibrate_profile import (
     Grid,
@@ -48,17 +50,9 @@ from engine.sim.calibrate_validate import (
     simulate,
     validation_schedule,
 )
-from engine.sim.calibration_file import Calibration, DeviceSpec, save_calibration
+from engine.sim.calibration_file import Calibration, save_calibration
 from engine.sim.step_cost import Efficiency, StepCostModel
 from engine.sim.target import is_simulated
-
-FIT_METHOD = (
-    "t = max(FLOPs / (peak * compute), bytes / (bandwidth * bandwidth_eff)) + overhead "
-    "+ requests * request_overhead; "
-    "alternating regime assignment with weighted linear least squares on relative "
-    "residuals, Huber-reweighted (k = 0.1)"
-)
-
 
 # NOTE: "cpu" times each step by the engine thread's CPU time, which other processes on a
 # busy machine do not inflate; it is the whole step's cost only when torch computes on
@@ -106,53 +100,6 @@ class CalibrationRun:
         return f"sim:{self.calibration.model}@file:{self.path}"
 
 
-def _fitted_efficiency(
-    fit: RooflineFit, device: DeviceSpec
-) -> tuple[Efficiency, DeviceSpec, list[str]]:
-    """The shares of the nominal peaks; a share above 1 raises that peak to the fitted
-    rate (and says so), as a calibrated device is never faster than its spec."""
-    notes = []
-    compute_rate, memory_rate = 1 / fit.seconds_per_flop, 1 / fit.seconds_per_byte
-    if compute_rate > device.peak_flops_per_second:
-        notes.append(
-            f"fitted compute rate {compute_rate:.3g} FLOP/s is above the nominal "
-            f"{device.peak_flops_per_second:.3g}: nominal peak raised to it"
-        )
-        device = dataclasses.replace(device, peak_flops_per_second=compute_rate)
-    if memory_rate > device.memory_bandwidth_bytes_per_second:
-        notes.append(
-            f"fitted memory rate {memory_rate:.3g} B/s is above the nominal "
-            f"{device.memory_bandwidth_bytes_per_second:.3g} (the working set stays in "
-            "cache): nominal bandwidth raised to it"
-        )
-        device = dataclasses.replace(device, memory_bandwidth_bytes_per_second=memory_rate)
-    if fit.bandwidth_bounded_only:
-        notes.append(
-            "no profiled step was memory-bound: the bandwidth factor is only a lower bound "
-            "(the least bandwidth that keeps every step compute-bound)"
-        )
-    if fit.compute_bounded_only:
-        notes.append("no profiled step was compute-bound: the compute factor is a lower bound")
-    efficiency = Efficiency(
-        compute=min(1.0, compute_rate / device.peak_flops_per_second),
-        bandwidth=min(1.0, memory_rate / device.memory_bandwidth_bytes_per_second),
-        step_overhead_seconds=fit.overhead_seconds,
-        request_overhead_seconds=fit.request_overhead_seconds,
-    )
-    return efficiency, device, notes
-
-
-def _residual_summary(residuals: Sequence[float]) -> dict[str, float]:
-    magnitudes = sorted(abs(r) for r in residuals)
-    n = len(magnitudes)
-    return {
-        "median_abs_relative": magnitudes[n // 2],
-        "p90_abs_relative": magnitudes[min(n - 1, int(0.9 * n))],
-        "max_abs_relative": magnitudes[-1],
-        "mean_relative": sum(residuals) / n,
-    }
-
-
 def profile_and_fit(
     config: EngineConfig,
     grid: Grid,
@@ -192,7 +139,7 @@ def profile_and_fit(
             for c, r in pairs
         ]
     )
-    efficiency, spec, notes = _fitted_efficiency(fit, spec)
+    efficiency, spec, notes = fitted_efficiency(fit, spec)
     by_record = {id(r): fit.predict(c.flops, c.bytes, len(r.batch)) for c, r in pairs}
     calibration = Calibration(
         model=config.model,
@@ -208,7 +155,7 @@ def profile_and_fit(
             "timer": timer,
             "num_steps": len(records),
             "num_memory_bound_steps": fit.num_memory_bound,
-            "residuals": _residual_summary(fit.relative_residuals),
+            "residuals": residual_summary(fit.relative_residuals),
             "notes": notes,
         },
         grid=grid.as_dict(),
