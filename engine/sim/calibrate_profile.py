@@ -55,6 +55,15 @@ class Grid:
                 raise ConfigError(f"{name}={getattr(self, name)!r}: must be a positive integer")
         if _not_positive(self.warmup_steps + 1):
             raise ConfigError(f"warmup_steps={self.warmup_steps!r}: must be >= 0")
+        # NOTE: a chunk longer than a prompt is no chunk: such (q, c) pairs are skipped,
+        # and a size longer than every prompt would measure nothing at all
+        longest = max(self.prefill_contexts)
+        unused = next((q for q in self.prefill_tokens if q > longest), None)
+        if unused is not None:
+            raise ConfigError(
+                f"prefill_tokens={unused}: longer than every prefill context (at most "
+                f"{longest}); a chunk cannot exceed its prompt"
+            )
 
     def check_fits(self, config: Any, num_blocks: int) -> None:
         """Refuse cells the engine could not run as asked (too long, too many, no room)."""

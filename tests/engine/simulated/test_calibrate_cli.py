@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from engine.config import EngineConfig
+from engine.errors import ConfigError
 from engine.llm_engine import LLMEngine
 from engine.sim.calibrate import profile_and_fit, validate
 from engine.sim.calibrate_profile import Grid
@@ -17,6 +21,7 @@ from engine.sim.calibrate_validate import MAX_IDLE_WAIT_SECONDS, run_real_time
 from engine.sim.calibration_file import load_calibration
 from engine.sim.offline import Arrival
 from tailwatch.cli import app
+from tailwatch.engine_cli import _sizes
 
 TINY_GRID = [
     "--prefill-tokens",
@@ -87,6 +92,7 @@ def test_option_errors_are_one_line_with_exit_code_2(args, says):
     ("args", "says"),
     [
         (["--decode-contexts", "4096"], "more than max_model_len=2048"),
+        (["--prefill-tokens", "4096"], "prefill_tokens=4096: longer than every prefill"),
         (["--timer", "cpu", "--torch-threads", "2"], "timer='cpu'"),
         (["--timer", "gpu"], "timer='gpu': must be one of wall, cpu"),
         (["--model", "sim:llama-3.1-8b@h100"], "calibrate profiles the torch engine"),
@@ -137,3 +143,38 @@ def test_validation_runs_both_sides_and_saves_the_table(tmp_path):
     saved = load_calibration(tmp_path / "cal.json").validation
     assert saved["real"]["requests"] == validation.real.requests
     assert set(saved["relative_error"]) == {"ttft_p50", "ttft_p99", "itl_p50", "itl_p99"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.text(max_size=20)
+    | st.lists(st.integers(-(2**70), 2**70), max_size=4).map(lambda xs: ",".join(map(str, xs)))
+)
+def test_any_size_list_is_accepted_whole_or_refused_with_exit_code_2(text):
+    parse = _sizes("--prefill-tokens", "help").callback
+    try:
+        assert parse(text) == text
+    except typer.Exit as exit_:
+        assert exit_.exit_code == 2
+    else:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+        assert sizes and min(sizes) >= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(-(2**40), 2**40), min_size=0, max_size=3),
+    steps=st.integers(-(2**40), 2**40),
+)
+def test_a_grid_is_valid_or_one_config_error(sizes, steps):
+    try:
+        grid = Grid(tuple(sizes), (512,), (1,), (64,), decode_steps=steps)
+    except ConfigError as error:
+        assert "prefill_tokens" in str(error) or "decode_steps" in str(error)
+    else:
+        assert min(grid.prefill_tokens) >= 1 and max(grid.prefill_tokens) <= 512
+        assert grid.decode_steps >= 1
+        try:
+            grid.check_fits(EngineConfig(), num_blocks=8192)
+        except ConfigError as error:
+            assert "max_model_len" in str(error)
