@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.config import knob_defaults, knob_help
-from tailwatch.cli_options import typer_app
+from tailwatch.cli_options import check_writable_output, cli_error, typer_app
 
 engine_app = typer_app(help="The bundled inference engine.", no_args_is_help=True)
 console = Console()
@@ -197,3 +198,122 @@ def _print_outputs(outputs, elapsed: float, llm) -> None:
         f"prefix cache hits {stats.prefix_cache_hits_tokens}/{stats.prefix_cache_queries_tokens} "
         f"tokens; preemptions {stats.num_preemptions_total}"
     )
+
+
+def _sizes(flag: str, help: str):
+    """A comma-separated list of positive integers, checked while the line is parsed."""
+
+    def parse(value: str) -> str:
+        try:
+            sizes = [int(part) for part in value.split(",") if part.strip()]
+        except ValueError:
+            raise cli_error(f"{flag} {value!r}: expected comma-separated integers") from None
+        bad = next((s for s in sizes if s < 1), None)
+        if not sizes or bad is not None:
+            raise cli_error(f"{flag} {value!r}: sizes must be positive integers")
+        return value
+
+    return typer.Option(flag, callback=parse, help=help)
+
+
+def _positive(flag: str, help: str, *, allow_zero: bool = False):
+    def check(value):
+        if value is not None and not (value >= 0 if allow_zero else value > 0):
+            raise cli_error(f"{flag}={value!r}: must be {'>= 0' if allow_zero else '> 0'}")
+        return value
+
+    return typer.Option(flag, callback=check, help=help)
+
+
+def _size_list(value: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in value.split(",") if part.strip())
+
+
+@engine_app.command()
+def calibrate(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Where the calibration (JSON) is written.")
+    ] = Path("calibration.json"),
+    skip_validation: Annotated[
+        bool, typer.Option("--skip-validation", help="Profile and fit only.")
+    ] = False,
+    prefill_tokens: Annotated[
+        str, _sizes("--prefill-tokens", "Prefill chunk sizes (new tokens per step).")
+    ] = "32,128,512",
+    prefill_contexts: Annotated[
+        str, _sizes("--prefill-contexts", "Prompt lengths the chunks run up to.")
+    ] = "512,1536",
+    decode_batches: Annotated[
+        str, _sizes("--decode-batches", "Requests decoding together.")
+    ] = "1,8,32",
+    decode_contexts: Annotated[
+        str, _sizes("--decode-contexts", "Context lengths of the decodes.")
+    ] = "64,512,1024",
+    decode_steps: Annotated[
+        int, _positive("--decode-steps", "Decode steps measured per decode cell.")
+    ] = 8,
+    repeats: Annotated[int, _positive("--repeats", "Runs of each prefill cell.")] = 2,
+    warmup_steps: Annotated[
+        int, _positive("--warmup-steps", "Unrecorded warm-up decodes.", allow_zero=True)
+    ] = 4,
+    rate: Annotated[float, _positive("--rate", "Validation arrivals per second (Poisson).")] = 2.0,
+    duration: Annotated[
+        float, _positive("--duration", "Seconds of validation arrivals (real time).")
+    ] = 30.0,
+    torch_threads: Annotated[
+        int | None, _positive("--torch-threads", "torch intra-op threads; default: torch's.")
+    ] = None,
+    timer: Annotated[
+        str, typer.Option(help="wall | cpu (engine thread CPU time; CPU, 1 thread).")
+    ] = "wall",
+    model: Model = KNOB_DEFAULTS["model"],
+    block_size: BlockSize = KNOB_DEFAULTS["block_size"],
+    num_gpu_blocks: NumGpuBlocks = KNOB_DEFAULTS["num_gpu_blocks"],
+    kv_cache_memory_bytes: KvCacheMemoryBytes = KNOB_DEFAULTS["kv_cache_memory_bytes"],
+    gpu_memory_utilization: GpuMemoryUtilization = KNOB_DEFAULTS["gpu_memory_utilization"],
+    max_num_seqs: MaxNumSeqs = KNOB_DEFAULTS["max_num_seqs"],
+    max_num_batched_tokens: MaxNumBatchedTokens = KNOB_DEFAULTS["max_num_batched_tokens"],
+    max_model_len: MaxModelLen = KNOB_DEFAULTS["max_model_len"],
+    enable_prefix_caching: EnablePrefixCaching = KNOB_DEFAULTS["enable_prefix_caching"],
+    enable_chunked_prefill: EnableChunkedPrefill = KNOB_DEFAULTS["enable_chunked_prefill"],
+    scheduling_policy: SchedulingPolicy = KNOB_DEFAULTS["scheduling_policy"],
+    device: Device = KNOB_DEFAULTS["device"],
+    dtype: Dtype = KNOB_DEFAULTS["dtype"],
+    seed: EngineSeed = KNOB_DEFAULTS["seed"],
+) -> None:
+    """Profile the torch engine's steps, fit the simulator's efficiency factors, save them
+    (load with --model sim:<model>@file:<output>) and validate side by side (docs/knob-lab.md)."""
+    check_writable_output([output], "--output")
+    try:
+        from engine.sim.calibrate import calibrate as run_calibration
+        from engine.sim.calibrate_profile import Grid
+        from tailwatch.calibrate_view import RichProgress, print_fit, print_validation
+
+        grid = Grid(
+            prefill_tokens=_size_list(prefill_tokens),
+            prefill_contexts=_size_list(prefill_contexts),
+            decode_batches=_size_list(decode_batches),
+            decode_contexts=_size_list(decode_contexts),
+            decode_steps=decode_steps,
+            repeats=repeats,
+            warmup_steps=warmup_steps,
+        )
+        config = engine_config_from(locals(), seed=seed)
+        with RichProgress(console) as progress:
+            run = run_calibration(
+                config,
+                grid,
+                output,
+                validation=not skip_validation,
+                rate=rate,
+                duration_seconds=duration,
+                torch_threads=torch_threads,
+                timer=timer,
+                progress=progress,
+                on_fitted=lambda fitted: print_fit(console, fitted),
+            )
+    except _user_errors() as error:
+        raise _fail(error) from None
+    if run.validation is not None:
+        print_validation(console, run.validation)
+    console.print(f"wrote {run.path}; simulate it with --model {run.sim_model_name}")

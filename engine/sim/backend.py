@@ -24,8 +24,16 @@ class SimBackend:
     runner: SimRunner
 
 
-def sim_dtype(config: EngineConfig) -> str:
-    """``auto`` is bfloat16, as on a GPU with bf16; float16 and bfloat16 are simulated."""
+def sim_dtype(config: EngineConfig, target: SimTarget | None = None) -> str:
+    """``auto`` is bfloat16, as on a GPU with bf16; float16 and bfloat16 are simulated.
+    A calibrated target runs in the dtype it was measured in."""
+    if target is not None and target.dtype is not None:
+        if config.dtype not in ("auto", target.dtype):
+            raise ConfigError(
+                f"dtype={config.dtype!r}: {config.model!r} was calibrated in {target.dtype}; "
+                "leave dtype at auto"
+            )
+        return target.dtype
     return "bfloat16" if config.dtype == "auto" else config.dtype
 
 
@@ -55,8 +63,8 @@ def build_sim_backend(
         cost_model = StepCostModel(
             target.model.shape,
             target.gpu,
-            sim_dtype(config),
-            efficiency,
+            sim_dtype(config, target),
+            efficiency or target.efficiency,
             experts=target.model.experts,
             tensor_parallel_size=tp,
         )
@@ -64,7 +72,7 @@ def build_sim_backend(
         raise ConfigError(f"model={config.model!r}: {error}") from None
     num_blocks = config.num_gpu_blocks
     if num_blocks is None:
-        budget = config.kv_cache_memory_bytes
+        budget = config.kv_cache_memory_bytes or target.default_kv_cache_memory_bytes
         if budget is None:
             try:
                 budget = device_kv_budget_bytes(

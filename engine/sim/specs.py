@@ -63,7 +63,9 @@ class GpuSpec:
 
 # NOTE: only 16-bit dtypes are simulated: weights, activations and the KV cache share one
 # dtype (as in the torch engine), and fp8/int weights would need a quantised shape.
-SIM_DTYPES: dict[str, int] = {"bfloat16": 2, "float16": 2}  # name -> bytes per element
+# float32 is for calibrated CPU specs (engine.sim.calibration_file) only: no GPU here
+# lists a float32 peak, so the step model refuses it on them.
+SIM_DTYPES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}  # name -> bytes
 
 GPUS: dict[str, GpuSpec] = {
     gpu.name: gpu

@@ -75,15 +75,19 @@ class Efficiency:
     compute: float = DEFAULT_COMPUTE_EFFICIENCY
     bandwidth: float = DEFAULT_BANDWIDTH_EFFICIENCY
     step_overhead_seconds: float = DEFAULT_STEP_OVERHEAD_SECONDS
+    # NOTE: host time per scheduled request per step (its bookkeeping, its own attention
+    # call): 0 by default; calibration fits it, as a CPU engine pays it visibly.
+    request_overhead_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         for knob in ("compute", "bandwidth"):
             value = getattr(self, knob)
             if not (isinstance(value, int | float) and 0 < value <= 1):
                 raise ConfigError(f"{knob}_efficiency={value!r}: must be in (0, 1]")
-        overhead = self.step_overhead_seconds
-        if not (isinstance(overhead, int | float) and math.isfinite(overhead) and overhead >= 0):
-            raise ConfigError(f"step_overhead_seconds={overhead!r}: must be >= 0 seconds")
+        for knob in ("step_overhead_seconds", "request_overhead_seconds"):
+            value = getattr(self, knob)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{knob}={value!r}: must be >= 0 seconds")
 
 
 class StepCostModel:
@@ -102,7 +106,8 @@ class StepCostModel:
     ) -> None:
         if dtype not in SIM_DTYPES or dtype not in gpu.peak_flops_per_second:
             raise ConfigError(
-                f"dtype={dtype!r}: the simulator models {', '.join(SIM_DTYPES)} on {gpu.name}"
+                f"dtype={dtype!r}: the simulator models "
+                f"{', '.join(d for d in SIM_DTYPES if d in gpu.peak_flops_per_second)} on {gpu.name}"
             )
         part = shard(shape, tensor_parallel_size)
         if part.tensor_parallel_size > 1 and gpu.interconnect is None:
@@ -174,7 +179,9 @@ class StepCostModel:
         num_tokens = 0
         attention_positions = 0
         num_context_tokens = 0
+        num_items = 0
         for q, c in batch:
+            num_items += 1
             num_tokens += q
             attention_positions += q * c - q * (q - 1) // 2
             num_context_tokens += c
@@ -196,5 +203,6 @@ class StepCostModel:
         compute = flops / self._flops_per_second
         memory = num_bytes / self._bytes_per_second
         communication = self.all_reduce_seconds(num_tokens)
+        overhead += self.efficiency.request_overhead_seconds * num_items
         step = max(compute, memory) + communication + overhead
         return StepCost(flops, float(num_bytes), compute, memory, step, communication)

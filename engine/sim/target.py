@@ -1,4 +1,8 @@
-"""``sim:<model>@<gpu>``: the model name that selects the simulated forward pass."""
+"""``sim:<model>@<gpu>``: the model name that selects the simulated forward pass.
+
+``sim:<model>@file:<path>`` selects a calibration (``engine.sim.calibration_file``): the
+model's own shape on the profiled device, with the fitted efficiency factors.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.sim.specs import GPUS, SIM_MODELS, GpuSpec, SimModel
+from engine.sim.step_cost import Efficiency
 
 SIM_PREFIX = "sim:"
+FILE_PREFIX = "file:"
 
 
 def is_simulated(model: str) -> bool:
@@ -21,10 +27,16 @@ class SimTarget:
 
     model: SimModel
     gpu: GpuSpec
+    # NOTE: set by a calibration file: its fitted factors, the dtype it was measured in,
+    # the torch engine's default KV budget on that device, and the name as written.
+    efficiency: Efficiency | None = None
+    dtype: str | None = None
+    default_kv_cache_memory_bytes: int | None = None
+    written_name: str | None = None
 
     @property
     def name(self) -> str:
-        return f"{SIM_PREFIX}{self.model.name}@{self.gpu.name}"
+        return self.written_name or f"{SIM_PREFIX}{self.model.name}@{self.gpu.name}"
 
 
 def _known() -> str:
@@ -41,6 +53,8 @@ def parse_target(model: str) -> SimTarget:
         raise ConfigError(f"model={model!r}: a simulated model is named sim:<model>@<gpu>")
     body = model[len(SIM_PREFIX) :]
     model_name, at, gpu_name = body.partition("@")
+    if at and gpu_name.startswith(FILE_PREFIX):
+        return _calibrated_target(model, model_name, gpu_name[len(FILE_PREFIX) :])
     if not at or "@" in gpu_name:
         raise ConfigError(f"model={model!r}: write sim:<model>@<gpu>; {_known()}")
     sim_model = SIM_MODELS.get(model_name.strip().lower())
@@ -50,3 +64,28 @@ def parse_target(model: str) -> SimTarget:
     if gpu is None:
         raise ConfigError(f"model={model!r}: unknown GPU {gpu_name!r}; {_known()}")
     return SimTarget(sim_model, gpu)
+
+
+def _calibrated_target(model: str, model_name: str, path: str) -> SimTarget:
+    """``sim:<model>@file:<path>``: the calibration in ``path``, which must be of ``model``."""
+    from engine.sim.calibration_file import load_calibration
+
+    if not path:
+        raise ConfigError(f"model={model!r}: write sim:<model>@file:<calibration.json>")
+    try:
+        calibration = load_calibration(path)
+    except ConfigError as error:
+        raise ConfigError(f"model={model!r}: {error}") from None
+    if model_name.strip().lower() != calibration.model.lower():
+        raise ConfigError(
+            f"model={model!r}: calibration file {path} is of model {calibration.model!r}, "
+            f"not {model_name!r} (use sim:{calibration.model}@file:{path})"
+        )
+    return SimTarget(
+        calibration.sim_model(),
+        calibration.device.gpu_spec(calibration.dtype),
+        efficiency=calibration.efficiency,
+        dtype=calibration.dtype,
+        default_kv_cache_memory_bytes=calibration.device.default_kv_cache_memory_bytes,
+        written_name=model,
+    )
