@@ -80,10 +80,13 @@ TensorParallelSize = Annotated[int, _knob_option("tensor_parallel_size")]
 
 
 def engine_config_from(options: dict[str, Any], **extra: Any):
-    """An ``EngineConfig`` from a command's options (its ``locals()``) and ``extra``."""
+    """An ``EngineConfig`` from a command's options (its ``locals()``) and ``extra``; a
+    knob the command does not offer (``calibrate`` has no ``--tensor-parallel-size``: the
+    torch engine runs on one device) keeps ``EngineConfig``'s default."""
     from engine.config import EngineConfig
 
-    return EngineConfig(**{k: options[k] for k in ENGINE_KNOB_OPTIONS}, **extra)
+    knobs = {k: options[k] for k in ENGINE_KNOB_OPTIONS if k in options}
+    return EngineConfig(**knobs, **extra)
 
 
 def _fail(error: BaseException) -> typer.Exit:
