@@ -17,10 +17,11 @@ from typing import Any
 import pandas as pd
 
 from collectors.store.lab_records import JsonScalar, LabPoint, LabRun, LabRunStatus
+from loadgen.lab_knee import DEFAULT_TARGET, knee_curves
 
-#: DistServe's knee, as ``loadgen.sweep`` searches it: the highest rate whose attainment is
-#: at or above this.
-KNEE_ATTAINMENT = 0.9
+#: DistServe's knee, as ``loadgen.sweep`` searches it and ``tailwatch sweep`` tables it: the
+#: highest rate whose attainment is at or above this.
+KNEE_ATTAINMENT = DEFAULT_TARGET
 #: Columns of :func:`point_rows`: (column, path into the summary).
 FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attainment", ("slo_attainment",)),
@@ -96,15 +97,14 @@ def sweep_curve(rows: pd.DataFrame) -> pd.DataFrame:
     return curve.reset_index()
 
 
-def knee_rate(curve: pd.DataFrame, value: str, target: float = KNEE_ATTAINMENT) -> float | None:
-    """The highest rate of ``value``'s line whose mean attainment is at or above ``target``;
-    ``None`` when no measured rate passes (or the line has none)."""
-    line = curve[(curve["value"] == value) & (curve["attainment"] >= target)]
-    return None if line.empty else float(line["rate"].max())
-
-
-def knees(curve: pd.DataFrame, order: Sequence[str]) -> dict[str, float | None]:
-    return {value: knee_rate(curve, value) for value in order}
+def knees(run: LabRun, points: Sequence[LabPoint], order: Sequence[str]) -> dict[str, float | None]:
+    """Each line's knee: the highest rate whose mean attainment over the repeats is at or
+    above :data:`KNEE_ATTAINMENT` (``None``: no measured rate passes), by the rule
+    ``tailwatch sweep``'s table uses (``loadgen.lab_knee``)."""
+    by_line = {
+        value_label(run, c.knob_value): c.knee_rate for c in knee_curves(points, KNEE_ATTAINMENT)
+    }
+    return {line: by_line.get(line) for line in order}
 
 
 @dataclass(frozen=True)

@@ -119,9 +119,8 @@ def latency_section(ctx: PageContext, f: Filters) -> None:
 
 
 def _knee_of(url: str, run: LabRun, value) -> float | None:
-    points = data.lab_points(url, run.id)
-    curve = lab_frames.sweep_curve(lab_frames.point_rows(run, points))
-    return lab_frames.knee_rate(curve, lab_frames.value_label(run, value))
+    line = lab_frames.value_label(run, value)
+    return lab_frames.knees(run, data.lab_points(url, run.id), [line])[line]
 
 
 def headroom_section(ctx: PageContext, f: Filters, target: str, knobs: dict | None) -> None:

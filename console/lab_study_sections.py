@@ -63,7 +63,7 @@ def sweeps_section(ctx: PageContext) -> list[LabRun]:
     rows = lab_frames.point_rows(run, points)
     curve = lab_frames.sweep_curve(rows)
     order = lab_frames.value_order(run, points)
-    knees = lab_frames.knees(curve, order)
+    knees = lab_frames.knees(run, points, order)
     cols = st.columns(len(lab_charts.KNEE_PANELS))
     for i, (col, (y, title)) in enumerate(zip(cols, lab_charts.KNEE_PANELS, strict=True)):
         with col:

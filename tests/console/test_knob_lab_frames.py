@@ -40,7 +40,7 @@ def test_the_knee_is_the_highest_rate_whose_mean_attainment_passes():
     curve = lab_frames.sweep_curve(lab_frames.point_rows(run, points))
     order = lab_frames.value_order(run, points)
     # 512 at 2 req/s averages 0.875 (fails) but 4 req/s passes: the highest passing rate
-    assert lab_frames.knees(curve, order) == {
+    assert lab_frames.knees(run, points, order) == {
         "max_num_batched_tokens=512": 4.0,
         "max_num_batched_tokens=4096": None,
     }
