@@ -6,6 +6,8 @@ PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 # NOTE: extra options for `tailwatch up` in `make run`, e.g. make run ARGS='--console-port 8600'.
 ARGS   ?=
+# NOTE: the suite's workers (pytest-xdist); CI is a 2-core machine.
+TEST_WORKERS ?= 2
 
 .PHONY: run test bench lint format install clean
 
@@ -26,7 +28,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) -m bench

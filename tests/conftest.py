@@ -1,0 +1,26 @@
+"""How the suite runs in parallel (``make test``: ``pytest -n 2 --dist loadgroup``).
+
+Each test file is one xdist group, so a file's module- and session-scoped fixtures are
+built once, on one worker. The alert drills are one group across the two files that read
+them (``tests/loadgen/drill_runs.py`` runs each scenario once per process: split over two
+workers, every drill would run twice).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parent
+#: The files that share the session's drill runs.
+DRILL_FILES = frozenset({"loadgen/test_alert_drills.py", "loadgen/test_scenarios.py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        path = Path(str(item.path)).resolve()
+        name = path.relative_to(_ROOT).as_posix() if path.is_relative_to(_ROOT) else str(path)
+        item.add_marker(pytest.mark.xdist_group("drills" if name in DRILL_FILES else name))
