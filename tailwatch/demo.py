@@ -73,7 +73,9 @@ def _started(process: subprocess.Popen, url: str, what: str, port_option: str, l
         processes.wait_ready(process, url, f"the {what}", log)
     except RuntimeError as error:
         hint = f"; pick another with {port_option}" if "in use" in str(error) else ""
-        console.print(f"[bold red]error:[/] the {what} did not start: {error}{hint}")
+        console.print(
+            f"[bold red]error:[/] the {what} did not start: {error}{hint}", soft_wrap=True
+        )
         return False
     return True
 
@@ -303,7 +305,7 @@ def run_demo(
             console.print("(the collector has not stored a scrape of the engine yet)")
         failure = asyncio.run(_traffic(base_url, rate, duration_seconds, interval_seconds))
         if failure is not None:
-            console.print(f"[bold red]error:[/] {failure}")
+            console.print(f"[bold red]error:[/] {failure}", soft_wrap=True)
             code = 1
         final = _idle_counts(base_url)
         # ... and its end: a scrape after the last request.

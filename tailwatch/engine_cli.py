@@ -90,7 +90,9 @@ def engine_config_from(options: dict[str, Any], **extra: Any):
 
 
 def _fail(error: BaseException) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {error}")
+    # NOTE: one line whatever the console's width (rich fixes it when the module is
+    # imported): the terminal wraps it, rich must not break it
+    err_console.print(f"[bold red]error:[/] {error}", soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -199,7 +201,8 @@ def _print_outputs(outputs, elapsed: float, llm) -> None:
         f"({total / elapsed:.0f} tokens/s) on {_where(engine)}; "
         f"KV pool {engine.num_gpu_blocks} blocks x {engine.config.block_size}; "
         f"prefix cache hits {stats.prefix_cache_hits_tokens}/{stats.prefix_cache_queries_tokens} "
-        f"tokens; preemptions {stats.num_preemptions_total}"
+        f"tokens; preemptions {stats.num_preemptions_total}",
+        soft_wrap=True,
     )
 
 
