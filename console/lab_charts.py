@@ -19,11 +19,20 @@ KNEE_PANELS = (
 
 
 def _colour(order: Sequence[str], legend: bool) -> alt.Color:
+    # NOTE: lines are labelled "knob=value"; the legend says the knob once, as its title,
+    # and each value alone, so it fits above a third of the page's width
+    knobs = {line.partition("=")[0] for line in order if "=" in line}
+    shared = len(knobs) == 1 and all("=" in line for line in order)
+    key = alt.Legend(
+        orient="top",
+        title=next(iter(knobs)) if shared else None,
+        labelExpr="substring(datum.label, indexof(datum.label, '=') + 1)" if shared else None,
+    )
     return alt.Color(
         "value:N",
         sort=list(order),
         scale=alt.Scale(domain=list(order), scheme="tableau10"),
-        legend=alt.Legend(orient="top", title=None) if legend else None,
+        legend=key if legend else None,
     )
 
 

@@ -78,7 +78,7 @@ def sweeps_section(ctx: PageContext) -> list[LabRun]:
         hide_index=True,
         key="lab_knees",
     )
-    st.dataframe(rows, hide_index=True, width="stretch", key="lab_rows")
+    st.dataframe(rows.round(3), hide_index=True, width="stretch", key="lab_rows")
     return runs
 
 
@@ -142,7 +142,7 @@ def ab_section(ctx: PageContext, runs: list[LabRun]) -> None:
     else:
         st.warning(text)
     st.caption(f"A = {escape(a.label)}; B = {escape(b.label)}")
-    st.dataframe(frame, hide_index=True, width="stretch", key="lab_ab_table")
+    st.dataframe(frame.round(3), hide_index=True, width="stretch", key="lab_ab_table")
 
 
 def replay_section(ctx: PageContext) -> None:
@@ -170,4 +170,4 @@ def replay_section(ctx: PageContext) -> None:
     if compared.frame.empty:
         empty("No replay points to compare yet.", REPLAY_HINT)
         return
-    st.dataframe(compared.frame, hide_index=True, width="stretch", key="lab_replay_table")
+    st.dataframe(compared.frame.round(3), hide_index=True, width="stretch", key="lab_replay_table")
