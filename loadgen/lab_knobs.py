@@ -25,6 +25,30 @@ FIXED_KNOBS = ("model",)
 _EXTRA_LIVE = {"num_usable_gpu_blocks": "int"}
 
 
+def check_engine(engine: str, field: str = "engine") -> None:
+    """A ``sim:`` name the simulator knows, a bundled preset, or a checkpoint directory;
+    else a ``WorkloadError`` naming ``field`` (``tailwatch sweep`` and ``replay``)."""
+    from pathlib import Path
+
+    from engine.errors import ConfigError
+    from engine.sim.target import is_simulated, parse_target
+
+    if is_simulated(engine):
+        try:
+            parse_target(engine)
+        except ConfigError as error:
+            raise WorkloadError(field, str(error)) from None
+        return
+    from engine.model.presets import PRESETS
+
+    if engine not in PRESETS and not (engine.strip() and Path(engine).is_dir()):
+        raise WorkloadError(
+            field,
+            f"{engine!r} is neither a bundled preset ({', '.join(sorted(PRESETS))}), a "
+            "checkpoint directory, nor sim:<model>@<gpu>",
+        )
+
+
 def knob_types() -> dict[str, str]:
     """``EngineConfig`` field → its annotation (``"int"``, ``"int | None"``, ``"bool"``, ...)."""
     from engine.config import EngineConfig

@@ -18,6 +18,7 @@ from typing import Any
 
 from collectors.request_records import RequestRecord
 from loadgen.errors import WorkloadError
+from loadgen.lab_knobs import check_engine
 from loadgen.record import RequestResult
 from loadgen.replicas import SERVE_KNOBS
 from loadgen.runner import RunState, run_schedule
@@ -69,32 +70,8 @@ def check_knobs(engine: str, knobs: Mapping[str, Any]) -> None:
             )
         if name not in allowed:
             raise WorkloadError(f"knob.{name}", f"is not an engine knob; known: {allowed}")
-    _check_engine(engine)
+    check_engine(engine)
     _engine_config(engine, {k: v for k, v in knobs.items() if k not in SERVE_KNOBS})
-
-
-def _check_engine(engine: str) -> None:
-    """A ``sim:`` name the simulator knows, a bundled preset, or a checkpoint directory."""
-    from pathlib import Path
-
-    from engine.errors import ConfigError
-
-    if is_sim_engine(engine):
-        from engine.sim.target import parse_target
-
-        try:
-            parse_target(engine)
-        except ConfigError as error:
-            raise WorkloadError("engine", str(error)) from None
-        return
-    from engine.model.presets import PRESETS
-
-    if engine not in PRESETS and not Path(engine).is_dir():
-        raise WorkloadError(
-            "engine",
-            f"{engine!r} is neither a bundled preset ({', '.join(sorted(PRESETS))}), a "
-            "checkpoint directory, nor sim:<model>@<gpu>",
-        )
 
 
 def _engine_config(engine: str, knobs: Mapping[str, Any]):

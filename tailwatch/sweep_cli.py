@@ -97,7 +97,12 @@ def sweep(
 
 def _plan(options: dict[str, Any]):
     from loadgen.errors import LoadgenError
-    from loadgen.lab_knobs import check_values, parse_engine_knobs, parse_knob_option
+    from loadgen.lab_knobs import (
+        check_engine,
+        check_values,
+        parse_engine_knobs,
+        parse_knob_option,
+    )
     from loadgen.lab_sweep import SweepPlan
     from loadgen.summary import parse_slo
     from tailwatch.load_cli import _route, _workload, parse_rates_option
@@ -123,7 +128,7 @@ def _plan(options: dict[str, Any]):
             raise cli_error(f"--rates {options['rates']!r}: give at least one rate > 0")
         shared = parse_engine_knobs(options["engine_knobs"], knob)
         if engine is not None:
-            _check_engine(engine)
+            check_engine(engine, "--engine")
             check_values(engine, shared, knob, values)
         keys = ("duration", "arrivals", "burstiness", "prompt_tokens", "output_tokens",
                 "replay", "prefix_groups", "prefix_share", "prefix_tokens", "tenants",
@@ -151,19 +156,6 @@ def _plan(options: dict[str, Any]):
         route=route,
         max_in_flight=options["max_in_flight"],
     )
-
-
-def _check_engine(engine: str) -> None:
-    from engine.errors import ConfigError
-    from engine.sim.target import is_simulated, parse_target
-
-    if is_simulated(engine):
-        try:
-            parse_target(engine)
-        except ConfigError as error:
-            raise cli_error(f"--engine: {error}") from None
-    elif not engine.strip():
-        raise cli_error("--engine '': expected sim:<model>@<gpu> or a bundled model (tiny)")
 
 
 def _store_url(db: str | None, config: Path | None) -> str:
