@@ -86,6 +86,10 @@ class DrillResult:
             queue = self.server_delta(phase, "vllm:request_queue_time_seconds_sum", replicas)
             ttft = self.server_delta(phase, "vllm:time_to_first_token_seconds_sum", replicas)
             return queue / ttft if ttft else math.nan
+        if e.signal == "queue_time_mean_ms":
+            queue = self.server_delta(phase, "vllm:request_queue_time_seconds_sum", replicas)
+            count = self.server_delta(phase, "vllm:request_queue_time_seconds_count", replicas)
+            return queue / count * 1000 if count else math.nan
         results = [r for r in self.phase_results(phase) if r.succeeded]
         if e.stream is not None:
             results = [r for r in results if r.stream == e.stream]

@@ -29,12 +29,19 @@ N = TypeVar("N", bound=enum.StrEnum)
 
 #: The signals read from /metrics counters: an engine knows no client stream.
 SERVER_SIGNALS = frozenset(
-    {"prefix_hit_rate", "preemptions", "queue_share_of_ttft", "engine_itl_p99_ms"}
+    {
+        "prefix_hit_rate",
+        "preemptions",
+        "queue_share_of_ttft",
+        "queue_time_mean_ms",
+        "engine_itl_p99_ms",
+    }
 )
 SIGNALS = (
     "prefix_hit_rate",  # Δ prefix-cache hits / Δ queries (tokens), server side
     "preemptions",  # Δ vllm:num_preemptions_total, server side
     "queue_share_of_ttft",  # Δ queue-time sum / Δ TTFT sum, server side
+    "queue_time_mean_ms",  # Δ queue-time sum / Δ queue-time count, server side
     "itl_p99_ms",  # client side, over the named stream
     "engine_itl_p99_ms",  # histogram_quantile(0.99) of Δ ITL buckets, server side
     "e2e_p50_ms",  # client side, over the named replica
