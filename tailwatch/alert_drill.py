@@ -64,6 +64,12 @@ class DrillTiming:
     evaluation_interval_seconds: float = 0.5
     scrape_interval_seconds: float = 0.25
     settle_seconds: float = 8.0
+    # NOTE: compression scales windows, not how fast a replica answers /metrics. Scaled
+    # alone, target-down's 1m for: becomes 0.6 s: two or three scrapes timed out at 0.2 s
+    # by a replica that shares a busy 2-core test machine with its load generator paged
+    # a clean run in CI. So the drill gives a scrape the whole interval, and target-down
+    # needs 8 failed scrapes in a row (a minute of 15 s scrapes is 4, with seconds each).
+    target_down_for_seconds: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,7 @@ def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
         "database_url": db_url,
         "collector": {
             "scrape_interval_seconds": timing.scrape_interval_seconds,
+            "scrape_timeout_seconds": timing.scrape_interval_seconds,
             "targets_file": str(targets),
             "gpu": "off",
         },
@@ -201,6 +208,10 @@ def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
             "window_scale": timing.window_scale,
             "evaluation_interval": timing.evaluation_interval_seconds,
             "in_collector": True,
+            # NOTE: given unscaled; the collector scales every rule by window_scale
+            "rules": {
+                "target-down": {"for": timing.target_down_for_seconds / timing.window_scale}
+            },
         },
     }
 
