@@ -209,9 +209,7 @@ def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
             "evaluation_interval": timing.evaluation_interval_seconds,
             "in_collector": True,
             # NOTE: given unscaled; the collector scales every rule by window_scale
-            "rules": {
-                "target-down": {"for": timing.target_down_for_seconds / timing.window_scale}
-            },
+            "rules": {"target-down": {"for": timing.target_down_for_seconds / timing.window_scale}},
         },
     }
 
