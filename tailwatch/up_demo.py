@@ -66,7 +66,7 @@ INCIDENTS = (
     Incident(
         "overload",
         {
-            "signal": "queue_share_of_ttft",
+            "signal": "queue_time_mean_ms",
             "change": "rise",
             "alert": "queue-growth",
             "triage_cause": "overload",

@@ -93,7 +93,8 @@ def test_knee_search_on_the_bundled_engine(traced_server, tmp_path, monkeypatch)
     rows = {row["rate"]: row for row in table["rows"]}
     knee, failing = table["knee_rate"], table["first_failing_rate"]
     assert knee is not None and failing is not None, table
-    assert 2 <= knee < failing <= 32
+    # NOTE: the start rate may already fail on a loaded machine; the search then goes down
+    assert 0 < knee < failing <= 32
     assert rows[knee]["slo_attainment"] >= 0.9 > rows[failing]["slo_attainment"]
     assert table["knobs"][url]["max_num_seqs"] == 2
     with out.with_suffix(".csv").open() as f:
