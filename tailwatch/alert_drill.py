@@ -12,22 +12,14 @@ resolution is the condition clearing, not the targets going away.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import re
 import secrets
 import shutil
-import socket
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
 import yaml
 
 from alerts.model import Alert, AlertState
@@ -36,23 +28,23 @@ from alerts.triage import TriageReport
 from loadgen.drill import DrillResult, run_drill
 from loadgen.replicas import bundled_replicas, write_targets_file
 from loadgen.scenario import Phase, Scenario
+from tailwatch.drill_collector import (
+    DrillError,
+    collector,
+    collector_config,
+    evaluations,
+    free_port,
+    wait_scraped,
+)
 
 if TYPE_CHECKING:
     from collectors.store import Store
 
-#: How long the collector may take to start and to scrape every replica once.
-START_TIMEOUT_SECONDS = 120.0
-_LISTENING = re.compile(r"OTLP traces at (http://[^\s/]+)/v1/traces")
 #: How long the replicas may take to export their last spans to the collector after the
 #: drill (they batch every 5 s, OpenTelemetry's default; the drill flushes them at once).
 SPAN_FLUSH_TIMEOUT_SECONDS = 10.0
 #: The name of a scenario's clean twin is the scenario's and this.
 CLEAN_SUFFIX = "-clean"
-_EVALUATIONS = re.compile(r"alert evaluator stopped after (\d+) evaluations")
-
-
-class DrillError(RuntimeError):
-    """The drill could not run: the collector did not start or did not scrape in time."""
 
 
 @dataclass(frozen=True)
@@ -154,12 +146,12 @@ def run_alert_drill(
     db_url = f"sqlite:///{workdir / 'store.db'}"
     targets = workdir / "targets.json"
     config = workdir / "tailwatch.yaml"
-    config.write_text(yaml.safe_dump(_collector_config(db_url, targets, timing)), "utf-8")
+    config.write_text(yaml.safe_dump(collector_config(db_url, targets, timing)), "utf-8")
     token = secrets.token_hex(16)
     # NOTE: replicas first, the collector second and stopped first: its first evaluation
     # already sees the targets (no metric-absent for the start-up), and its last one sees
     # them up (no target-down for the shutdown).
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     servers: list = []
     with bundled_replicas(
@@ -170,109 +162,18 @@ def run_alert_drill(
         engine_servers=servers,
     ) as urls:
         write_targets_file(targets, urls, scenario.name)
-        with _collector(config, workdir, port):
-            _wait_scraped(base, len(urls))
+        with collector(config, workdir, port):
+            wait_scraped(base, len(urls))
             drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
             for server in servers:
                 if not server.tracer.flush(SPAN_FLUSH_TIMEOUT_SECONDS):
                     raise DrillError("the replicas' last spans did not reach the collector")
             _settle(db_url, scenario, drill, timing)
     report = read_report(db_url, drill, timing)
-    report = replace(report, evaluations=_evaluations(workdir / "collector.log"))
+    report = replace(report, evaluations=evaluations(workdir / "collector.log"))
     figures = {**report_json(report), "verdict": drill.verdict()}
     (workdir / "drill.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
     return report
-
-
-def _evaluations(log: Path) -> int:
-    found = _EVALUATIONS.findall(log.read_text(encoding="utf-8"))
-    return int(found[-1]) if found else 0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
-    return {
-        "database_url": db_url,
-        "collector": {
-            "scrape_interval_seconds": timing.scrape_interval_seconds,
-            "scrape_timeout_seconds": timing.scrape_interval_seconds,
-            "targets_file": str(targets),
-            "gpu": "off",
-        },
-        "alerts": {
-            "window_scale": timing.window_scale,
-            "evaluation_interval": timing.evaluation_interval_seconds,
-            "in_collector": True,
-            # NOTE: given unscaled; the collector scales every rule by window_scale
-            "rules": {"target-down": {"for": timing.target_down_for_seconds / timing.window_scale}},
-        },
-    }
-
-
-@contextlib.contextmanager
-def _collector(config: Path, workdir: Path, port: int) -> Iterator[str]:
-    """``tailwatch collect --config config --listen 127.0.0.1:port`` in its own process;
-    yields its base URL once it listens, and stops it with SIGTERM (it writes what it holds
-    first)."""
-    log = (workdir / "collector.log").open("w", encoding="utf-8")
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "tailwatch.cli", "collect", "--config", str(config)),
-            *("--listen", f"127.0.0.1:{port}"),
-        ],
-        cwd=workdir,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    found: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            log.write(line)
-            log.flush()
-            match = _LISTENING.search(line)
-            if match and not found:
-                found.append(match.group(1))
-                ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        ready.wait(START_TIMEOUT_SECONDS)
-        if not found:
-            raise DrillError(f"the collector did not start; see {workdir / 'collector.log'}")
-        yield found[0]
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        reader.join(timeout=10)
-        log.close()
-
-
-def _wait_scraped(base: str, count: int) -> None:
-    """Until the collector has scraped each of ``count`` targets successfully."""
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            body = httpx.get(f"{base}/targets", timeout=5).json()
-            healthy = [t for t in body["targets"] if t["health"] == "up"]
-            if len(healthy) >= count:
-                return
-        time.sleep(0.1)
-    raise DrillError(f"the collector did not scrape {count} targets in time")
 
 
 def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTiming) -> None:
