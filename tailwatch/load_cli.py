@@ -41,8 +41,9 @@ Slo = Annotated[str, typer.Option(help="Goodput SLOs in ms, e.g. ttft=500,tpot=5
 Progress = Annotated[bool, typer.Option(help="Show a progress bar.")]
 
 
-def parse_length_option(text: str) -> Any:
-    """``128`` | ``uniform:MIN:MAX`` | ``lognormal:MEDIAN:SIGMA:MAX`` → a length mapping."""
+def parse_length_option(text: str, flag: str = "length") -> Any:
+    """``128`` | ``uniform:MIN:MAX`` | ``lognormal:MEDIAN:SIGMA:MAX`` → a length mapping;
+    a mistake names ``flag``."""
     from loadgen.errors import WorkloadError
 
     kind, *params = text.split(":")
@@ -57,7 +58,7 @@ def parse_length_option(text: str) -> Any:
     except ValueError:
         pass
     raise WorkloadError(
-        "length", f"{text!r}: expected N, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA:MAX"
+        flag, f"{text!r}: expected N, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA:MAX"
     )
 
 
@@ -112,8 +113,8 @@ def _workload(
         "duration": duration,
         "arrivals": arrivals,
         "burstiness": burstiness,
-        "prompt_tokens": parse_length_option(prompt_tokens),
-        "output_tokens": parse_length_option(output_tokens),
+        "prompt_tokens": parse_length_option(prompt_tokens, "--prompt-tokens"),
+        "output_tokens": parse_length_option(output_tokens, "--output-tokens"),
         "prefix": {"groups": prefix_groups, "share": prefix_share, "tokens": prefix_tokens},
         "tenants": parse_weights_option(tenants, "tenants"),
         "priorities": parse_weights_option(priorities, "priorities"),

@@ -30,12 +30,6 @@ from tailwatch.load_cli import (
 _DEFAULT_ENGINE_HELP = "sim:<model>@<gpu> (virtual time) or a bundled model such as tiny."
 
 
-def parse_repeats(value: int) -> int:
-    if value < 1:
-        raise cli_error(f"--repeats {value}: must be >= 1")
-    return value
-
-
 def parse_sweep_slo(text: str) -> str:
     """``ttft:500,itl:50`` or ``ttft=500,itl=50`` → loadgen's ``KEY=MS`` form."""
     return ",".join(p.replace(":", "=", 1) if "=" not in p else p for p in text.split(","))
@@ -97,6 +91,32 @@ def sweep(
 
 def _plan(options: dict[str, Any]):
     from loadgen.errors import LoadgenError
+
+    try:
+        return build_sweep_plan(options)
+    except (LoadgenError, ValueError) as error:
+        raise cli_error(str(error)) from None
+
+
+def sweep_options(**given: Any) -> dict[str, Any]:
+    """Every option of ``tailwatch sweep`` at its default, with ``given`` over them (the
+    console's sweep form builds its plan, and so its errors, exactly as the CLI does)."""
+    import inspect
+
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(sweep).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    unknown = set(given) - set(defaults) - {"knob", "rates"}
+    if unknown:
+        raise ValueError(f"not options of tailwatch sweep: {sorted(unknown)}")
+    return {**defaults, **given}
+
+
+def build_sweep_plan(options: dict[str, Any]):
+    """The sweep ``options`` (``sweep``'s parameters) describe; a ``ValueError`` or
+    ``LoadgenError`` naming the option for any mistake, before anything runs."""
     from loadgen.lab_knobs import (
         check_engine,
         check_values,
@@ -109,36 +129,34 @@ def _plan(options: dict[str, Any]):
 
     engine, url = options["engine"], options["url"]
     if (engine is None) == (url is None):
-        raise cli_error("--engine / --url: give exactly one (a model to start, or a server)")
+        raise ValueError("--engine / --url: give exactly one (a model to start, or a server)")
     if url is not None and options["engine_knobs"]:
-        raise cli_error("--engine-knobs: only with --engine (a running engine keeps its own)")
+        raise ValueError("--engine-knobs: only with --engine (a running engine keeps its own)")
     if not (math.isfinite(options["target"]) and 0 < options["target"] <= 1):
-        raise cli_error(f"--target {options['target']!r}: an SLO attainment in (0, 1]")
+        raise ValueError(f"--target {options['target']!r}: an SLO attainment in (0, 1]")
     if not (math.isfinite(options["duration"]) and options["duration"] > 0):
-        raise cli_error(f"--duration {options['duration']!r}: must be > 0 seconds")
-    parse_repeats(options["repeats"])
-    try:
-        if url is not None:
-            from tailwatch.cli_options import check_url
+        raise ValueError(f"--duration {options['duration']!r}: must be > 0 seconds")
+    if options["repeats"] < 1:
+        raise ValueError(f"--repeats {options['repeats']}: must be >= 1")
+    if url is not None:
+        from tailwatch.cli_options import check_url
 
-            check_url(url, "--url")
-        knob, values = parse_knob_option(options["knob"], live_only=url is not None)
-        rates = parse_rates_option(options["rates"])
-        if not rates:
-            raise cli_error(f"--rates {options['rates']!r}: give at least one rate > 0")
-        shared = parse_engine_knobs(options["engine_knobs"], knob)
-        if engine is not None:
-            check_engine(engine, "--engine")
-            check_values(engine, shared, knob, values)
-        keys = ("duration", "arrivals", "burstiness", "prompt_tokens", "output_tokens",
-                "replay", "prefix_groups", "prefix_share", "prefix_tokens", "tenants",
-                "priorities", "seed")  # fmt: skip
-        workload = _workload(1.0, *(options[k] for k in keys))
-        slo = parse_sweep_slo(options["slo"])
-        objectives = parse_slo(slo)
-        route = _route(options["endpoint"])
-    except (LoadgenError, ValueError) as error:
-        raise cli_error(str(error)) from None
+        check_url(url, "--url")
+    knob, values = parse_knob_option(options["knob"], live_only=url is not None)
+    rates = parse_rates_option(options["rates"])
+    if not rates:
+        raise ValueError(f"--rates {options['rates']!r}: give at least one rate > 0")
+    shared = parse_engine_knobs(options["engine_knobs"], knob)
+    if engine is not None:
+        check_engine(engine, "--engine")
+        check_values(engine, shared, knob, values)
+    keys = ("duration", "arrivals", "burstiness", "prompt_tokens", "output_tokens",
+            "replay", "prefix_groups", "prefix_share", "prefix_tokens", "tenants",
+            "priorities", "seed")  # fmt: skip
+    workload = _workload(1.0, *(options[k] for k in keys))
+    slo = parse_sweep_slo(options["slo"])
+    objectives = parse_slo(slo)
+    route = _route(options["endpoint"])
     stored = {k: str(options[k]) if k == "replay" else options[k] for k in keys}
     return SweepPlan(
         knob=knob,

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from console import data, lab_knobs, lab_sections, lab_study_sections
+from console import data, lab_job_section, lab_knobs, lab_sections, lab_study_sections
 from console.page_kit import empty, escape, live_filters, page_context
 from console.settings import ADMIN_TOKEN_ENV
 
@@ -23,20 +23,20 @@ st.caption(
 
 targets = data.catalog(ctx.url)["target"]
 target = None
+cols = st.columns([2, 3, 2])
+token = os.environ.get(ADMIN_TOKEN_ENV, "")
+if token:
+    cols[2].caption(f"Admin token from {ADMIN_TOKEN_ENV}")
+else:
+    token = cols[2].text_input("Admin token", type="password", key="lab_token")
 if targets:
     default = targets.index(ctx.filters.target) if ctx.filters.target in targets else 0
-    cols = st.columns([2, 3, 2])
     target = cols[0].selectbox("Engine target", targets, index=default, key="lab_target")
     guessed = lab_knobs.engine_url(target) or ""
     engine_url = cols[1].text_input(
         "Engine URL", value=guessed, key=f"lab_url_{target}",
         help="where /admin/config is served; from the target's host:port when it has one",
     ).strip().rstrip("/") or None  # fmt: skip
-    token = os.environ.get(ADMIN_TOKEN_ENV, "")
-    if token:
-        cols[2].caption(f"Admin token from {ADMIN_TOKEN_ENV}")
-    else:
-        token = cols[2].text_input("Admin token", type="password", key="lab_token")
     if engine_url is not None:
         typed, engine_url = engine_url, lab_knobs.engine_url(engine_url)
         if engine_url is None:
@@ -52,6 +52,8 @@ else:
         "Scrape an engine with `tailwatch collect` (its targets' knobs and load appear "
         "here); stored sweeps and replays are shown below without one.",
     )
+
+lab_job_section.start_sweep_section(ctx, token)
 
 
 @st.fragment(run_every=ctx.live_seconds)

@@ -48,7 +48,7 @@ BAD = [
     (["sweep", *SIM, *OK, "--slo", "ttft:abc"], "slo.ttft: 'abc' is not a number of ms"),
     (["sweep", *SIM, *OK, "--target", "1.5"], "--target 1.5: an SLO attainment in (0, 1]"),
     (["sweep", *SIM, *OK, "--duration", "0"], "--duration 0.0: must be > 0 seconds"),
-    (["sweep", *SIM, *OK, "--prompt-tokens", "x"], "length: 'x': expected N"),
+    (["sweep", *SIM, *OK, "--prompt-tokens", "x"], "--prompt-tokens: 'x': expected N"),
 ]  # fmt: skip
 
 

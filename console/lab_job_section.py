@@ -1,0 +1,100 @@
+"""The knob lab's *Start a sweep* form: with the console's admin token, the tuner starts
+``tailwatch sweep`` against this store from the page (:mod:`console.lab_jobs`); the sweep's
+progress bar and knee chart then appear under *Sweeps* as its points are stored. Without a
+token configured the form is not offered and the page says what to run instead."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from console import lab_jobs
+from console.incidents import check_token
+from console.lab_sections import SWEEP_HINT
+from console.page_kit import PageContext, escape, section
+from console.settings import ADMIN_TOKEN_ENV
+
+#: The session's started sweeps (their processes), newest last.
+JOBS_KEY = "lab_jobs"
+DEFAULT_ENGINE = "sim:llama-3.1-8b@h100"
+
+
+def start_sweep_section(ctx: PageContext, token: str) -> None:
+    section(
+        "Start a sweep",
+        "Runs `tailwatch sweep` against this store as its own process; its points appear "
+        "under Sweeps as they are measured, and it runs to its end if the console stops.",
+    )
+    expected = os.environ.get(ADMIN_TOKEN_ENV, "")
+    if not expected:
+        st.info(
+            f"Starting sweeps from the console needs {ADMIN_TOKEN_ENV} set where the console "
+            "runs (the same token edits live knobs). " + SWEEP_HINT
+        )
+        return
+    if not check_token(token, expected):
+        st.info("Type the admin token above to start a sweep from here. " + SWEEP_HINT)
+        return
+    with st.form("lab_sweep_form", border=True):
+        cols = st.columns([3, 3, 2])
+        target = cols[0].text_input(
+            "Engine", value=DEFAULT_ENGINE, key="lab_job_engine",
+            help="sim:<model>@<gpu> (virtual time, seconds), a bundled model such as tiny "
+            "(started for each point), or a running engine's http(s) URL (its knob is set "
+            "through /admin/config with the admin token and put back afterwards)",
+        ).strip()  # fmt: skip
+        knob = (
+            cols[1]
+            .text_input(
+                "Knob and values", value="max_num_batched_tokens=512,4096", key="lab_job_knob"
+            )
+            .strip()
+        )
+        rates = cols[2].text_input("Rates (req/s)", value="5,10,20", key="lab_job_rates")
+        cols = st.columns(5)
+        duration = cols[0].number_input(
+            "Seconds per point", value=60.0, min_value=0.001, key="lab_job_duration"
+        )
+        repeats = int(cols[1].number_input("Repeats", value=1, min_value=1, key="lab_job_repeats"))  # fmt: skip
+        prompt = cols[2].text_input("Prompt tokens", value="128", key="lab_job_prompt").strip()
+        output = cols[3].text_input("Output tokens", value="64", key="lab_job_output").strip()
+        slo = cols[4].text_input("SLOs (ms)", value="", key="lab_job_slo", help="e.g. ttft:500,itl:50").strip()  # fmt: skip
+        name = st.text_input("Name", value="", key="lab_job_name").strip()
+        started = st.form_submit_button("Start the sweep")
+    if started:
+        is_url = target.startswith(("http://", "https://"))
+        options = {
+            "knob": knob,
+            "rates": rates,
+            "engine": None if is_url else target,
+            "url": target if is_url else None,
+            "duration": float(duration),
+            "repeats": repeats,
+            "prompt_tokens": prompt,
+            "output_tokens": output,
+            "slo": slo,
+            "name": name or f"console: {knob}",
+        }
+        try:
+            job = lab_jobs.start_sweep(lab_jobs.SweepRequest(ctx.url, options))
+        except ValueError as error:
+            st.error("Not started: " + escape(str(error)))
+        except OSError as error:
+            st.error(f"Could not start tailwatch sweep: {escape(str(error))}")
+        else:
+            st.session_state.setdefault(JOBS_KEY, []).append(job)
+    _jobs_status()
+
+
+def _jobs_status() -> None:
+    for job in reversed(st.session_state.get(JOBS_KEY, [])):
+        code = job.exit_code()
+        where = f"pid {job.pid}, log {escape(str(job.log_path))}"
+        if code is None:
+            st.caption(f"Sweep running ({where}): its progress is under Sweeps.")
+        elif code == 0:
+            st.success(f"Sweep finished ({where}).")
+        else:
+            tail = " · ".join(job.last_lines(2)) or "no output"
+            st.error(f"Sweep exited with code {code} ({where}): {escape(tail)}")

@@ -1,0 +1,133 @@
+"""Sweeps started from the knob lab page: the form's fields checked exactly as
+``tailwatch sweep`` checks its options (the same plan builder, so the same one-line
+errors), then that command run as its own process against the console's store.
+
+The sweep stores its run as it goes (status ``running``, each point as it finishes), so the
+page's *Sweeps* section draws its progress bar and, once it is done, its knee chart: the
+console does not hold the results, and a console restarted mid-sweep loses nothing. The
+process is started in its own session, so it runs to its end (or to its first failing
+point, stored as ``failed``) whether or not the console stays up; its output goes to a log
+file the page names. No shell is involved: every field is one ``--option=value`` argument.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Where a started sweep's output goes (relative to the console's working directory).
+JOB_LOG_DIR = Path(".tailwatch") / "lab-jobs"
+#: The fields of the page's form, as ``tailwatch sweep`` options (the rest keep the CLI's
+#: defaults): what a tuner sets for a knee study.
+FORM_OPTIONS = (
+    "knob",
+    "rates",
+    "engine",
+    "url",
+    "engine_knobs",
+    "repeats",
+    "duration",
+    "prompt_tokens",
+    "output_tokens",
+    "slo",
+    "target",
+    "name",
+)
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What the form asked for: a ``tailwatch sweep`` of the store at ``db_url``."""
+
+    db_url: str
+    options: Mapping[str, object] = field(default_factory=dict)
+
+
+def check_sweep(request: SweepRequest) -> str | None:
+    """The first mistake in ``request``, as ``tailwatch sweep`` would report it (``None``:
+    it would start). Nothing runs and nothing is stored."""
+    from loadgen.errors import LoadgenError
+    from tailwatch.sweep_cli import build_sweep_plan, sweep_options
+
+    unknown = set(request.options) - set(FORM_OPTIONS)
+    if unknown:
+        return f"not a field of the sweep form: {', '.join(sorted(unknown))}"
+    if not request.db_url.strip():
+        return "the console has no store URL to write the sweep to"
+    try:
+        build_sweep_plan(sweep_options(**request.options))
+    except (LoadgenError, ValueError, TypeError) as error:
+        return str(error) or type(error).__name__
+    return None
+
+
+def sweep_argv(request: SweepRequest) -> list[str]:
+    """The ``tailwatch sweep`` command line for ``request`` (``--flag=value`` each, so no
+    value can be read as another option)."""
+    argv = [sys.executable, "-m", "tailwatch", "sweep"]
+    for name in FORM_OPTIONS:
+        value = request.options.get(name)
+        if value is None:
+            continue
+        argv.append(f"--{name.replace('_', '-')}={value}")
+    argv += [f"--db={request.db_url}", "--no-progress"]
+    return argv
+
+
+@dataclass
+class SweepJob:
+    """One started sweep: its process, command and log."""
+
+    process: subprocess.Popen
+    argv: list[str]
+    log_path: Path
+    started_at_seconds: float
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def exit_code(self) -> int | None:
+        """``None`` while it runs."""
+        return self.process.poll()
+
+    def last_lines(self, count: int = 3) -> list[str]:
+        """The log's last non-empty lines (its summary, or its ``error:`` line)."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if line.strip()][-count:]
+
+
+def start_sweep(
+    request: SweepRequest,
+    log_dir: Path = JOB_LOG_DIR,
+    clock=time.time,
+    environ: Mapping[str, str] | None = None,
+) -> SweepJob:
+    """Check ``request`` and start its sweep; a ``ValueError`` with the message of
+    :func:`check_sweep` (nothing started) when it would not run."""
+    problem = check_sweep(request)
+    if problem is not None:
+        raise ValueError(problem)
+    argv = sweep_argv(request)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started = clock()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    log_path = log_dir / f"sweep-{stamp}-{os.getpid()}-{int(started * 1000) % 1000:03d}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ if environ is None else environ),
+            start_new_session=True,  # NOTE: the sweep outlives a console restart
+        )
+    return SweepJob(process, argv, log_path, started)
