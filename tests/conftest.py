@@ -3,7 +3,12 @@
 Each test file is one xdist group, so a file's module- and session-scoped fixtures are
 built once, on one worker. The alert drills are one group across the two files that read
 them (``tests/loadgen/drill_runs.py`` runs each scenario once per process: split over two
-workers, every drill would run twice).
+workers, every drill would run twice). The tests that start whole stacks of processes
+(``tailwatch up``, ``make run`` in a fresh clone, the console in Chromium) join that group:
+on a 2-core machine a drill's replicas beside a whole stack on the other worker starved
+the drill's collector (every scrape of all four replicas timed out for 5 s at once) and
+paged target-down in a clean run. In one group they run one after another, beside the
+other worker's single-process tests.
 """
 
 from __future__ import annotations
@@ -15,6 +20,16 @@ import pytest
 _ROOT = Path(__file__).resolve().parent
 #: The files that share the session's drill runs.
 DRILL_FILES = frozenset({"loadgen/test_alert_drills.py", "loadgen/test_scenarios.py"})
+#: The files whose tests start several processes each (run in the drills' group).
+STACK_FILES = frozenset(
+    {
+        "up/test_up.py",
+        "up/test_up_demo.py",
+        "up/test_up_incident.py",
+        "up/test_make_run_fresh_clone.py",
+        "console/test_browser.py",
+    }
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -23,4 +38,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         path = Path(str(item.path)).resolve()
         name = path.relative_to(_ROOT).as_posix() if path.is_relative_to(_ROOT) else str(path)
-        item.add_marker(pytest.mark.xdist_group("drills" if name in DRILL_FILES else name))
+        item.add_marker(
+            pytest.mark.xdist_group("drills" if name in DRILL_FILES | STACK_FILES else name)
+        )

@@ -133,6 +133,10 @@ def test_every_page_renders_without_exception(browser_page, name, path, min_char
         "stException"
     ).first.inner_text()
     charts = page.locator('[data-testid="stVegaLiteChart"]')
+    if min_charts:
+        # NOTE: on a busy machine a page's charts attach after its run has finished: wait
+        # for the last one expected (a timeout here is the failure, with its own message)
+        charts.nth(min_charts - 1).wait_for(state="attached", timeout=RUN_TIMEOUT_MS)
     assert charts.count() >= min_charts
     if min_charts:
         charts.first.locator("canvas, svg").first.wait_for(timeout=RUN_TIMEOUT_MS)
