@@ -101,6 +101,7 @@ class Flag(enum.Enum):
     EXCLUDES_CACHED = "excludes_cached"  # prompt tokens without the prefix-cached ones (llama.cpp)
     FROM_HISTOGRAM_SUM = "from_histogram_sum"  # a counter read from a histogram's _sum
     FIRST_RESPONSE = "first_response"  # first response, not first streamed token (Triton)
+    BEFORE_BACKEND = "before_backend"  # queued in the server before any backend took it (Triton)
     TYPE_ASSUMED = "type_assumed"  # source had no usable # TYPE; the expected type was assumed
 
 

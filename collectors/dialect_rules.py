@@ -175,22 +175,30 @@ LLAMACPP_RULES = (
     _r("llamacpp:kv_cache_usage_ratio", c.KV_CACHE_USAGE),  # older builds only; nothing replaces it
 )
 
-_TRTLLM_COMMON = (
-    ("time_to_first_token_seconds", c.TTFT_SECONDS),
-    ("e2e_request_latency_seconds", c.E2E_SECONDS),
-    ("request_queue_time_seconds", c.QUEUE_SECONDS),
-    ("request_prefill_time_seconds", c.PREFILL_SECONDS),
-    ("request_decode_time_seconds", c.DECODE_SECONDS),
-    ("prompt_tokens", c.PROMPT_TOKENS_TOTAL),
-    ("generation_tokens", c.GENERATION_TOKENS_TOTAL),
-    ("request_success", c.REQUESTS_TOTAL),
-    ("num_requests_running", c.REQUESTS_RUNNING),
-    ("num_requests_waiting", c.REQUESTS_WAITING),
-    ("kv_cache_utilization", c.KV_CACHE_USAGE),
+# tensorrt_llm/metrics/collector.py @050f80de: every per-request family, token counters
+# included, is logged in log_request_metrics_dict only once the request has finished.
+TRTLLM_RULES = (
+    _r("trtllm_time_to_first_token_seconds", c.TTFT_SECONDS),
+    _r("trtllm_e2e_request_latency_seconds", c.E2E_SECONDS),
+    _r("trtllm_request_queue_time_seconds", c.QUEUE_SECONDS),
+    _r("trtllm_request_prefill_time_seconds", c.PREFILL_SECONDS),
+    _r("trtllm_request_decode_time_seconds", c.DECODE_SECONDS),
+    _r("trtllm_prompt_tokens", c.PROMPT_TOKENS_TOTAL, Flag.PER_FINISHED_REQUEST),
+    _r("trtllm_generation_tokens", c.GENERATION_TOKENS_TOTAL, Flag.PER_FINISHED_REQUEST),
+    _r("trtllm_prompt_cached_tokens", c.PREFIX_CACHE_HITS_TOTAL, Flag.PER_FINISHED_REQUEST),
+    _r("trtllm_request_success", c.REQUESTS_TOTAL),
+    _r("trtllm_num_requests_running", c.REQUESTS_RUNNING),
+    _r("trtllm_num_requests_waiting", c.REQUESTS_WAITING),
+    _r("trtllm_kv_cache_utilization", c.KV_CACHE_USAGE),
 )
 # NOTE: trtllm_time_per_output_token_seconds is per request (a TPOT), not an ITL: kept raw.
-TRTLLM_RULES = tuple(_r(f"trtllm_{name}", family) for name, family in _TRTLLM_COMMON)
-TRTLLM_UNPREFIXED_RULES = tuple(_r(name, family) for name, family in _TRTLLM_COMMON)
+# The older, unprefixed collector (@89fd9b74) had only these four (and that TPOT).
+TRTLLM_UNPREFIXED_RULES = (
+    _r("time_to_first_token_seconds", c.TTFT_SECONDS),
+    _r("e2e_request_latency_seconds", c.E2E_SECONDS),
+    _r("request_queue_time_seconds", c.QUEUE_SECONDS),
+    _r("request_success", c.REQUESTS_TOTAL),
+)
 
 DYNAMO_RULES = (
     _r("dynamo_frontend_time_to_first_token_seconds", c.TTFT_SECONDS),
@@ -212,7 +220,9 @@ DYNAMO_RULES = (
 TRITON_RULES = (
     # §7: ms, and the first *response* of a decoupled model, not the first streamed token.
     _r("nv_inference_first_response_histogram_ms", c.TTFT_SECONDS, Flag.UNIT_CONVERTED, Flag.FIRST_RESPONSE, scale=MS),
-    _r("nv_inference_pending_request_count", c.REQUESTS_WAITING),
+    # Triton core's queue before a backend takes the request; the TensorRT-LLM backend's own
+    # waiting queue is request_type="waiting" (newer backends), so the two are kept apart.
+    _r("nv_inference_pending_request_count", c.REQUESTS_WAITING, Flag.BEFORE_BACKEND),
     _r("nv_trt_llm_request_metrics", c.REQUESTS_RUNNING, match=(("request_type", "active"),)),
     _r("nv_trt_llm_request_metrics", c.REQUESTS_WAITING, match=(("request_type", "waiting"),)),
     _r("nv_trt_llm_kv_cache_block_metrics", c.KV_CACHE_USAGE, match=(("kv_cache_block_type", "fraction"),)),
@@ -245,11 +255,18 @@ GAPS: dict[Dialect, tuple[str, ...]] = {
     ),
     Dialect.TRTLLM: (
         "TensorRT-LLM has no ITL histogram (time_per_output_token_seconds is per request; kept raw)",
+        "TensorRT-LLM token counters move only when a request finishes (flag "
+        "per_finished_request); it has no prefix-cache queries counter (kv_cache_hit_rate is a "
+        "gauge, kept raw)",
     ),
     Dialect.DYNAMO: ("Dynamo's inflight_requests is HTTP-level; queued_requests includes prefill",),
     Dialect.TRITON: (
         "Triton latencies are cumulative µs counters or summaries (kept raw); its ms "
         "first-response histogram is converted to seconds but is not a TTFT",
+        "Triton's pending_request_count is the server's queue before a backend takes a request "
+        "(flag before_backend), not the TensorRT-LLM batch manager's waiting queue",
+        'TensorRT-LLM backends before request_type="waiting" and kv_cache_block_type='
+        '"fraction" give no engine waiting queue and no KV usage (used/max blocks kept raw)',
     ),
 }
 
