@@ -91,6 +91,26 @@ class _Reader:
         start = self.window.start_seconds
         return {k: [x for t, x in v if t > start and math.isfinite(x)] for k, v in series.items()}
 
+    def in_system_change(self) -> float | None:
+        """Requests running + waiting at the window's end minus at its start, summed over the
+        scope's series (each side the last reading at or before it; a series first read
+        inside the window, a replica that joined, starts from 0); ``None`` without readings."""
+        start, end = self.window.start_seconds, self.window.end_seconds
+        lookback = start - self.window.duration_seconds
+        change, seen = 0.0, False
+        for family in (c.REQUESTS_RUNNING, c.REQUESTS_WAITING):
+            for readings in self.metrics.samples(
+                family, self.scope.selector, lookback, end
+            ).values():
+                finite = [(t, x) for t, x in readings if math.isfinite(x)]
+                inside = [x for t, x in finite if start < t <= end]
+                if not inside:
+                    continue
+                before = [x for t, x in finite if t <= start]
+                change += inside[-1] - (before[-1] if before else 0.0)
+                seen = True
+        return change if seen else None
+
     def quantile(
         self,
         family: str,
@@ -157,12 +177,19 @@ def _counter_measure(value: float | None) -> Measure:
 
 
 def _arrivals(reader: _Reader, responses: float | None, finished: float | None) -> Measure:
-    """Responses (429s included) over the window; finished requests, then the request records
-    only when no counter exists (NOTE: records may be sampled by tracing, counters are not)."""
+    """Responses (429s included) over the window, plus the requests that arrived but had not
+    finished by its end (the change in running + waiting), so that a queue building up under
+    overload counts as arrivals, not as the completions a saturated server keeps at capacity;
+    finished requests when there is no response counter; the request records only when no
+    counter exists (NOTE: records may be sampled by tracing, counters are not)."""
     seconds = reader.window.duration_seconds
     for value, what in ((responses, "HTTP responses"), (finished, "finished requests")):
         if value is not None:
-            return Measure(value / seconds, Source.COUNTER, f"from {what}")
+            backlog = reader.in_system_change()
+            if backlog is None:
+                return Measure(value / seconds, Source.COUNTER, f"from {what}")
+            note = f"from {what} and the change in requests running + waiting ({backlog:+g})"
+            return Measure(max(0.0, value + backlog) / seconds, Source.COUNTER, note)
     if len(reader.scope.records) >= MIN_RECORDS:
         return Measure(len(reader.scope.records) / seconds, Source.REQUEST_RECORDS)
     return Measure()

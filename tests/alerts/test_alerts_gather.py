@@ -189,7 +189,8 @@ def test_a_slow_replica_is_found_with_exact_times_where_buckets_are_too_coarse(s
     queue = data.fleet.incident.queue_mean_seconds
     assert queue.source is Source.REQUEST_RECORDS and queue.value == pytest.approx(0.002)
     assert data.fleet.incident.arrival_rate_per_second.note == (
-        "from HTTP responses; 1 of 13 request records name no known target"
+        "from HTTP responses and the change in requests running + waiting (+5); "
+        "1 of 13 request records name no known target"
     )
 
     report = triage(data)
@@ -243,8 +244,32 @@ def test_without_request_records_the_histograms_are_used_and_say_they_are_coarse
     a_e2e = data.replicas["a"].incident.e2e_p50_seconds
     assert a_e2e.source is Source.HISTOGRAM and "coarse" in a_e2e.note
     assert data.fleet.incident.queue_mean_seconds.source is Source.NONE  # no queue histogram
-    assert data.fleet.incident.arrival_rate_per_second.note == "from HTTP responses"
+    assert data.fleet.incident.arrival_rate_per_second.note == (
+        "from HTTP responses and the change in requests running + waiting (+5)"
+    )
     assert triage(data).hypotheses[0].cause is Cause.SLOW_REPLICA
+
+
+def test_a_queue_building_up_counts_as_arrivals_not_only_the_completions(store) -> None:
+    """Saturated: 10 responses per 10 s before and during the incident, while during it 30
+    more requests per 10 s queue up. Completions alone read no growth; arrivals are the
+    responses plus the queue's growth (0 -> 180 waiting)."""
+    a = _Replica("a")
+    store.write_scrapes(
+        [
+            a.scrape(float(t), e2e=0.2, waiting=max(0.0, 3.0 * (t - 60)), knob=None)
+            for t in range(0, 130, 10)
+        ]
+    )
+    data = gather(store, None, INCIDENT, BASELINE)
+    incident = data.fleet.incident.arrival_rate_per_second
+    assert data.fleet.baseline.arrival_rate_per_second.value == pytest.approx(1.0)
+    assert incident.value == pytest.approx((60 + 180) / 60)
+    assert incident.note == (
+        "from HTTP responses and the change in requests running + waiting (+180)"
+    )
+    rows = rows_by_key(triage(data).evidence)
+    assert rows[EvidenceKey.ARRIVAL_RATE].change == pytest.approx(4.0)
 
 
 def test_records_of_unmapped_replicas_count_for_the_fleet_only(store) -> None:
