@@ -143,6 +143,8 @@ def run_alert_drill(
 ) -> AlertDrillReport:
     """Run ``scenario`` (already compressed, if wanted) with a collector and evaluator
     attached; their store, config and logs stay in ``workdir`` (emptied first)."""
+    # NOTE: absolute, since the collector runs in workdir and reads the paths written here
+    workdir = workdir.resolve()
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     db_url = f"sqlite:///{workdir / 'store.db'}"

@@ -68,7 +68,7 @@ def collector(config: Path, workdir: Path, port: int) -> Iterator[str]:
     log = (workdir / "collector.log").open("w", encoding="utf-8")
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "tailwatch.cli", "collect", "--config", str(config)),
+            *(sys.executable, "-m", "tailwatch.cli", "collect", "--config", str(config.resolve())),
             *("--listen", f"127.0.0.1:{port}"),
         ],
         cwd=workdir,
