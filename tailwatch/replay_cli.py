@@ -218,6 +218,8 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
     if not end > start:
         raise ValueError(f"--to {to!r}: must be after --from {from_!r}")
     engine, url, tenant = options["engine"], options["url"], options["tenant"]
+    if engine is not None and not engine.strip():
+        raise ValueError("--engine '': give an engine (tiny, sim:<model>@<gpu>), or leave it out")
     if engine is not None and url is not None:
         raise ValueError("--engine and --url: give one (an engine to start, or a running server)")
     if url is not None:

@@ -93,6 +93,7 @@ def test_a_window_replays_end_to_end_into_the_store(db):
         (["--slo", "ttft=fast"], "error: --slo: 'fast' is not a number of ms"),
         (["--engine", "sim:gpt-5@h100"], "error: --engine: model='sim:gpt-5@h100'"),
         (["--tenant", " "], "error: --tenant"),
+        (["--engine", ""], "error: --engine '': give an engine"),
     ],
 )
 def test_bad_options_are_one_line_naming_the_option(db, args, message):
