@@ -38,8 +38,8 @@ def _seconds(value: float) -> str:
 
 def _incidents(ctx: PageContext) -> dict[str, tuple[str, str]]:
     """The incidents of the page's time range: label → (from, to), to now while open."""
-    now = data.now()
-    frame = data.incident_list(ctx.url, ctx.filters.start_seconds, ctx.filters.end_seconds, now)
+    f, now = ctx.filters, data.now()
+    frame = data.incident_list(ctx.url, f.start_seconds, f.end_seconds, f.end_seconds)
     windows: dict[str, tuple[str, str]] = {}
     for row in frame.itertuples(index=False):
         start = row.started.timestamp()
