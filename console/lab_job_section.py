@@ -1,7 +1,10 @@
 """The knob lab's *Start a sweep* form: with the console's admin token, the tuner starts
 ``tailwatch sweep`` against this store from the page (:mod:`console.lab_jobs`); the sweep's
 progress bar and knee chart then appear under *Sweeps* as its points are stored. Without a
-token configured the form is not offered and the page says what to run instead."""
+token configured the form is not offered and the page says what to run instead.
+
+:func:`admin_allowed` and :func:`jobs_status` are shared with *Start a replay*
+(:mod:`console.lab_replay_job_section`)."""
 
 from __future__ import annotations
 
@@ -26,15 +29,7 @@ def start_sweep_section(ctx: PageContext, token: str) -> None:
         "Runs `tailwatch sweep` against this store as its own process; its points appear "
         "under Sweeps as they are measured, and it runs to its end if the console stops.",
     )
-    expected = os.environ.get(ADMIN_TOKEN_ENV, "")
-    if not expected:
-        st.info(
-            f"Starting sweeps from the console needs {ADMIN_TOKEN_ENV} set where the console "
-            "runs (the same token edits live knobs). " + SWEEP_HINT
-        )
-        return
-    if not check_token(token, expected):
-        st.info("Type the admin token above to start a sweep from here. " + SWEEP_HINT)
+    if not admin_allowed(token, "sweep", SWEEP_HINT):
         return
     with st.form("lab_sweep_form", border=True):
         cols = st.columns([3, 3, 2])
@@ -84,17 +79,35 @@ def start_sweep_section(ctx: PageContext, token: str) -> None:
             st.error(f"Could not start tailwatch sweep: {escape(str(error))}")
         else:
             st.session_state.setdefault(JOBS_KEY, []).append(job)
-    _jobs_status()
+    jobs_status(JOBS_KEY, "Sweep", "its progress is under Sweeps", "its knee is under Sweeps")
 
 
-def _jobs_status() -> None:
-    for job in reversed(st.session_state.get(JOBS_KEY, [])):
+def admin_allowed(token: str, what: str, hint: str) -> bool:
+    """Whether the console has an admin token and ``token`` matches it; else the page says
+    what is missing and what to run instead (``hint``), and nothing of ``what`` is offered."""
+    expected = os.environ.get(ADMIN_TOKEN_ENV, "")
+    if not expected:
+        st.info(
+            f"Starting a {what} from the console needs {ADMIN_TOKEN_ENV} set where the "
+            "console runs (the same token edits live knobs). " + hint
+        )
+        return False
+    if not check_token(token, expected):
+        st.info(f"Type the admin token above to start a {what} from here. " + hint)
+        return False
+    return True
+
+
+def jobs_status(key: str, label: str, running: str, finished: str) -> None:
+    """One line per job this session started under ``key``, newest first: ``running``
+    (``label`` running), ``finished`` (exit 0), or its exit code and last log lines."""
+    for job in reversed(st.session_state.get(key, [])):
         code = job.exit_code()
         where = f"pid {job.pid}, log {escape(str(job.log_path))}"
         if code is None:
-            st.caption(f"Sweep running ({where}): its progress is under Sweeps.")
+            st.caption(f"{label} running ({where}): {running}.")
         elif code == 0:
-            st.success(f"Sweep finished ({where}).")
+            st.success(f"{label} finished ({where}): {finished}.")
         else:
             tail = " · ".join(job.last_lines(2)) or "no output"
-            st.error(f"Sweep exited with code {code} ({where}): {escape(tail)}")
+            st.error(f"{label} exited with code {code} ({where}): {escape(tail)}")

@@ -8,6 +8,9 @@ console does not hold the results, and a console restarted mid-sweep loses nothi
 process is started in its own session, so it runs to its end (or to its first failing
 point, stored as ``failed``) whether or not the console stays up; its output goes to a log
 file the page names. No shell is involved: every field is one ``--option=value`` argument.
+
+:func:`start_job` and :class:`LabJob` are how any lab command is started from the page (a
+sweep here, a replay in :mod:`console.lab_replay_jobs`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Where a started sweep's output goes (relative to the console's working directory).
+#: Where a started job's output goes (relative to the console's working directory).
 JOB_LOG_DIR = Path(".tailwatch") / "lab-jobs"
 #: The fields of the page's form, as ``tailwatch sweep`` options (the rest keep the CLI's
 #: defaults): what a tuner sets for a knee study.
@@ -59,6 +62,9 @@ def check_sweep(request: SweepRequest) -> str | None:
         return f"not a field of the sweep form: {', '.join(sorted(unknown))}"
     if not request.db_url.strip():
         return "the console has no store URL to write the sweep to"
+    problem = argument_problem(request.options)
+    if problem is not None:
+        return problem
     try:
         build_sweep_plan(sweep_options(**request.options))
     except (LoadgenError, ValueError, TypeError) as error:
@@ -74,19 +80,42 @@ def sweep_argv(request: SweepRequest) -> list[str]:
         value = request.options.get(name)
         if value is None:
             continue
-        argv.append(f"--{name.replace('_', '-')}={value}")
+        argv.append(f"{flag(name)}={value}")
     argv += [f"--db={request.db_url}", "--no-progress"]
     return argv
 
 
+def flag(name: str) -> str:
+    """The command-line flag of an option: ``engine_knobs`` → ``--engine-knobs``."""
+    return f"--{name.rstrip('_').replace('_', '-')}"
+
+
+def argument_problem(options: Mapping[str, object]) -> str | None:
+    """A field no command line can carry (a NUL character, or text that is not Unicode
+    characters), naming its option; ``None`` when every field can be an argument."""
+    for name, value in options.items():
+        for text in value if isinstance(value, list | tuple) else [value]:
+            if not isinstance(text, str):
+                continue
+            if "\x00" in text:
+                return f"{flag(name)}: contains a NUL character, which no argument can carry"
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{flag(name)}: {text!r} is not valid Unicode text"
+    return None
+
+
 @dataclass
-class SweepJob:
-    """One started sweep: its process, command and log."""
+class LabJob:
+    """One started lab command (``kind``: ``sweep``, ``replay``): its process, command and
+    log."""
 
     process: subprocess.Popen
     argv: list[str]
     log_path: Path
     started_at_seconds: float
+    kind: str = "sweep"
 
     @property
     def pid(self) -> int:
@@ -105,22 +134,19 @@ class SweepJob:
         return [line for line in text.splitlines() if line.strip()][-count:]
 
 
-def start_sweep(
-    request: SweepRequest,
+def start_job(
+    kind: str,
+    argv: list[str],
     log_dir: Path = JOB_LOG_DIR,
     clock=time.time,
     environ: Mapping[str, str] | None = None,
-) -> SweepJob:
-    """Check ``request`` and start its sweep; a ``ValueError`` with the message of
-    :func:`check_sweep` (nothing started) when it would not run."""
-    problem = check_sweep(request)
-    if problem is not None:
-        raise ValueError(problem)
-    argv = sweep_argv(request)
+) -> LabJob:
+    """Start ``argv`` (a checked lab command) in its own session, its output to a new log
+    under ``log_dir`` named for ``kind`` and the time; an ``OSError`` when it cannot."""
     log_dir.mkdir(parents=True, exist_ok=True)
     started = clock()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
-    log_path = log_dir / f"sweep-{stamp}-{os.getpid()}-{int(started * 1000) % 1000:03d}.log"
+    log_path = log_dir / f"{kind}-{stamp}-{os.getpid()}-{int(started * 1000) % 1000:03d}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             argv,
@@ -128,6 +154,20 @@ def start_sweep(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=dict(os.environ if environ is None else environ),
-            start_new_session=True,  # NOTE: the sweep outlives a console restart
+            start_new_session=True,  # NOTE: the job outlives a console restart
         )
-    return SweepJob(process, argv, log_path, started)
+    return LabJob(process, argv, log_path, started, kind)
+
+
+def start_sweep(
+    request: SweepRequest,
+    log_dir: Path = JOB_LOG_DIR,
+    clock=time.time,
+    environ: Mapping[str, str] | None = None,
+) -> LabJob:
+    """Check ``request`` and start its sweep; a ``ValueError`` with the message of
+    :func:`check_sweep` (nothing started) when it would not run."""
+    problem = check_sweep(request)
+    if problem is not None:
+        raise ValueError(problem)
+    return start_job("sweep", sweep_argv(request), log_dir, clock, environ)

@@ -16,7 +16,8 @@ from console.page_kit import PageContext, empty, escape, section
 
 REPLAY_HINT = (
     "Replay a production window against candidate knobs with `tailwatch replay --from … "
-    "--to …`; its results are stored and compared here."
+    "--to …` against this store (`--db`), or from *Start a replay* with the admin token; "
+    "its results are stored and compared here."
 )
 
 

@@ -3,7 +3,9 @@ candidate knobs on a simulated, bundled or running engine, side by side with wha
 production saw, and kept in the store as a lab run (``loadgen.replay``; docs/knob-lab.md).
 
 This module parses options only: times, knobs and the target, each bad value one
-``error:`` line naming its option (exit 2)."""
+``error:`` line naming its option (exit 2). :func:`build_replay_plan` does that parsing
+apart from the command (a ``ValueError`` naming the option), so the console's *Start a
+replay* form checks its fields exactly as the CLI checks its options."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import math
 import re
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -27,7 +30,7 @@ _OPTIONS = {"window": "--from/--to", "engine": "--engine", "speed": "--speed", "
 def parse_time(flag: str, text: str, now: float) -> float:
     """``now``, Unix seconds (``1767225600``), ISO 8601 (``2026-12-02T10:00:00Z``; UTC when
     no offset is given) or a time before ``now`` (``-15m``, ``-1h30m``), as epoch seconds;
-    else a ``cli_error`` naming ``flag``."""
+    else a ``ValueError`` naming ``flag``."""
     raw = text.strip()
     if raw == "now":
         return now
@@ -43,7 +46,7 @@ def parse_time(flag: str, text: str, now: float) -> float:
         if parsed is not None:
             parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
             return parsed.timestamp()
-    raise cli_error(
+    raise ValueError(
         f"{flag} {text!r}: expected now, Unix seconds, ISO 8601 (2026-12-02T10:00:00Z) "
         "or a time before now (-15m, -1h)"
     )
@@ -57,14 +60,15 @@ def _ago(flag: str, text: str, raw: str) -> float:
     try:
         seconds = float(raw) if _EPOCH.fullmatch(raw) else parse_duration(flag, flag, raw)
     except RuleError as error:
-        raise cli_error(f"{flag} {text!r}: {error.problem}") from None
+        raise ValueError(f"{flag} {text!r}: {error.problem}") from None
     if not (math.isfinite(seconds) and seconds > 0):
-        raise cli_error(f"{flag} {text!r}: a time before now needs a positive duration (-15m)")
+        raise ValueError(f"{flag} {text!r}: a time before now needs a positive duration (-15m)")
     return seconds
 
 
 def parse_knobs(values: list[str]) -> dict[str, Any]:
-    """``--knob name=value`` (repeatable; the value read as YAML: 512, true, fcfs)."""
+    """``--knob name=value`` (repeatable; the value read as YAML: 512, true, fcfs); a
+    ``ValueError`` naming ``--knob`` for a mistake."""
     import yaml
 
     knobs: dict[str, Any] = {}
@@ -72,19 +76,19 @@ def parse_knobs(values: list[str]) -> dict[str, Any]:
         name, sep, raw = text.partition("=")
         name = name.strip()
         if not sep or not name.isidentifier():
-            raise cli_error(
+            raise ValueError(
                 f"--knob {text!r}: expected NAME=VALUE, e.g. max_num_batched_tokens=512"
             )
         if name in knobs:
-            raise cli_error(f"--knob {name}: given twice")
+            raise ValueError(f"--knob {name}: given twice")
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             value = raw
         if value is None or isinstance(value, list | dict):
-            raise cli_error(f"--knob {text!r}: the value must be a number, true/false or a word")
+            raise ValueError(f"--knob {text!r}: the value must be a number, true/false or a word")
         if isinstance(value, float) and not math.isfinite(value):
-            raise cli_error(f"--knob {text!r}: the value must be finite")
+            raise ValueError(f"--knob {text!r}: the value must be finite")
         knobs[name] = value
     return knobs
 
@@ -131,8 +135,9 @@ def replay(
     """Replay a stored window's requests (arrival times, prompt and output lengths, tenants,
     shared prefixes) open-loop against candidate knobs; print replay against production
     (TTFT, TPOT, ITL, e2e p50/p95/p99, attainment, goodput) and store it as a lab run."""
+    options = dict(locals())  # NOTE: first: the parameters only
     from loadgen.errors import LoadgenError, WorkloadError
-    from loadgen.replay import ReplayPlan, replay_window
+    from loadgen.replay import replay_window
     from tailwatch.replay_view import (
         open_lab_store,
         progress_bar,
@@ -141,32 +146,11 @@ def replay(
         trace_line,
     )
 
-    now = time.time()
-    start, end = parse_time("--from", from_, now), parse_time("--to", to, now)
-    if not end > start:
-        raise cli_error(f"--to {to!r}: must be after --from {from_!r}")
-    if engine is not None and url is not None:
-        raise cli_error("--engine and --url: give one (an engine to start, or a running server)")
-    if url is not None:
-        try:
-            url = check_url(url, "--url").rstrip("/")
-        except ValueError as error:
-            raise cli_error(str(error)) from None
-    if tenant is not None and not tenant.strip():
-        raise cli_error("--tenant '': give a tenant name, or leave --tenant out for all")
-    plan = ReplayPlan(
-        engine=None if url is not None else (engine or "tiny"),
-        url=url,
-        knobs=parse_knobs(knob or []),
-        slo=slo,
-        speed=speed,
-        seed=seed,
-        name=name,
-    )
     try:
-        plan.check()
-    except WorkloadError as error:
-        raise cli_error(f"{_option(error.field)}: {_message(error)}") from None
+        spec = build_replay_plan(options, time.time())
+    except ValueError as error:
+        raise cli_error(str(error)) from None
+    plan, start, end, tenant = spec.plan, spec.start, spec.end, spec.tenant
     with open_lab_store(db) as store, progress_bar(show=progress and not as_json) as bar:
         try:
             report = replay_window(
@@ -180,7 +164,7 @@ def replay(
                 on_trace=lambda trace: bar.start(len(trace.requests), trace_line(trace)),
             )
         except WorkloadError as error:
-            raise cli_error(f"{_option(error.field)}: {_message(error)}") from None
+            raise cli_error(workload_message(error)) from None
         except LoadgenError as error:
             raise cli_error(str(error)) from None
         except KeyboardInterrupt:
@@ -191,6 +175,88 @@ def replay(
         typer.echo(json.dumps(report_json(report), indent=2))
     else:
         report_table(report)
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """What the options ask for: the window ``[start, end]`` (epoch seconds), the plan and
+    the one tenant replayed (``None``: all)."""
+
+    start: float
+    end: float
+    plan: Any  # loadgen.replay.ReplayPlan (imported when used: the CLI starts fast)
+    tenant: str | None
+
+
+def replay_options(**given: Any) -> dict[str, Any]:
+    """Every option of ``tailwatch replay`` at its default, with ``given`` over them (the
+    console's replay form builds its plan, and so its errors, exactly as the CLI does)."""
+    import inspect
+
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(replay).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    unknown = set(given) - set(defaults) - {"from_"}
+    if unknown:
+        raise ValueError(f"not options of tailwatch replay: {sorted(unknown)}")
+    if "from_" not in given:
+        raise ValueError("--from: give the window's start (now, Unix seconds, ISO 8601, -15m)")
+    return {**defaults, **given}
+
+
+def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
+    """The replay ``options`` (``replay``'s parameters) describe, times read against
+    ``now``; a ``ValueError`` naming the option for any mistake, before anything is read
+    or stored (the window's records are checked by :func:`check_window`)."""
+    from loadgen.errors import WorkloadError
+    from loadgen.replay import ReplayPlan
+
+    from_, to = options["from_"], options["to"]
+    start, end = parse_time("--from", from_, now), parse_time("--to", to, now)
+    if not end > start:
+        raise ValueError(f"--to {to!r}: must be after --from {from_!r}")
+    engine, url, tenant = options["engine"], options["url"], options["tenant"]
+    if engine is not None and not engine.strip():
+        raise ValueError("--engine '': give an engine (tiny, sim:<model>@<gpu>), or leave it out")
+    if engine is not None and url is not None:
+        raise ValueError("--engine and --url: give one (an engine to start, or a running server)")
+    if url is not None:
+        url = check_url(url, "--url").rstrip("/")
+    if tenant is not None and not tenant.strip():
+        raise ValueError("--tenant '': give a tenant name, or leave --tenant out for all")
+    plan = ReplayPlan(
+        engine=None if url is not None else (engine or "tiny"),
+        url=url,
+        knobs=parse_knobs(options["knob"] or []),
+        slo=options["slo"],
+        speed=options["speed"],
+        seed=options["seed"],
+        name=options["name"],
+    )
+    try:
+        plan.check()
+    except WorkloadError as error:
+        raise ValueError(workload_message(error)) from None
+    return ReplaySpec(start, end, plan, tenant)
+
+
+def check_window(reader: Any, spec: ReplaySpec) -> None:
+    """A ``ValueError`` (``--from/--to: no request records between …``, as the command
+    says it) when the window holds nothing to replay; reads the window, stores nothing."""
+    from loadgen.errors import WorkloadError
+    from loadgen.replay import load_trace
+
+    try:
+        load_trace(reader, spec.start, spec.end, tenant=spec.tenant, seed=spec.plan.seed)
+    except WorkloadError as error:
+        raise ValueError(workload_message(error)) from None
+
+
+def workload_message(error: Any) -> str:
+    """A ``WorkloadError`` as the option it is about: ``--knob max_num_seqs: …``."""
+    return f"{_option(error.field)}: {_message(error)}"
 
 
 def _message(error: Exception) -> str:

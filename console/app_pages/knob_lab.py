@@ -1,7 +1,8 @@
 """Knob lab: one engine target's live knobs (edited with the admin token) and its latency
 with every knob change marked; the headroom to the knee measured for its current knobs (and
-a warning when a change since has made it stale); the stored sweeps with the knee chart, the
-A/B of two measurements against run-to-run noise, and replays against production."""
+a warning when a change since has made it stale); sweeps and replays started from the page
+(admin token); the stored sweeps with the knee chart, the A/B of two measurements against
+run-to-run noise, and replays against production."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from dataclasses import replace
 
 import streamlit as st
 
-from console import data, lab_job_section, lab_knobs, lab_sections, lab_study_sections
+from console import (
+    data,
+    lab_job_section,
+    lab_knobs,
+    lab_replay_job_section,
+    lab_sections,
+    lab_study_sections,
+)
 from console.page_kit import empty, escape, live_filters, page_context
 from console.settings import ADMIN_TOKEN_ENV
 
@@ -54,6 +62,7 @@ else:
     )
 
 lab_job_section.start_sweep_section(ctx, token)
+lab_replay_job_section.start_replay_section(ctx, token)
 
 
 @st.fragment(run_every=ctx.live_seconds)

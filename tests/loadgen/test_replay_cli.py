@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -94,6 +93,7 @@ def test_a_window_replays_end_to_end_into_the_store(db):
         (["--slo", "ttft=fast"], "error: --slo: 'fast' is not a number of ms"),
         (["--engine", "sim:gpt-5@h100"], "error: --engine: model='sim:gpt-5@h100'"),
         (["--tenant", " "], "error: --tenant"),
+        (["--engine", ""], "error: --engine '': give an engine"),
     ],
 )
 def test_bad_options_are_one_line_naming_the_option(db, args, message):
@@ -148,8 +148,8 @@ def test_time_forms():
 def test_any_time_text_is_a_time_or_one_error(text):
     try:
         value = parse_time("--from", text, NOW)
-    except typer.Exit as exit_:
-        assert exit_.exit_code == 2
+    except ValueError as error:
+        assert str(error).startswith("--from ") and "\n" not in str(error)
     else:
         assert isinstance(value, float)
 
@@ -159,8 +159,8 @@ def test_any_time_text_is_a_time_or_one_error(text):
 def test_any_knob_text_is_knobs_or_one_error(values):
     try:
         knobs = parse_knobs(values)
-    except typer.Exit as exit_:
-        assert exit_.exit_code == 2
+    except ValueError as error:
+        assert str(error).startswith("--knob ") and "\n" not in str(error)
     else:
         assert all(name.isidentifier() for name in knobs)
 
@@ -170,5 +170,29 @@ def test_refused_runs_store_nothing(db):
     for args in (["--from", "1", "--to", "2"], ["--knob", "max_num_seqs=0"], ["--speed", "-1"]):
         result = _run("--from", FROM, "--to", TO, "--db", db, "--engine", SIM, *args)
         assert result.exit_code == 2, result.output
+    after, _ = _runs(db)
+    assert [run.id for run in after] == [run.id for run in before]
+
+
+def test_the_plan_builder_checks_what_the_command_checks_and_stores_nothing(db):
+    from tailwatch.replay_cli import build_replay_plan, check_window, replay_options
+
+    spec = build_replay_plan(replay_options(from_="-15m", engine=SIM, knob=["block_size=32"]), NOW)
+    assert (spec.start, spec.end, spec.tenant) == (NOW - 900, NOW, None)
+    assert spec.plan.engine == SIM and dict(spec.plan.knobs) == {"block_size": 32}
+    with pytest.raises(ValueError, match=r"^--knob max_num_seqs: "):
+        build_replay_plan(replay_options(from_=FROM, knob=["max_num_seqs=0"]), NOW)
+    with pytest.raises(ValueError, match=r"^not options of tailwatch replay: \['nope'\]"):
+        replay_options(from_=FROM, nope=1)
+    with pytest.raises(ValueError, match=r"^--from: give"):
+        replay_options(to=TO)
+    before, _ = _runs(db)
+    store = Store(db, migrate=False)
+    try:
+        check_window(store, build_replay_plan(replay_options(from_=FROM, to=TO), NOW))
+        with pytest.raises(ValueError, match=r"^--from/--to: no request records between"):
+            check_window(store, build_replay_plan(replay_options(from_="1", to="2"), NOW))
+    finally:
+        store.close()
     after, _ = _runs(db)
     assert [run.id for run in after] == [run.id for run in before]
