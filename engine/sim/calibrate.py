@@ -46,12 +46,15 @@ from engine.sim.calibrate_validate import (
     DEFAULT_RATE,
     LatencySummary,
     Validation,
+    bootstrap_intervals,
+    run_on_cpu_clock,
     run_real_time,
     simulate,
     validation_schedule,
 )
 from engine.sim.calibration_file import Calibration, save_calibration
 from engine.sim.step_cost import Efficiency, StepCostModel
+from engine.sim.step_noise import StepNoise
 from engine.sim.target import is_simulated
 
 # NOTE: "cpu" times each step by the engine thread's CPU time, which other processes on a
@@ -160,6 +163,9 @@ def profile_and_fit(
         },
         grid=grid.as_dict(),
         cells=cell_summary(records, lambda r: by_record[id(r)]),
+        # NOTE: residual r = (predicted - measured) / measured, so measured / predicted
+        # = 1 / (1 + r): the factor the simulator draws each step's time by
+        step_noise=StepNoise.of_ratios([1 / (1 + r) for r in fit.relative_residuals]),
     )
     save_calibration(calibration, output)
     return CalibrationRun(calibration, fit, tuple(records), output), engine
@@ -190,11 +196,16 @@ def validate(
     sleep: Callable[[float], None] = time.sleep,
 ) -> CalibrationRun:
     """Step 5: the real engine and the simulator loaded from the file, on one schedule;
-    the validation is written into the file as well."""
+    the validation is written into the file as well. The real engine runs on the clock
+    its steps were profiled on: the wall clock, or (``cpu`` timer) its thread's CPU time
+    (``engine.sim.calibrate_validate``)."""
     progress = progress or _Quiet()
     arrivals = validation_schedule(rate, duration_seconds, seed)
-    progress.start(f"real engine, {len(arrivals)} requests in real time", len(arrivals))
     calibration = run.calibration
+    clock = calibration.fit.get("timer", "wall")
+    check_timer(clock, engine.runner.device.type, torch.get_num_threads())
+    time_kind = "in real time" if clock == "wall" else "on its thread's CPU clock"
+    progress.start(f"real engine, {len(arrivals)} requests {time_kind}", len(arrivals))
     model = StepCostModel(
         calibration.shape,
         calibration.device.gpu_spec(calibration.dtype),
@@ -211,7 +222,10 @@ def validate(
             steps.append((wall, cpu, predicted))
 
     try:
-        results = run_real_time(engine, arrivals, sleep, progress.update, on_step)
+        if clock == "cpu":
+            results = run_on_cpu_clock(engine, arrivals, progress.update, on_step)
+        else:
+            results = run_real_time(engine, arrivals, sleep, progress.update, on_step)
     finally:
         engine.runner = recorder.runner
     real = LatencySummary.of(results)
@@ -221,7 +235,15 @@ def validate(
     )
     simulated = simulate(sim_config, arrivals)
     progress.update(1)
-    validation = Validation(rate, duration_seconds, real, simulated, **_step_errors(steps, engine))
+    validation = Validation(
+        rate,
+        duration_seconds,
+        real,
+        simulated,
+        clock=clock,
+        real_intervals=bootstrap_intervals(results),
+        **_step_errors(steps, engine),
+    )
     calibration = dataclasses.replace(calibration, validation=validation.as_dict())
     save_calibration(calibration, run.path)
     return dataclasses.replace(run, calibration=calibration, validation=validation)
