@@ -1,7 +1,7 @@
 """Calibration error (issue 15): the fitted ``tiny`` simulator against the real engine.
 
 Runs ``engine.sim.calibrate`` as ``tailwatch engine calibrate`` does with its default
-grid and validation workload (Poisson 2 req/s for 60 s, prompts of 32-960 and outputs of
+grid and validation workload (Poisson 2 req/s for 60 s, prompts of 32-640 and outputs of
 8-48 tokens, uniform), once per timer: ``wall`` (each profiled step timed on the wall
 clock, the real engine validated in real time) and ``cpu`` (the engine thread's CPU
 time, which other processes do not inflate, for the profile and as the real engine's

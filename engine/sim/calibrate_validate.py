@@ -34,7 +34,7 @@ from engine.sim.offline import Arrival, RequestResult, run_open_loop
 # contexts) with outputs unlike its decode steps, so the mixed steps of serving are what
 # is predicted. Continuous ranges, not classes: a three-class mix put the TTFT median and
 # the ITL p99 on cliffs (one request more or less flipped them several-fold).
-PROMPT_TOKENS = (32, 960)  # uniform, both ends included
+PROMPT_TOKENS = (32, 640)  # uniform, both ends included
 OUTPUT_TOKENS = (8, 48)
 DEFAULT_RATE = 2.0
 DEFAULT_DURATION_SECONDS = 60.0
