@@ -110,7 +110,7 @@ def print_validation(console: Console, validation) -> None:
         title=(
             f"validation: {validation.real.requests} requests, Poisson "
             f"{validation.rate:g} req/s for {validation.duration_seconds:g} s, real engine on "
-            f"the {'wall clock' if validation.clock == 'wall' else 'its thread CPU clock'}"
+            f"{'the wall clock' if validation.clock == 'wall' else 'its thread CPU clock'}"
         )
     )
     columns = ("metric", "real engine ms", "real 95% interval", "simulator ms", "error", "within")

@@ -264,8 +264,12 @@ def calibrate(
     ] = 4,
     rate: Annotated[float, _positive("--rate", "Validation arrivals per second (Poisson).")] = 2.0,
     duration: Annotated[
-        float, _positive("--duration", "Seconds of validation arrivals (real time).")
-    ] = 30.0,
+        float,
+        _positive(
+            "--duration",
+            "Seconds of validation arrivals (real time; engine CPU time with --timer cpu).",
+        ),
+    ] = 60.0,  # NOTE: engine.sim.calibrate_validate.DEFAULT_DURATION_SECONDS
     torch_threads: Annotated[
         int | None, _positive("--torch-threads", "torch intra-op threads; default: torch's.")
     ] = None,
