@@ -54,7 +54,7 @@ from engine.sim.calibrate_validate import (
 )
 from engine.sim.calibration_file import Calibration, save_calibration
 from engine.sim.step_cost import Efficiency, StepCostModel
-from engine.sim.step_noise import StepNoise
+from engine.sim.step_noise import StepNoise, within_cell_ratios
 from engine.sim.target import is_simulated
 
 # NOTE: "cpu" times each step by the engine thread's CPU time, which other processes on a
@@ -164,8 +164,12 @@ def profile_and_fit(
         grid=grid.as_dict(),
         cells=cell_summary(records, lambda r: by_record[id(r)]),
         # NOTE: residual r = (predicted - measured) / measured, so measured / predicted
-        # = 1 / (1 + r): the factor the simulator draws each step's time by
-        step_noise=StepNoise.of_ratios([1 / (1 + r) for r in fit.relative_residuals]),
+        # = 1 / (1 + r); within its cell, the factor the simulator draws a step's time by
+        step_noise=StepNoise.of_ratios(
+            within_cell_ratios(
+                [r.cell for r in records], [1 / (1 + r) for r in fit.relative_residuals]
+            )
+        ),
     )
     save_calibration(calibration, output)
     return CalibrationRun(calibration, fit, tuple(records), output), engine
@@ -190,7 +194,7 @@ def validate(
     run: CalibrationRun,
     engine: LLMEngine,
     rate: float = DEFAULT_RATE,
-    duration_seconds: float = DEFAULT_DURATION_SECONDS,
+    duration_seconds: float | None = None,
     progress: Progress | None = None,
     seed: int = 1,
     sleep: Callable[[float], None] = time.sleep,
@@ -200,10 +204,12 @@ def validate(
     its steps were profiled on: the wall clock, or (``cpu`` timer) its thread's CPU time
     (``engine.sim.calibrate_validate``)."""
     progress = progress or _Quiet()
-    arrivals = validation_schedule(rate, duration_seconds, seed)
     calibration = run.calibration
     clock = calibration.fit.get("timer", "wall")
     check_timer(clock, engine.runner.device.type, torch.get_num_threads())
+    if duration_seconds is None:
+        duration_seconds = DEFAULT_DURATION_SECONDS[clock]
+    arrivals = validation_schedule(rate, duration_seconds, seed)
     time_kind = "in real time" if clock == "wall" else "on its thread's CPU clock"
     progress.start(f"real engine, {len(arrivals)} requests {time_kind}", len(arrivals))
     model = StepCostModel(
@@ -256,7 +262,7 @@ def calibrate(
     *,
     validation: bool = True,
     rate: float = DEFAULT_RATE,
-    duration_seconds: float = DEFAULT_DURATION_SECONDS,
+    duration_seconds: float | None = None,
     torch_threads: int | None = None,
     timer: str = "wall",
     progress: Progress | None = None,

@@ -20,7 +20,7 @@ from engine.sim.calibration_file import load_calibration, save_calibration
 from engine.sim.offline import run_open_loop
 from engine.sim.runner import SimRunner
 from engine.sim.step_cost import BatchItem
-from engine.sim.step_noise import NUM_QUANTILES, StepNoise
+from engine.sim.step_noise import NUM_QUANTILES, StepNoise, within_cell_ratios
 from engine.sim.workload import RequestShape, poisson_schedule
 from tests.engine.simulated.test_calibrate_file import _calibration
 
@@ -34,6 +34,16 @@ def test_quantiles_span_the_ratios_and_interpolate():
     assert noise.quantiles[NUM_QUANTILES // 2] == 2.0
     assert noise.quantiles[25] == pytest.approx(1.5)
     assert StepNoise.of_ratios([1.25]).quantiles == (1.25,) * NUM_QUANTILES
+
+
+def test_ratios_within_a_cell_drop_the_cells_own_error():
+    cells = ["a", "a", "a", "b", "b"]
+    # cell a is predicted 2x too fast throughout, cell b exactly: only the spread stays
+    ratios = within_cell_ratios(cells, [1.8, 2.0, 2.4, 0.9, 1.1])
+    assert ratios == pytest.approx([0.9, 1.0, 1.2, 0.9, 1.1])
+    assert within_cell_ratios(["a"] * 3, [1.3] * 3) == [1.0] * 3
+    with pytest.raises(ValueError, match="2 cells for 1 ratios"):
+        within_cell_ratios(["a", "b"], [1.0])
 
 
 def test_draws_are_a_function_of_seed_and_step():
