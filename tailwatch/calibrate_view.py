@@ -106,11 +106,12 @@ def print_fit(console: Console, run) -> None:
 
 
 def print_validation(console: Console, validation) -> None:
+    clock = "the wall clock" if validation.clock == "wall" else "its thread's CPU clock"
     table = Table(
         title=(
             f"validation: {validation.real.requests} requests, Poisson "
             f"{validation.rate:g} req/s for {validation.duration_seconds:g} s, real engine on "
-            f"{'the wall clock' if validation.clock == 'wall' else 'its thread CPU clock'}"
+            f"{clock}"
         )
     )
     columns = ("metric", "real engine ms", "real 95% interval", "simulator ms", "error", "within")

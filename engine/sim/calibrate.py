@@ -7,9 +7,11 @@
 3. ``fit_roofline``: the step model's compute and bandwidth shares of those peaks and its
    step and per-request overheads, by robust least squares (``engine.sim.calibrate_fit``,
    turned into ``Efficiency`` by ``engine.sim.calibrate_factors``);
-4. the calibration saved as JSON (``engine.sim.calibration_file``), then loaded back as
-   ``sim:<model>@file:<path>`` for
-5. the side-by-side validation (``engine.sim.calibrate_validate``), whose table is saved
+4. the calibration saved as JSON (``engine.sim.calibration_file``), with the profiled
+   steps' within-cell spread as the simulator's step noise (``engine.sim.step_noise``),
+   then loaded back as ``sim:<model>@file:<path>`` for
+5. the side-by-side validation (``engine.sim.calibrate_validate``; the real engine in
+   real time, or on its thread's CPU clock with the ``cpu`` timer), whose table is saved
    into the file too.
 """
 
