@@ -94,25 +94,37 @@ def print_fit(console: Console, run) -> None:
         "per-request overhead", f"{efficiency.request_overhead_seconds * 1e6:.1f} µs", ""
     )
     console.print(factors)
+    noise = calibration.step_noise
+    if noise is not None:
+        q = noise.quantiles
+        console.print(
+            "step noise (measured / predicted, drawn per simulated step): "
+            f"p1 {q[len(q) // 100]:.2f}, p50 {q[len(q) // 2]:.2f}, p99 {q[-1 - len(q) // 100]:.2f}"
+        )
     for note in fit["notes"]:
         console.print(f"note: {note}")
 
 
 def print_validation(console: Console, validation) -> None:
+    clock = "the wall clock" if validation.clock == "wall" else "its thread's CPU clock"
     table = Table(
         title=(
             f"validation: {validation.real.requests} requests, Poisson "
-            f"{validation.rate:g} req/s for {validation.duration_seconds:g} s"
+            f"{validation.rate:g} req/s for {validation.duration_seconds:g} s, real engine on "
+            f"{clock}"
         )
     )
-    for column in ("metric", "real engine ms", "simulator ms", "error", "within"):
+    columns = ("metric", "real engine ms", "real 95% interval", "simulator ms", "error", "within")
+    for column in columns:
         table.add_column(column, justify="right")
     for metric in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99"):
         error = validation.relative_error(metric)
         within = abs(error) <= validation.tolerance
+        low, high = validation.interval_error(metric)
         table.add_row(
             metric.replace("_", " ").upper().replace(" P", " p"),
             _ms(getattr(validation.real, metric)),
+            f"{_pct(low)} .. {_pct(high)}",
             _ms(getattr(validation.simulated, metric)),
             _pct(error),
             "[green]yes[/]" if within else "[red]no[/]",

@@ -264,8 +264,13 @@ def calibrate(
     ] = 4,
     rate: Annotated[float, _positive("--rate", "Validation arrivals per second (Poisson).")] = 2.0,
     duration: Annotated[
-        float, _positive("--duration", "Seconds of validation arrivals (real time).")
-    ] = 30.0,
+        float | None,
+        _positive(
+            "--duration",
+            "Seconds of validation arrivals; default 60 (real time), or 180 of the engine's "
+            "CPU clock with --timer cpu.",
+        ),
+    ] = None,
     torch_threads: Annotated[
         int | None, _positive("--torch-threads", "torch intra-op threads; default: torch's.")
     ] = None,

@@ -93,5 +93,5 @@ def build_sim_backend(
                 f"kv_cache_memory_bytes={budget}: less than one KV block of {config.model!r}"
             )
     advance = clock.advance if isinstance(clock, VirtualClock) else time.sleep
-    runner = SimRunner(cost_model, config.seed, advance)
+    runner = SimRunner(cost_model, config.seed, advance, target.step_noise)
     return SimBackend(target, target.model.shape, ByteTokenizer(), num_blocks, runner)

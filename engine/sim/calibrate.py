@@ -7,9 +7,11 @@
 3. ``fit_roofline``: the step model's compute and bandwidth shares of those peaks and its
    step and per-request overheads, by robust least squares (``engine.sim.calibrate_fit``,
    turned into ``Efficiency`` by ``engine.sim.calibrate_factors``);
-4. the calibration saved as JSON (``engine.sim.calibration_file``), then loaded back as
-   ``sim:<model>@file:<path>`` for
-5. the side-by-side validation (``engine.sim.calibrate_validate``), whose table is saved
+4. the calibration saved as JSON (``engine.sim.calibration_file``), with the profiled
+   steps' within-cell spread as the simulator's step noise (``engine.sim.step_noise``),
+   then loaded back as ``sim:<model>@file:<path>`` for
+5. the side-by-side validation (``engine.sim.calibrate_validate``; the real engine in
+   real time, or on its thread's CPU clock with the ``cpu`` timer), whose table is saved
    into the file too.
 """
 
@@ -46,12 +48,15 @@ from engine.sim.calibrate_validate import (
     DEFAULT_RATE,
     LatencySummary,
     Validation,
+    bootstrap_intervals,
+    run_on_cpu_clock,
     run_real_time,
     simulate,
     validation_schedule,
 )
 from engine.sim.calibration_file import Calibration, save_calibration
 from engine.sim.step_cost import Efficiency, StepCostModel
+from engine.sim.step_noise import StepNoise, within_cell_ratios
 from engine.sim.target import is_simulated
 
 # NOTE: "cpu" times each step by the engine thread's CPU time, which other processes on a
@@ -160,6 +165,13 @@ def profile_and_fit(
         },
         grid=grid.as_dict(),
         cells=cell_summary(records, lambda r: by_record[id(r)]),
+        # NOTE: residual r = (predicted - measured) / measured, so measured / predicted
+        # = 1 / (1 + r); within its cell, the factor the simulator draws a step's time by
+        step_noise=StepNoise.of_ratios(
+            within_cell_ratios(
+                [r.cell for r in records], [1 / (1 + r) for r in fit.relative_residuals]
+            )
+        ),
     )
     save_calibration(calibration, output)
     return CalibrationRun(calibration, fit, tuple(records), output), engine
@@ -184,17 +196,24 @@ def validate(
     run: CalibrationRun,
     engine: LLMEngine,
     rate: float = DEFAULT_RATE,
-    duration_seconds: float = DEFAULT_DURATION_SECONDS,
+    duration_seconds: float | None = None,
     progress: Progress | None = None,
     seed: int = 1,
     sleep: Callable[[float], None] = time.sleep,
 ) -> CalibrationRun:
     """Step 5: the real engine and the simulator loaded from the file, on one schedule;
-    the validation is written into the file as well."""
+    the validation is written into the file as well. The real engine runs on the clock
+    its steps were profiled on: the wall clock, or (``cpu`` timer) its thread's CPU time
+    (``engine.sim.calibrate_validate``)."""
     progress = progress or _Quiet()
-    arrivals = validation_schedule(rate, duration_seconds, seed)
-    progress.start(f"real engine, {len(arrivals)} requests in real time", len(arrivals))
     calibration = run.calibration
+    clock = calibration.fit.get("timer", "wall")
+    check_timer(clock, engine.runner.device.type, torch.get_num_threads())
+    if duration_seconds is None:
+        duration_seconds = DEFAULT_DURATION_SECONDS[clock]
+    arrivals = validation_schedule(rate, duration_seconds, seed)
+    time_kind = "in real time" if clock == "wall" else "on its thread's CPU clock"
+    progress.start(f"real engine, {len(arrivals)} requests {time_kind}", len(arrivals))
     model = StepCostModel(
         calibration.shape,
         calibration.device.gpu_spec(calibration.dtype),
@@ -211,7 +230,10 @@ def validate(
             steps.append((wall, cpu, predicted))
 
     try:
-        results = run_real_time(engine, arrivals, sleep, progress.update, on_step)
+        if clock == "cpu":
+            results = run_on_cpu_clock(engine, arrivals, progress.update, on_step)
+        else:
+            results = run_real_time(engine, arrivals, sleep, progress.update, on_step)
     finally:
         engine.runner = recorder.runner
     real = LatencySummary.of(results)
@@ -221,7 +243,15 @@ def validate(
     )
     simulated = simulate(sim_config, arrivals)
     progress.update(1)
-    validation = Validation(rate, duration_seconds, real, simulated, **_step_errors(steps, engine))
+    validation = Validation(
+        rate,
+        duration_seconds,
+        real,
+        simulated,
+        clock=clock,
+        real_intervals=bootstrap_intervals(results),
+        **_step_errors(steps, engine),
+    )
     calibration = dataclasses.replace(calibration, validation=validation.as_dict())
     save_calibration(calibration, run.path)
     return dataclasses.replace(run, calibration=calibration, validation=validation)
@@ -234,7 +264,7 @@ def calibrate(
     *,
     validation: bool = True,
     rate: float = DEFAULT_RATE,
-    duration_seconds: float = DEFAULT_DURATION_SECONDS,
+    duration_seconds: float | None = None,
     torch_threads: int | None = None,
     timer: str = "wall",
     progress: Progress | None = None,

@@ -21,6 +21,7 @@ from engine.errors import ConfigError
 from engine.model.config import ModelConfig, ModelConfigError, RopeScaling
 from engine.sim.specs import SIM_DTYPES, GpuSpec, SimModel
 from engine.sim.step_cost import Efficiency
+from engine.sim.step_noise import StepNoise
 
 FORMAT = "tailwatch-calibration/1"
 
@@ -65,6 +66,8 @@ class Calibration:
     grid: dict[str, Any] = field(default_factory=dict)  # the profiled batch shapes
     cells: list[dict[str, Any]] = field(default_factory=list)  # per-shape residuals
     validation: dict[str, Any] | None = None
+    # NOTE: optional within format 1: a file written before it loads with no noise
+    step_noise: StepNoise | None = None
 
     def sim_model(self) -> SimModel:
         return SimModel(
@@ -77,6 +80,7 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         body = dataclasses.asdict(self)
         body["efficiency"] = dataclasses.asdict(self.efficiency)
+        body["step_noise"] = None if self.step_noise is None else self.step_noise.to_json()
         return {"format": FORMAT, **body}
 
 
@@ -188,6 +192,11 @@ def load_calibration(path: str | Path) -> Calibration:
         torch_threads=threads,
     )
     validation = body.get("validation")
+    noise = body.get("step_noise")
+    try:
+        step_noise = None if noise is None else StepNoise.from_json(noise)
+    except ConfigError as error:
+        raise _problem(path, str(error)) from None
     return Calibration(
         model=_get(body, "model", str, path),
         shape=_shape(_get(body, "shape", dict, path), path),
@@ -201,4 +210,5 @@ def load_calibration(path: str | Path) -> Calibration:
         grid=_get(body, "grid", dict, path),
         cells=_get(body, "cells", list, path),
         validation=validation if isinstance(validation, dict) else None,
+        step_noise=step_noise,
     )

@@ -18,6 +18,7 @@ from typing import Any
 from engine.model_runner import RunnerOutput, StepTiming
 from engine.scheduler import SchedulerOutput
 from engine.sim.step_cost import BatchItem, StepCost, StepCostModel
+from engine.sim.step_noise import NoiseDraws, StepNoise
 
 # Sampled ids are the printable ASCII bytes, so served text is readable junk and the
 # byte tokenizer's EOS is never drawn: a request runs to max_tokens or a stop string.
@@ -75,8 +76,11 @@ class SimRunner:
         cost_model: StepCostModel,
         seed: int = 0,
         advance: Callable[[float], None] = time.sleep,
+        noise: StepNoise | None = None,
     ) -> None:
         self.cost_model = cost_model
+        # NOTE: a calibration's step-to-step noise (engine.sim.step_noise); None: exact
+        self.noise = None if noise is None else NoiseDraws(noise, seed)
         self.seed = seed
         self.advance = advance
         self._request_keys: dict[str, int] = {}
@@ -126,6 +130,8 @@ class SimRunner:
         reading the step's preparation began at. Also the offline fast path's pricing
         (``engine.sim.fast_path``), so both price a step the same way."""
         cost = self.cost_model.cost(batch, num_sampled)
+        if self.noise is not None:
+            cost = cost._replace(step_seconds=cost.step_seconds * self.noise.next_factor())
         prepared = time.perf_counter()
         self.advance(cost.step_seconds)
         self.last_cost = cost

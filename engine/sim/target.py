@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from engine.errors import ConfigError
 from engine.sim.specs import GPUS, SIM_MODELS, GpuSpec, SimModel
 from engine.sim.step_cost import Efficiency
+from engine.sim.step_noise import StepNoise
 
 SIM_PREFIX = "sim:"
 FILE_PREFIX = "file:"
@@ -28,11 +29,13 @@ class SimTarget:
     model: SimModel
     gpu: GpuSpec
     # NOTE: set by a calibration file: its fitted factors, the dtype it was measured in,
-    # the torch engine's default KV budget on that device, and the name as written.
+    # the torch engine's default KV budget on that device, the name as written, and its
+    # step-to-step noise (None: every step exactly its predicted time).
     efficiency: Efficiency | None = None
     dtype: str | None = None
     default_kv_cache_memory_bytes: int | None = None
     written_name: str | None = None
+    step_noise: StepNoise | None = None
 
     @property
     def name(self) -> str:
@@ -88,4 +91,5 @@ def _calibrated_target(model: str, model_name: str, path: str) -> SimTarget:
         dtype=calibration.dtype,
         default_kv_cache_memory_bytes=calibration.device.default_kv_cache_memory_bytes,
         written_name=model,
+        step_noise=calibration.step_noise,
     )
