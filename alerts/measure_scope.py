@@ -29,6 +29,7 @@ from collectors.request_records import RequestRecord
 from collectors.store.protocols import MetricsReader
 from collectors.store.records import SemanticsMismatchError
 from slo import ClassicHistogram, LayoutMismatchError
+from slo.window import format_utc
 
 #: Fewer request records than this are not used in place of a histogram.
 MIN_RECORDS = 5
@@ -90,6 +91,18 @@ class _Reader:
         # belongs to the window before.
         start = self.window.start_seconds
         return {k: [x for t, x in v if t > start and math.isfinite(x)] for k, v in series.items()}
+
+    def covered_seconds(self, family: str) -> tuple[float, str]:
+        """How much of the window ``family``'s readings cover: all of it, unless the scope's
+        first reading comes inside the window (nothing was scraped before it: a fleet that
+        began then); then from that reading to the end, and that reading's time."""
+        start, end = self.window.start_seconds, self.window.end_seconds
+        lookback = start - self.window.duration_seconds
+        series = self.metrics.samples(family, self.scope.selector, lookback, end).values()
+        first = min((t for readings in series for t, _ in readings), default=start)
+        if first <= start or first >= end:
+            return self.window.duration_seconds, ""
+        return end - first, format_utc(first)
 
     def in_system_change(self) -> float | None:
         """Requests running + waiting at the window's end minus at its start, summed over the
@@ -183,13 +196,19 @@ def _arrivals(reader: _Reader, responses: float | None, finished: float | None) 
     finished requests when there is no response counter; the request records only when no
     counter exists (NOTE: records may be sampled by tracing, counters are not)."""
     seconds = reader.window.duration_seconds
-    for value, what in ((responses, "HTTP responses"), (finished, "finished requests")):
+    counters = ((responses, "HTTP responses", c.HTTP_RESPONSES_TOTAL),)
+    counters += ((finished, "finished requests", c.REQUESTS_TOTAL),)
+    for value, what, family in counters:
         if value is not None:
+            covered, since = reader.covered_seconds(family)
+            notes = [f"from {what}"]
             backlog = reader.in_system_change()
-            if backlog is None:
-                return Measure(value / seconds, Source.COUNTER, f"from {what}")
-            note = f"from {what} and the change in requests running + waiting ({backlog:+g})"
-            return Measure(max(0.0, value + backlog) / seconds, Source.COUNTER, note)
+            if backlog is not None:
+                notes[0] += f" and the change in requests running + waiting ({backlog:+g})"
+                value = max(0.0, value + backlog)
+            if covered < seconds:
+                notes.append(f"over the {covered:g} s since its first reading ({since})")
+            return Measure(value / covered, Source.COUNTER, "; ".join(notes))
     if len(reader.scope.records) >= MIN_RECORDS:
         return Measure(len(reader.scope.records) / seconds, Source.REQUEST_RECORDS)
     return Measure()

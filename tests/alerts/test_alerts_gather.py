@@ -272,6 +272,18 @@ def test_a_queue_building_up_counts_as_arrivals_not_only_the_completions(store) 
     assert rows[EvidenceKey.ARRIVAL_RATE].change == pytest.approx(4.0)
 
 
+def test_arrivals_are_over_the_part_of_the_window_that_has_data(store) -> None:
+    """A fleet first scraped 30 s into the baseline window (a new deployment, a drill's
+    start-up): its 10 responses per 10 s are 1/s over those 30 s, not 0.5/s over all 60."""
+    a = _Replica("a")
+    store.write_scrapes(
+        [a.scrape(float(t), e2e=0.2, waiting=0.0, knob=None) for t in range(30, 130, 10)]
+    )
+    baseline = gather(store, None, INCIDENT, BASELINE).fleet.baseline.arrival_rate_per_second
+    assert baseline.value == pytest.approx(30 / 30)
+    assert "over the 30 s since its first reading (" in baseline.note
+
+
 def test_records_of_unmapped_replicas_count_for_the_fleet_only(store) -> None:
     _slow_replica_store(store)
     data = gather(store, store, INCIDENT, BASELINE, replica_targets={})
