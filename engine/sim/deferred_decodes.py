@@ -23,13 +23,16 @@ from engine.sim.runner import pseudo_random_tokens
 from engine.sim.step_cost import BatchItem
 
 _MAX_DEFERRED_STEPS = 4096  # NOTE: bounds ``times`` when no block boundary flushes it
+# NOTE: a decoder's ids are drawn this many at a time at least (one vectorised pass, see
+# ``pseudo_random_tokens``) and handed to its Request a block at a time
+_MIN_DRAW = 256
 _new_tuple = tuple.__new__
 
 
 class Decoder:
     """A decoding request: ``offset + len(times)`` is its computed token count."""
 
-    __slots__ = ("end", "key", "offset", "request", "seq", "since")
+    __slots__ = ("drawn", "drawn_from", "end", "key", "offset", "request", "seq", "since")
 
     def __init__(self, request: Request, key: int, seq: int, now: int, left: int) -> None:
         self.request = request
@@ -38,6 +41,19 @@ class Decoder:
         self.since = now  # its first deferred step not yet on its Request
         self.offset = request.num_computed_tokens - now
         self.end = now + left  # the step that gives it its last token
+        # ids drawn ahead (pseudo_random_tokens), from position ``drawn_from`` on
+        self.drawn: list[int] = []
+        self.drawn_from = request.num_tokens
+
+    def tokens(self, first_position: int, count: int) -> list[int]:
+        """The ids at ``count`` positions from ``first_position`` on, its Request's next
+        ones (drawn ahead: ``_MIN_DRAW`` at a time, or what is left if fewer)."""
+        start = first_position - self.drawn_from
+        if start < 0 or start + count > len(self.drawn):
+            num = max(count, min(_MIN_DRAW, self.end - self.since))
+            self.drawn = pseudo_random_tokens(self.key, first_position, num)
+            self.drawn_from, start = first_position, 0
+        return self.drawn[start : start + count]
 
 
 class DeferredDecodes:
@@ -112,7 +128,7 @@ class DeferredDecodes:
             return
         request = decoder.request
         # NOTE: a decode at context n (n tokens known) samples the token at position n
-        tokens = pseudo_random_tokens(decoder.key, request.num_tokens, num_deferred)
+        tokens = decoder.tokens(request.num_tokens, num_deferred)
         request.output_token_ids.extend(tokens)
         request.output_token_counts.update(tokens)
         request.all_token_ids.extend(tokens)

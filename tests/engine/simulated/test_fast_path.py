@@ -208,7 +208,15 @@ def _splitmix_token(key: int, position: int) -> int:
 
 @pytest.mark.parametrize(
     ("key", "first", "count"),
-    [(0, 0, 1), (1, 0, 17), ((1 << 64) - 1, 4095, 40), (0x1234_5678_9ABC_DEF0, 100_000, 3)],
+    [
+        (0, 0, 1),
+        (1, 0, 17),
+        ((1 << 64) - 1, 4095, 40),
+        (0x1234_5678_9ABC_DEF0, 100_000, 3),
+        # numpy's uint64 pass (from 32 tokens on), past 2**64 positions and a long run
+        (0xDEAD_BEEF_0BAD_F00D, (1 << 70) + 5, 300),
+        (7, 0, 4096),
+    ],
 )
 def test_tokens_drawn_a_block_at_a_time_are_the_per_token_ones(key, first, count):
     expected = [_splitmix_token(key, p) for p in range(first, first + count)]
