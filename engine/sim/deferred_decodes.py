@@ -5,7 +5,8 @@ constant plus the number of deferred steps, and the only steps where anything el
 happens to it are known in advance — the one that fills a KV block (its prefix hash is
 indexed; its next token needs a new block) and the one that reaches its length. So
 ``DeferredDecodes`` keeps, per decoder, that constant and the step of its next event,
-and a step costs O(events), not O(batch), beyond the batch pricing itself. A decoder's
+and a step costs O(events), not O(batch), its pricing included (the decoders' contexts
+are a running sum, ``totals``). A decoder's
 tokens and token times reach its ``Request`` only when ``materialize`` is called: at a
 block boundary (the hash needs the tokens), at its finish, before an engine step.
 
@@ -20,13 +21,12 @@ import bisect
 from engine.kv_cache import cdiv
 from engine.request import Request
 from engine.sim.runner import pseudo_random_tokens
-from engine.sim.step_cost import BatchItem
+from engine.sim.step_cost import BatchTotals
 
 _MAX_DEFERRED_STEPS = 4096  # NOTE: bounds ``times`` when no block boundary flushes it
 # NOTE: a decoder's ids are drawn this many at a time at least (one vectorised pass, see
 # ``pseudo_random_tokens``) and handed to its Request a block at a time
 _MIN_DRAW = 256
-_new_tuple = tuple.__new__
 
 
 class Decoder:
@@ -64,10 +64,12 @@ class DeferredDecodes:
         # decoders whose next token starts a new block (running order once sorted)
         self.needing: list[Decoder] = []
         self._events: dict[int, list[Decoder]] = {}
+        self._offset_sum = 0  # sum of the decoders' ``offset``: the batch's contexts
 
     def clear(self) -> None:
         """Forget every decoder (after ``materialize_all``)."""
         self.decoders, self.needing, self._events = [], [], {}
+        self._offset_sum = 0
         self.times.clear()
 
     @staticmethod
@@ -82,19 +84,20 @@ class DeferredDecodes:
             bisect.insort(self.decoders, decoder, key=lambda d: d.seq)
         else:
             self.decoders.append(decoder)
+        self._offset_sum += decoder.offset
         now = len(self.times)
         into_block = (decoder.offset + now) % self.block_size
         if not into_block:
             self.needing.append(decoder)
         self._schedule(decoder, min(decoder.end, now + self.block_size - into_block))
 
-    def batch(self) -> list[BatchItem]:
-        """The decoders' items of the coming step's batch: one new token each, at context
-        its computed tokens + 1."""
-        upcoming = len(self.times) + 1
-        # NOTE: tuple.__new__ makes the same BatchItem as BatchItem(1, c) for a sixth of
-        # the cost (a NamedTuple's __new__ is a Python function): per token, it counts
-        return [_new_tuple(BatchItem, (1, d.offset + upcoming)) for d in self.decoders]
+    def totals(self) -> BatchTotals:
+        """The decoders' share of the coming step's batch: one new token each, at context
+        its computed tokens + 1 (``BatchTotals.of`` their ``BatchItem(1, c)``, from the
+        running sum of offsets instead of an item per decoder)."""
+        num = len(self.decoders)
+        contexts = self._offset_sum + num * (len(self.times) + 1)
+        return BatchTotals(num, num, contexts, contexts)
 
     def advance(self, end_time: float) -> tuple[list[Decoder], list[Decoder]]:
         """Close a step that ended at ``end_time``: the decoders that filled a block and
@@ -118,6 +121,7 @@ class DeferredDecodes:
         if done:
             finished = {id(d) for d in done}
             self.decoders = [d for d in self.decoders if id(d) not in finished]
+            self._offset_sum -= sum(d.offset for d in done)
         return filled, done
 
     def materialize(self, decoder: Decoder) -> None:
@@ -149,6 +153,7 @@ class DeferredDecodes:
             decoder.since -= shift
             decoder.offset += shift
             decoder.end -= shift
+        self._offset_sum += shift * len(self.decoders)
         self._events = {step - shift: ds for step, ds in self._events.items()}
         self.times.clear()
 

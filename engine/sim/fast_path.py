@@ -6,8 +6,9 @@ decodes (plus, now and then, a newly admitted prompt), and in such a step every 
 request takes exactly one token, so that bookkeeping can be deferred: ``FastPath.step``
 takes such a step itself and
 
-- prices it with the runner's own ``SimRunner.spend`` on the same batch, so the clock
-  moves by exactly the same floats;
+- prices it with the runner's own ``SimRunner.spend_totals`` from the batch's sums (the
+  decoders' kept as running totals), so the clock moves by exactly the same floats as
+  ``SimRunner.spend`` on the whole batch;
 - makes the scheduler's and the KV pool's calls only where they change something, in the
   order the engine makes them: a decode's ``allocate_slots`` when it crosses into a new
   block, ``cache_computed_blocks`` when it fills one, ``finish_requests`` when it reaches
@@ -48,7 +49,7 @@ from engine.sampling_params import SamplingParams
 from engine.scheduler import ScheduledRequest, SchedulerOutput
 from engine.sim.deferred_decodes import Decoder, DeferredDecodes
 from engine.sim.runner import FIRST_PRINTABLE, NUM_PRINTABLE, SimRunner, pseudo_random_token
-from engine.sim.step_cost import BatchItem
+from engine.sim.step_cost import BatchTotals
 from engine.stop import check_stop
 
 
@@ -227,24 +228,27 @@ class FastPath:
         finished_ids, scheduler._finished_ids = scheduler._finished_ids, []
         runner.forget(finished_ids)
         # what the runner does: price the batch, spend its time, sample tokens
-        batch = deferred.batch()
-        num_decoders = len(batch)
+        num_decoders, _, attention_positions, num_context_tokens = deferred.totals()
+        num_tokens = num_decoders
         sampled: list[int | None] = []
         num_prompt_tokens = 0
         others = [scheduler.requests[i] for i in scheduled]
         for item, request in zip(scheduled.values(), others, strict=True):
-            end = item.num_computed_tokens + item.num_new_tokens
-            batch.append(BatchItem(item.num_new_tokens, end))
+            q = item.num_new_tokens
+            end = item.num_computed_tokens + q
+            num_tokens += q
+            attention_positions += q * end - q * (q - 1) // 2
+            num_context_tokens += end
             if item.samples_token:
                 key = runner.request_key(item.request_id, item.sampling_params.seed)
                 sampled.append(pseudo_random_token(key, end))
             else:
                 sampled.append(None)
-            is_decode = item.num_new_tokens == 1 and (
-                item.num_computed_tokens >= request.num_prompt_tokens
-            )
-            num_prompt_tokens += 0 if is_decode else item.num_new_tokens
-        runner.spend(batch, num_decoders + sum(t is not None for t in sampled), started)
+            is_decode = q == 1 and item.num_computed_tokens >= request.num_prompt_tokens
+            num_prompt_tokens += 0 if is_decode else q
+        num_items = num_decoders + len(others)
+        totals = BatchTotals(num_items, num_tokens, attention_positions, num_context_tokens)
+        runner.spend_totals(totals, num_decoders + sum(t is not None for t in sampled), started)
         # what ``update_from_output`` and the stop checks do, in the same order
         stepped = decoders  # NOTE: ``advance`` replaces the list when some finish
         filled, done = deferred.advance(scheduler.clock())
@@ -295,7 +299,7 @@ class FastPath:
             step_index=engine.last_step.step_index + 1,
             num_prompt_tokens=num_prompt_tokens,
             num_generation_tokens=num_decoders + len(updated_others),
-            num_requests=len(batch),
+            num_requests=num_items,
             step_seconds=time.perf_counter() - started,
             timing=runner.last_timing,
         )

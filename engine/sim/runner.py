@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.model_runner import RunnerOutput, StepTiming
 from engine.scheduler import SchedulerOutput
-from engine.sim.step_cost import BatchItem, StepCost, StepCostModel
+from engine.sim.step_cost import BatchItem, BatchTotals, StepCost, StepCostModel
 
 # Sampled ids are the printable ASCII bytes, so served text is readable junk and the
 # byte tokenizer's EOS is never drawn: a request runs to max_tokens or a stop string.
@@ -149,9 +149,16 @@ class SimRunner:
 
     def spend(self, batch: Sequence[BatchItem], num_sampled: int, started: float) -> StepCost:
         """Price one step's batch and spend its time; ``started`` is the ``perf_counter``
-        reading the step's preparation began at. Also the offline fast path's pricing
-        (``engine.sim.fast_path``), so both price a step the same way."""
-        cost = self.cost_model.cost(batch, num_sampled)
+        reading the step's preparation began at."""
+        return self._spend(self.cost_model.cost(batch, num_sampled), started)
+
+    def spend_totals(self, totals: BatchTotals, num_sampled: int, started: float) -> StepCost:
+        """``spend`` from the batch's sums (``BatchTotals``): the offline fast path's
+        pricing (``engine.sim.fast_path``), the same floats as ``spend`` on the batch."""
+        return self._spend(self.cost_model.cost_of_totals(totals, num_sampled), started)
+
+    def _spend(self, cost: StepCost, started: float) -> StepCost:
+        """Spend a priced step's time (both ``spend`` and ``spend_totals`` end here)."""
         prepared = time.perf_counter()
         self.advance(cost.step_seconds)
         self.last_cost = cost
