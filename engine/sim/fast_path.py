@@ -208,10 +208,10 @@ class FastPath:
         now = scheduler.clock()
         # what ``schedule`` does: decodes, then prompt chunks, each in running order, then
         # admissions; every block was checked free by ``_plan``
-        for decoder in needing:
-            deferred.materialize(decoder)
-            if kv_cache.allocate_slots(decoder.request, 1) is None:
-                raise RuntimeError(f"{decoder.request.request_id!r}: no block although free")
+        # NOTE: each of ``needing`` holds whole blocks of its computed tokens (its token
+        # count need not be on its Request for that)
+        if needing:
+            kv_cache.allocate_next_blocks([decoder.request for decoder in needing])
         budget = scheduler.limits.max_num_batched_tokens - len(decoders)
         scheduled: dict[str, ScheduledRequest] = {}
         for _, request, num_new, _ in chunks:
