@@ -23,6 +23,7 @@ from engine.errors import ConfigError, EngineError, RequestError
 from engine.kv_cache import KVCacheManager
 from engine.model.kv_cache_tensors import num_blocks_for_memory
 from engine.model.loader import load_model
+from engine.model.tokenizer import ByteLevelTokenizer
 from engine.model_runner import ModelRunner, StepTiming
 from engine.outputs import RequestOutput, RequestTimings, TokenLogprobs
 from engine.request import Request, RequestStatus
@@ -90,6 +91,7 @@ class LLMEngine:
             )
         self.model_config = model_config
         self.tokenizer = tokenizer
+        self._byte_level = isinstance(tokenizer, ByteLevelTokenizer)  # for detokenizers
         if self.simulation is not None:
             self.num_gpu_blocks = self.simulation.num_gpu_blocks
         else:
@@ -198,7 +200,7 @@ class LLMEngine:
         )
         self.scheduler.add_request(request)
         self._detokenizers[request_id] = IncrementalDetokenizer(
-            self.tokenizer, params.stop, params.min_tokens
+            self.tokenizer, params.stop, params.min_tokens, byte_level=self._byte_level
         )
         return request_id
 
