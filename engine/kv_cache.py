@@ -182,6 +182,26 @@ class KVCacheManager:
         for request, block in zip(requests, new_blocks, strict=True):
             tables.setdefault(request.request_id, []).append(block)
 
+    def cache_filled_block(self, request: Request, index: int, token_ids: Sequence[int]) -> None:
+        """``cache_computed_blocks`` for a request whose computed tokens have just filled
+        block ``index`` (those before it indexed), given that block's ``token_ids``: its
+        ``all_token_ids`` may not hold them yet (the offline fast path's deferred decodes).
+        The same hash, index entry and count as ``cache_computed_blocks`` would make."""
+        if not self.enable_caching:
+            return
+        request_id = request.request_id
+        if self._num_cached_blocks.get(request_id, 0) != index:
+            raise RuntimeError(f"{request_id!r}: block {index} is not its next one to cache")
+        hashes = request.block_hashes
+        if len(hashes) == index:
+            salt = request.cache_salt if not hashes else None
+            parent = hashes[-1] if hashes else None
+            hashes.append(_hash_block_bytes(parent, array("q", token_ids).tobytes(), salt))
+        elif len(hashes) < index:
+            raise RuntimeError(f"{request_id!r}: block {index} has no hash before it")
+        self.pool.cache_block(self._blocks[request_id][index], hashes[index])
+        self._num_cached_blocks[request_id] = index + 1
+
     def free(self, request: Request) -> None:
         """Release a request's blocks; the tail goes first so it is evicted first."""
         blocks = self._blocks.pop(request.request_id, None)

@@ -24,15 +24,12 @@ from engine.sim.runner import pseudo_random_tokens
 from engine.sim.step_cost import BatchTotals
 
 _MAX_DEFERRED_STEPS = 4096  # NOTE: bounds ``times`` when no block boundary flushes it
-# NOTE: a decoder's ids are drawn this many at a time at least (one vectorised pass, see
-# ``pseudo_random_tokens``) and handed to its Request a block at a time
-_MIN_DRAW = 256
 
 
 class Decoder:
     """A decoding request: ``offset + len(times)`` is its computed token count."""
 
-    __slots__ = ("drawn", "drawn_from", "end", "key", "offset", "request", "seq", "since")
+    __slots__ = ("drawn", "drawn_from", "end", "key", "last", "offset", "request", "seq", "since")
 
     def __init__(self, request: Request, key: int, seq: int, now: int, left: int) -> None:
         self.request = request
@@ -41,19 +38,33 @@ class Decoder:
         self.since = now  # its first deferred step not yet on its Request
         self.offset = request.num_computed_tokens - now
         self.end = now + left  # the step that gives it its last token
-        # ids drawn ahead (pseudo_random_tokens), from position ``drawn_from`` on
+        # ids drawn ahead (pseudo_random_tokens) from position ``drawn_from`` on, up to
+        # ``last`` (the position after its last token)
         self.drawn: list[int] = []
         self.drawn_from = request.num_tokens
+        self.last = request.num_tokens + left
 
     def tokens(self, first_position: int, count: int) -> list[int]:
-        """The ids at ``count`` positions from ``first_position`` on, its Request's next
-        ones (drawn ahead: ``_MIN_DRAW`` at a time, or what is left if fewer)."""
+        """The ids at ``count`` positions from ``first_position`` on (drawn once, up to
+        its last token, in one vectorised pass, when first asked for)."""
         start = first_position - self.drawn_from
         if start < 0 or start + count > len(self.drawn):
-            num = max(count, min(_MIN_DRAW, self.end - self.since))
+            num = max(count, self.last - first_position)
             self.drawn = pseudo_random_tokens(self.key, first_position, num)
             self.drawn_from, start = first_position, 0
         return self.drawn[start : start + count]
+
+    def block_tokens(self, index: int, block_size: int) -> list[int]:
+        """The ids of block ``index`` of its tokens: those on its Request, then drawn ones
+        (a filled block's tokens need not be on its Request yet)."""
+        first, stop = index * block_size, (index + 1) * block_size
+        all_token_ids = self.request.all_token_ids
+        known = len(all_token_ids)
+        if stop <= known:
+            return all_token_ids[first:stop]
+        if first >= known:
+            return self.tokens(first, block_size)
+        return all_token_ids[first:] + self.tokens(known, stop - known)
 
 
 class DeferredDecodes:

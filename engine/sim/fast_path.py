@@ -252,10 +252,13 @@ class FastPath:
         # what ``update_from_output`` and the stop checks do, in the same order
         stepped = decoders  # NOTE: ``advance`` replaces the list when some finish
         filled, done = deferred.advance(scheduler.clock())
-        for decoder in filled:
-            if kv_cache.enable_caching:
-                deferred.materialize(decoder)
-                kv_cache.cache_computed_blocks(decoder.request)
+        if filled and kv_cache.enable_caching:
+            block_size = kv_cache.block_size
+            for decoder in filled:
+                # NOTE: its tokens stay deferred; the block's ids come from its draw
+                index = (decoder.offset + len(deferred.times)) // block_size - 1
+                tokens = decoder.block_tokens(index, block_size)
+                kv_cache.cache_filled_block(decoder.request, index, tokens)
         updated_others: list[Request] = []
         if scheduled:
             output = SchedulerOutput(tuple(scheduled.values()), (), (), now)
