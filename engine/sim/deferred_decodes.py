@@ -58,6 +58,11 @@ class Decoder:
         """The ids of block ``index`` of its tokens: those on its Request, then drawn ones
         (a filled block's tokens need not be on its Request yet)."""
         first, stop = index * block_size, (index + 1) * block_size
+        start, drawn = first - self.drawn_from, self.drawn
+        if start >= 0 and start + block_size <= len(drawn):
+            # NOTE: positions from ``drawn_from`` on are the Request's output positions: an
+            # id on it there is the same draw
+            return drawn[start : start + block_size]
         all_token_ids = self.request.all_token_ids
         known = len(all_token_ids)
         if stop <= known:

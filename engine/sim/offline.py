@@ -159,7 +159,8 @@ def run_open_loop(
         step_seconds.append(engine.last_step.timing.forward_seconds)
         for observer in observers:
             observer.on_step(engine, list(step.outputs), {})  # type: ignore[attr-defined]
-        results.extend(_results_of(step))
+        if step.outputs or step.finished:
+            results.extend(_results_of(step))
     return OfflineRun(
         results=tuple(results),
         num_steps=num_steps,
