@@ -313,6 +313,9 @@ class FastPath:
     def _keep(self, others: list[Request], chunks: list[_Prefill]) -> None:
         """The running requests of the next step besides the decoders: prompts completed
         this step become decoders, admissions join the end of the running order."""
+        if not others:  # NOTE: no chunk and no admission: the prompts left are as they were
+            self._deferred.flush_if_long()
+            return
         seqs = [chunk.seq for chunk in chunks]
         for _ in range(len(others) - len(chunks)):  # admissions append to ``running``
             seqs.append(self._next_seq)
