@@ -189,18 +189,20 @@ class KVCacheManager:
         The same hash, index entry and count as ``cache_computed_blocks`` would make."""
         if not self.enable_caching:
             return
-        request_id = request.request_id
-        if self._num_cached_blocks.get(request_id, 0) != index:
+        request_id, num_cached = request.request_id, self._num_cached_blocks
+        if num_cached.get(request_id, 0) != index:
             raise RuntimeError(f"{request_id!r}: block {index} is not its next one to cache")
         hashes = request.block_hashes
         if len(hashes) == index:
-            salt = request.cache_salt if not hashes else None
-            parent = hashes[-1] if hashes else None
-            hashes.append(_hash_block_bytes(parent, array("q", token_ids).tobytes(), salt))
+            token_bytes = array("q", token_ids).tobytes()
+            if hashes:  # NOTE: ``_hash_block_bytes`` inline: no salt past the first block
+                hashes.append(hashlib.sha256(hashes[-1] + token_bytes).digest())
+            else:
+                hashes.append(_hash_block_bytes(None, token_bytes, request.cache_salt))
         elif len(hashes) < index:
             raise RuntimeError(f"{request_id!r}: block {index} has no hash before it")
         self.pool.cache_block(self._blocks[request_id][index], hashes[index])
-        self._num_cached_blocks[request_id] = index + 1
+        num_cached[request_id] = index + 1
 
     def free(self, request: Request) -> None:
         """Release a request's blocks; the tail goes first so it is evicted first."""

@@ -26,6 +26,11 @@ from engine.sim.step_cost import BatchTotals
 _MAX_DEFERRED_STEPS = 4096  # NOTE: bounds ``times`` when no block boundary flushes it
 
 
+def by_seq(decoder: Decoder) -> int:
+    """A decoder's place in the running order (a sort key)."""
+    return decoder.seq
+
+
 class Decoder:
     """A decoding request: ``offset + len(times)`` is its computed token count."""
 
@@ -97,7 +102,7 @@ class DeferredDecodes:
     def track(self, decoder: Decoder) -> None:
         """Add an up-to-date decoder, in running order by ``seq``."""
         if self.decoders and self.decoders[-1].seq > decoder.seq:
-            bisect.insort(self.decoders, decoder, key=lambda d: d.seq)
+            bisect.insort(self.decoders, decoder, key=by_seq)
         else:
             self.decoders.append(decoder)
         self._offset_sum += decoder.offset
@@ -124,16 +129,19 @@ class DeferredDecodes:
         events = self._events.pop(now, None)
         if not events:
             return [], []
-        events.sort(key=lambda d: d.seq)
+        events.sort(key=by_seq)
         filled, done = [], []
+        block_size, needing, schedule = self.block_size, self.needing, self._events.setdefault
+        next_boundary = now + block_size
         for decoder in events:
-            if not (decoder.offset + now) % self.block_size:
+            if not (decoder.offset + now) % block_size:
                 filled.append(decoder)
-            if decoder.end == now:
+            end = decoder.end
+            if end == now:
                 done.append(decoder)
             else:
-                self.needing.append(decoder)
-                self._schedule(decoder, min(decoder.end, now + self.block_size))
+                needing.append(decoder)  # NOTE: ``_schedule`` inline
+                schedule(end if end < next_boundary else next_boundary, []).append(decoder)
         if done:
             finished = {id(d) for d in done}
             self.decoders = [d for d in self.decoders if id(d) not in finished]

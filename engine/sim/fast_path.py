@@ -47,7 +47,7 @@ from engine.outputs import RequestOutput
 from engine.request import Request, RequestStatus
 from engine.sampling_params import SamplingParams
 from engine.scheduler import ScheduledRequest, SchedulerOutput
-from engine.sim.deferred_decodes import Decoder, DeferredDecodes
+from engine.sim.deferred_decodes import Decoder, DeferredDecodes, by_seq
 from engine.sim.runner import FIRST_PRINTABLE, NUM_PRINTABLE, SimRunner, pseudo_random_token
 from engine.sim.step_cost import BatchTotals
 from engine.stop import check_stop
@@ -180,7 +180,7 @@ class FastPath:
         budget = limits.max_num_batched_tokens - len(decoders)
         if budget < 0:
             return None
-        needing = sorted(self._deferred.needing, key=lambda d: d.seq)
+        needing = sorted(self._deferred.needing, key=by_seq)
         num_blocks = len(needing)
         chunks = []
         for seq, request in self._prefilling:
@@ -232,7 +232,7 @@ class FastPath:
         num_tokens = num_decoders
         sampled: list[int | None] = []
         num_prompt_tokens = 0
-        others = [scheduler.requests[i] for i in scheduled]
+        others = [scheduler.requests[i] for i in scheduled] if scheduled else []
         for item, request in zip(scheduled.values(), others, strict=True):
             q = item.num_new_tokens
             end = item.num_computed_tokens + q
@@ -248,7 +248,8 @@ class FastPath:
             num_prompt_tokens += 0 if is_decode else q
         num_items = num_decoders + len(others)
         totals = BatchTotals(num_items, num_tokens, attention_positions, num_context_tokens)
-        runner.spend_totals(totals, num_decoders + sum(t is not None for t in sampled), started)
+        num_sampled = num_decoders + len(sampled) - sampled.count(None)
+        runner.spend_totals(totals, num_sampled, started)
         # what ``update_from_output`` and the stop checks do, in the same order
         stepped = decoders  # NOTE: ``advance`` replaces the list when some finish
         filled, done = deferred.advance(scheduler.clock())
@@ -294,7 +295,7 @@ class FastPath:
             outputs = tuple(
                 engine._output(r, r.output_token_ids[-1:], r.is_finished) for r in updated
             )
-        else:
+        elif done or updated_others:
             finished = (*(d.request for d in done), *(r for r in updated_others if r.is_finished))
             for request in finished:
                 detokenizers.pop(request.request_id, None)
