@@ -182,11 +182,12 @@ class KVCacheManager:
         for request, block in zip(requests, new_blocks, strict=True):
             tables.setdefault(request.request_id, []).append(block)
 
-    def cache_filled_block(self, request: Request, index: int, token_ids: Sequence[int]) -> None:
+    def cache_filled_block(self, request: Request, index: int, token_bytes: bytes) -> None:
         """``cache_computed_blocks`` for a request whose computed tokens have just filled
-        block ``index`` (those before it indexed), given that block's ``token_ids``: its
-        ``all_token_ids`` may not hold them yet (the offline fast path's deferred decodes).
-        The same hash, index entry and count as ``cache_computed_blocks`` would make."""
+        block ``index`` (those before it indexed), given that block's ids as
+        ``array("q", ids).tobytes()``: its ``all_token_ids`` may not hold them yet (the
+        offline fast path's deferred decodes). The same hash, index entry and count as
+        ``cache_computed_blocks`` would make."""
         if not self.enable_caching:
             return
         request_id, num_cached = request.request_id, self._num_cached_blocks
@@ -194,14 +195,17 @@ class KVCacheManager:
             raise RuntimeError(f"{request_id!r}: block {index} is not its next one to cache")
         hashes = request.block_hashes
         if len(hashes) == index:
-            token_bytes = array("q", token_ids).tobytes()
             if hashes:  # NOTE: ``_hash_block_bytes`` inline: no salt past the first block
                 hashes.append(hashlib.sha256(hashes[-1] + token_bytes).digest())
             else:
                 hashes.append(_hash_block_bytes(None, token_bytes, request.cache_salt))
         elif len(hashes) < index:
             raise RuntimeError(f"{request_id!r}: block {index} has no hash before it")
-        self.pool.cache_block(self._blocks[request_id][index], hashes[index])
+        block, block_hash = self._blocks[request_id][index], hashes[index]
+        cached = self.pool.cached_blocks
+        if block.block_hash is None and block_hash not in cached:  # ``cache_block`` inline
+            block.block_hash = block_hash
+            cached[block_hash] = block
         num_cached[request_id] = index + 1
 
     def free(self, request: Request) -> None:

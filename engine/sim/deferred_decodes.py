@@ -17,12 +17,14 @@ after it); ``materialize_all`` starts a new epoch and shifts every figure with i
 from __future__ import annotations
 
 import bisect
+from array import array
 
 from engine.kv_cache import cdiv
 from engine.request import Request
 from engine.sim.runner import pseudo_random_tokens
 from engine.sim.step_cost import BatchTotals
 
+_ITEM_BYTES = array("q").itemsize
 _MAX_DEFERRED_STEPS = 4096  # NOTE: bounds ``times`` when no block boundary flushes it
 
 
@@ -34,7 +36,18 @@ def by_seq(decoder: Decoder) -> int:
 class Decoder:
     """A decoding request: ``offset + len(times)`` is its computed token count."""
 
-    __slots__ = ("drawn", "drawn_from", "end", "key", "last", "offset", "request", "seq", "since")
+    __slots__ = (
+        "drawn",
+        "drawn_bytes",
+        "drawn_from",
+        "end",
+        "key",
+        "last",
+        "offset",
+        "request",
+        "seq",
+        "since",
+    )
 
     def __init__(self, request: Request, key: int, seq: int, now: int, left: int) -> None:
         self.request = request
@@ -46,6 +59,7 @@ class Decoder:
         # ids drawn ahead (pseudo_random_tokens) from position ``drawn_from`` on, up to
         # ``last`` (the position after its last token)
         self.drawn: list[int] = []
+        self.drawn_bytes = b""  # ``drawn`` as the KV cache hashes ids: array("q") bytes
         self.drawn_from = request.num_tokens
         self.last = request.num_tokens + left
 
@@ -56,25 +70,28 @@ class Decoder:
         if start < 0 or start + count > len(self.drawn):
             num = max(count, self.last - first_position)
             self.drawn = pseudo_random_tokens(self.key, first_position, num)
+            self.drawn_bytes = array("q", self.drawn).tobytes()
             self.drawn_from, start = first_position, 0
         return self.drawn[start : start + count]
 
-    def block_tokens(self, index: int, block_size: int) -> list[int]:
-        """The ids of block ``index`` of its tokens: those on its Request, then drawn ones
-        (a filled block's tokens need not be on its Request yet)."""
+    def block_bytes(self, index: int, block_size: int) -> bytes:
+        """The ids of block ``index`` of its tokens as ``array("q", ids).tobytes()``: those
+        on its Request, then drawn ones (a filled block's need not be on it yet)."""
         first, stop = index * block_size, (index + 1) * block_size
-        start, drawn = first - self.drawn_from, self.drawn
-        if start >= 0 and start + block_size <= len(drawn):
+        start = first - self.drawn_from
+        if start >= 0 and start + block_size <= len(self.drawn):
             # NOTE: positions from ``drawn_from`` on are the Request's output positions: an
             # id on it there is the same draw
-            return drawn[start : start + block_size]
+            return self.drawn_bytes[start * _ITEM_BYTES : (start + block_size) * _ITEM_BYTES]
         all_token_ids = self.request.all_token_ids
         known = len(all_token_ids)
         if stop <= known:
-            return all_token_ids[first:stop]
-        if first >= known:
-            return self.tokens(first, block_size)
-        return all_token_ids[first:] + self.tokens(known, stop - known)
+            ids = all_token_ids[first:stop]
+        elif first >= known:
+            ids = self.tokens(first, block_size)
+        else:
+            ids = all_token_ids[first:] + self.tokens(known, stop - known)
+        return array("q", ids).tobytes()
 
 
 class DeferredDecodes:

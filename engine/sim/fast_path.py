@@ -258,8 +258,8 @@ class FastPath:
             for decoder in filled:
                 # NOTE: its tokens stay deferred; the block's ids come from its draw
                 index = (decoder.offset + len(deferred.times)) // block_size - 1
-                tokens = decoder.block_tokens(index, block_size)
-                kv_cache.cache_filled_block(decoder.request, index, tokens)
+                token_bytes = decoder.block_bytes(index, block_size)
+                kv_cache.cache_filled_block(decoder.request, index, token_bytes)
         updated_others: list[Request] = []
         if scheduled:
             output = SchedulerOutput(tuple(scheduled.values()), (), (), now)

@@ -89,6 +89,13 @@ WORKLOADS = [
         ),
         poisson_schedule(15, 2.0, [RequestShape(700, 40), RequestShape(60, 70)], seed=4),
     ),
+    # prompts shorter than a block or ending inside one: a decode fills a request's first
+    # block, or one that holds prompt and output ids, hashed from the deferred draw
+    Workload(
+        "short-prompts",
+        EngineConfig(model=SIM, max_model_len=1024, block_size=16),
+        poisson_schedule(40, 1.5, [RequestShape(5, 40), RequestShape(21, 50)], seed=6),
+    ),
 ]
 
 
