@@ -88,6 +88,21 @@ class FreeBlockQueue:
         self._tail.prev_free = block
         self.num_free_blocks += 1
 
+    def extend(self, blocks: list[KVBlock]) -> None:
+        """``append`` each block in order, linked in one walk."""
+        if not blocks:
+            return
+        tail = self._tail
+        last = tail.prev_free
+        assert last is not None
+        for block in blocks:
+            last.next_free = block
+            block.prev_free = last
+            last = block
+        last.next_free = tail
+        tail.prev_free = last
+        self.num_free_blocks += len(blocks)
+
     def block_ids(self) -> list[int]:
         """Free block ids head to tail (for tests and debugging; O(n))."""
         ids, block = [], self._head.next_free
@@ -149,9 +164,13 @@ class BlockPool:
         if num_blocks > self.num_free_blocks:
             raise ValueError(f"asked for {num_blocks} blocks, {self.num_free_blocks} are free")
         blocks = self.free_queue.popleft_many(num_blocks)
+        cached = self.cached_blocks
         for block in blocks:
-            if block.block_hash is not None:
-                self._evict(block)
+            block_hash = block.block_hash
+            if block_hash is not None:  # NOTE: ``_evict`` inline (a block a token at worst)
+                if cached.get(block_hash) is block:
+                    del cached[block_hash]
+                block.block_hash = None
             block.ref_cnt = 1
         return blocks
 
@@ -175,8 +194,29 @@ class BlockPool:
         block.block_hash = block_hash
         self.cached_blocks[block_hash] = block
 
+    def cache_blocks(self, blocks: Iterable[KVBlock], block_hashes: Iterable[bytes]) -> None:
+        """``cache_block`` for each pair, in order, in one loop."""
+        cached = self.cached_blocks
+        for block, block_hash in zip(blocks, block_hashes, strict=True):
+            if block.block_hash is None and block_hash not in cached:
+                block.block_hash = block_hash
+                cached[block_hash] = block
+
     def free_blocks(self, ordered_blocks: Iterable[KVBlock]) -> None:
         """Drop one reference each; blocks reaching zero join the free list's tail in order."""
+        if len(self.reserved_blocks) >= self.num_reserved_target:
+            # NOTE: nothing below reserves a block, so none will be: the blocks reaching
+            # zero join the tail in one ``extend`` (the same order as one ``append`` each)
+            released = []
+            for block in ordered_blocks:
+                if block.ref_cnt <= 0:
+                    self.free_queue.extend(released)
+                    raise ValueError(f"{block!r} freed more often than it was taken")
+                block.ref_cnt -= 1
+                if not block.ref_cnt:
+                    released.append(block)
+            self.free_queue.extend(released)
+            return
         for block in ordered_blocks:
             if block.ref_cnt <= 0:
                 raise ValueError(f"{block!r} freed more often than it was taken")

@@ -21,6 +21,7 @@ included in the returned text.
 from __future__ import annotations
 
 import codecs
+from typing import cast
 
 from engine.model.tokenizer import ByteLevelTokenizer, Tokenizer
 
@@ -72,16 +73,25 @@ class _WindowDecoder:
 
 class IncrementalDetokenizer:
     def __init__(
-        self, tokenizer: Tokenizer, stop: tuple[str, ...] = (), min_tokens: int = 0
+        self,
+        tokenizer: Tokenizer,
+        stop: tuple[str, ...] = (),
+        min_tokens: int = 0,
+        *,
+        byte_level: bool | None = None,
     ) -> None:
+        """``byte_level``: whether ``tokenizer`` is a ``ByteLevelTokenizer``, when the
+        caller knows (a protocol ``isinstance`` costs tens of microseconds a request)."""
+        if byte_level is None:
+            byte_level = isinstance(tokenizer, ByteLevelTokenizer)
         self.stop = stop
         # NOTE: vLLM's rule: stop strings are looked for only once more than min_tokens
         # tokens are out, and then only in the text those tokens added (plus the holdback).
         self.min_tokens = min_tokens
         self._holdback = max((len(s) for s in stop), default=1) - 1
         self._decoder: _ByteDecoder | _WindowDecoder = (
-            _ByteDecoder(tokenizer)
-            if isinstance(tokenizer, ByteLevelTokenizer)
+            _ByteDecoder(cast(ByteLevelTokenizer, tokenizer))
+            if byte_level
             else _WindowDecoder(tokenizer)
         )
         self.num_tokens = 0

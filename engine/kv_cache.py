@@ -48,11 +48,18 @@ def update_block_hashes(request: Request, block_size: int) -> list[bytes]:
     # same bytes hash_block_tokens converts block by block (a prompt has many blocks)
     token_bytes = array("q", tokens[first * block_size : last * block_size]).tobytes()
     width = block_size * _ITEM_BYTES
-    parent = hashes[-1] if hashes else None
-    for offset in range(0, len(token_bytes), width):
-        salt = request.cache_salt if not hashes else None
-        parent = _hash_block_bytes(parent, token_bytes[offset : offset + width], salt)
+    parent = hashes[-1] if hashes else _NO_PARENT
+    start = 0
+    if not hashes:  # NOTE: only the first block carries the salt
+        parent = _hash_block_bytes(None, token_bytes[:width], request.cache_salt)
         hashes.append(parent)
+        start = width
+    # NOTE: ``_hash_block_bytes`` inline (no salt past the first block): a decode fills a
+    # block every block_size tokens and a prompt brings many
+    sha256, append = hashlib.sha256, hashes.append
+    for offset in range(start, len(token_bytes), width):
+        parent = sha256(parent + token_bytes[offset : offset + width]).digest()
+        append(parent)
     return hashes
 
 
@@ -164,6 +171,43 @@ class KVCacheManager:
         self._blocks[request.request_id] = blocks
         return new_blocks
 
+    def allocate_next_blocks(self, requests: Sequence[Request]) -> None:
+        """``allocate_slots(request, 1)`` for each request in order, when each one's blocks
+        hold exactly its computed tokens, a whole number of blocks (so its next token
+        needs one more), taken off the free list in one walk; raises ``ValueError`` (and
+        takes none) when fewer blocks are free. The offline fast path's decodes that
+        cross into a block."""
+        new_blocks = self.pool.get_new_blocks(len(requests))
+        tables = self._blocks
+        for request, block in zip(requests, new_blocks, strict=True):
+            tables.setdefault(request.request_id, []).append(block)
+
+    def cache_filled_block(self, request: Request, index: int, token_bytes: bytes) -> None:
+        """``cache_computed_blocks`` for a request whose computed tokens have just filled
+        block ``index`` (those before it indexed), given that block's ids as
+        ``array("q", ids).tobytes()``: its ``all_token_ids`` may not hold them yet (the
+        offline fast path's deferred decodes). The same hash, index entry and count as
+        ``cache_computed_blocks`` would make."""
+        if not self.enable_caching:
+            return
+        request_id, num_cached = request.request_id, self._num_cached_blocks
+        if num_cached.get(request_id, 0) != index:
+            raise RuntimeError(f"{request_id!r}: block {index} is not its next one to cache")
+        hashes = request.block_hashes
+        if len(hashes) == index:
+            if hashes:  # NOTE: ``_hash_block_bytes`` inline: no salt past the first block
+                hashes.append(hashlib.sha256(hashes[-1] + token_bytes).digest())
+            else:
+                hashes.append(_hash_block_bytes(None, token_bytes, request.cache_salt))
+        elif len(hashes) < index:
+            raise RuntimeError(f"{request_id!r}: block {index} has no hash before it")
+        block, block_hash = self._blocks[request_id][index], hashes[index]
+        cached = self.pool.cached_blocks
+        if block.block_hash is None and block_hash not in cached:  # ``cache_block`` inline
+            block.block_hash = block_hash
+            cached[block_hash] = block
+        num_cached[request_id] = index + 1
+
     def free(self, request: Request) -> None:
         """Release a request's blocks; the tail goes first so it is evicted first."""
         blocks = self._blocks.pop(request.request_id, None)
@@ -199,6 +243,6 @@ class KVCacheManager:
         if num_full <= start:
             return
         hashes = update_block_hashes(request, self.block_size)
-        for i in range(start, min(num_full, len(hashes))):
-            self.pool.cache_block(blocks[i], hashes[i])
-        self._num_cached_blocks[request.request_id] = min(num_full, len(hashes))
+        end = min(num_full, len(hashes))
+        self.pool.cache_blocks(blocks[start:end], hashes[start:end])
+        self._num_cached_blocks[request.request_id] = end

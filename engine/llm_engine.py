@@ -23,6 +23,7 @@ from engine.errors import ConfigError, EngineError, RequestError
 from engine.kv_cache import KVCacheManager
 from engine.model.kv_cache_tensors import num_blocks_for_memory
 from engine.model.loader import load_model
+from engine.model.tokenizer import ByteLevelTokenizer
 from engine.model_runner import ModelRunner, StepTiming
 from engine.outputs import RequestOutput, RequestTimings, TokenLogprobs
 from engine.request import Request, RequestStatus
@@ -58,6 +59,16 @@ class StepStats:
     timing: StepTiming
 
 
+def _are_bytes(token_ids: list[int]) -> bool:
+    """True when every id (an int, checked before) is in [0, 256): ``bytes`` range-checks
+    at C speed, faster than ``min`` and ``max`` (byte-level and simulated prompts)."""
+    try:
+        bytes(token_ids)
+    except ValueError:  # NOTE: an id outside [0, 256): the caller's min/max check decides
+        return False
+    return True
+
+
 class InjectedStepFault(EngineError):
     """The ``fail_next_steps`` drill: a step raising as a sampler or kernel bug would."""
 
@@ -90,6 +101,7 @@ class LLMEngine:
             )
         self.model_config = model_config
         self.tokenizer = tokenizer
+        self._byte_level = isinstance(tokenizer, ByteLevelTokenizer)  # for detokenizers
         if self.simulation is not None:
             self.num_gpu_blocks = self.simulation.num_gpu_blocks
         else:
@@ -198,7 +210,7 @@ class LLMEngine:
         )
         self.scheduler.add_request(request)
         self._detokenizers[request_id] = IncrementalDetokenizer(
-            self.tokenizer, params.stop, params.min_tokens
+            self.tokenizer, params.stop, params.min_tokens, byte_level=self._byte_level
         )
         return request_id
 
@@ -246,7 +258,10 @@ class LLMEngine:
         vocab = self.model_config.vocab_size
         # NOTE: C-speed check first (an offline run adds thousands of long prompts); the
         # scan below only runs to name the first bad id
-        if {*map(type, token_ids)} <= {int, bool} and 0 <= min(token_ids) <= max(token_ids) < vocab:
+        if {*map(type, token_ids)} <= {int, bool} and (
+            (vocab >= 256 and _are_bytes(token_ids))
+            or 0 <= min(token_ids) <= max(token_ids) < vocab
+        ):
             return token_ids
         bad = next((t for t in token_ids if not isinstance(t, int) or not 0 <= t < vocab), None)
         if bad is not None:

@@ -6,8 +6,9 @@ decodes (plus, now and then, a newly admitted prompt), and in such a step every 
 request takes exactly one token, so that bookkeeping can be deferred: ``FastPath.step``
 takes such a step itself and
 
-- prices it with the runner's own ``SimRunner.spend`` on the same batch, so the clock
-  moves by exactly the same floats;
+- prices it with the runner's own ``SimRunner.spend_totals`` from the batch's sums (the
+  decoders' kept as running totals), so the clock moves by exactly the same floats as
+  ``SimRunner.spend`` on the whole batch;
 - makes the scheduler's and the KV pool's calls only where they change something, in the
   order the engine makes them: a decode's ``allocate_slots`` when it crosses into a new
   block, ``cache_computed_blocks`` when it fills one, ``finish_requests`` when it reaches
@@ -46,9 +47,9 @@ from engine.outputs import RequestOutput
 from engine.request import Request, RequestStatus
 from engine.sampling_params import SamplingParams
 from engine.scheduler import ScheduledRequest, SchedulerOutput
-from engine.sim.deferred_decodes import Decoder, DeferredDecodes
+from engine.sim.deferred_decodes import Decoder, DeferredDecodes, by_seq
 from engine.sim.runner import FIRST_PRINTABLE, NUM_PRINTABLE, SimRunner, pseudo_random_token
-from engine.sim.step_cost import BatchItem
+from engine.sim.step_cost import BatchTotals
 from engine.stop import check_stop
 
 
@@ -179,7 +180,7 @@ class FastPath:
         budget = limits.max_num_batched_tokens - len(decoders)
         if budget < 0:
             return None
-        needing = sorted(self._deferred.needing, key=lambda d: d.seq)
+        needing = sorted(self._deferred.needing, key=by_seq)
         num_blocks = len(needing)
         chunks = []
         for seq, request in self._prefilling:
@@ -207,10 +208,10 @@ class FastPath:
         now = scheduler.clock()
         # what ``schedule`` does: decodes, then prompt chunks, each in running order, then
         # admissions; every block was checked free by ``_plan``
-        for decoder in needing:
-            deferred.materialize(decoder)
-            if kv_cache.allocate_slots(decoder.request, 1) is None:
-                raise RuntimeError(f"{decoder.request.request_id!r}: no block although free")
+        # NOTE: each of ``needing`` holds whole blocks of its computed tokens (its token
+        # count need not be on its Request for that)
+        if needing:
+            kv_cache.allocate_next_blocks([decoder.request for decoder in needing])
         budget = scheduler.limits.max_num_batched_tokens - len(decoders)
         scheduled: dict[str, ScheduledRequest] = {}
         for _, request, num_new, _ in chunks:
@@ -227,31 +228,38 @@ class FastPath:
         finished_ids, scheduler._finished_ids = scheduler._finished_ids, []
         runner.forget(finished_ids)
         # what the runner does: price the batch, spend its time, sample tokens
-        batch = deferred.batch()
-        num_decoders = len(batch)
+        num_decoders, _, attention_positions, num_context_tokens = deferred.totals()
+        num_tokens = num_decoders
         sampled: list[int | None] = []
         num_prompt_tokens = 0
-        others = [scheduler.requests[i] for i in scheduled]
+        others = [scheduler.requests[i] for i in scheduled] if scheduled else []
         for item, request in zip(scheduled.values(), others, strict=True):
-            end = item.num_computed_tokens + item.num_new_tokens
-            batch.append(BatchItem(item.num_new_tokens, end))
+            q = item.num_new_tokens
+            end = item.num_computed_tokens + q
+            num_tokens += q
+            attention_positions += q * end - q * (q - 1) // 2
+            num_context_tokens += end
             if item.samples_token:
                 key = runner.request_key(item.request_id, item.sampling_params.seed)
                 sampled.append(pseudo_random_token(key, end))
             else:
                 sampled.append(None)
-            is_decode = item.num_new_tokens == 1 and (
-                item.num_computed_tokens >= request.num_prompt_tokens
-            )
-            num_prompt_tokens += 0 if is_decode else item.num_new_tokens
-        runner.spend(batch, num_decoders + sum(t is not None for t in sampled), started)
+            is_decode = q == 1 and item.num_computed_tokens >= request.num_prompt_tokens
+            num_prompt_tokens += 0 if is_decode else q
+        num_items = num_decoders + len(others)
+        totals = BatchTotals(num_items, num_tokens, attention_positions, num_context_tokens)
+        num_sampled = num_decoders + len(sampled) - sampled.count(None)
+        runner.spend_totals(totals, num_sampled, started)
         # what ``update_from_output`` and the stop checks do, in the same order
         stepped = decoders  # NOTE: ``advance`` replaces the list when some finish
         filled, done = deferred.advance(scheduler.clock())
-        for decoder in filled:
-            if kv_cache.enable_caching:
-                deferred.materialize(decoder)
-                kv_cache.cache_computed_blocks(decoder.request)
+        if filled and kv_cache.enable_caching:
+            block_size = kv_cache.block_size
+            for decoder in filled:
+                # NOTE: its tokens stay deferred; the block's ids come from its draw
+                index = (decoder.offset + len(deferred.times)) // block_size - 1
+                token_bytes = decoder.block_bytes(index, block_size)
+                kv_cache.cache_filled_block(decoder.request, index, token_bytes)
         updated_others: list[Request] = []
         if scheduled:
             output = SchedulerOutput(tuple(scheduled.values()), (), (), now)
@@ -287,7 +295,7 @@ class FastPath:
             outputs = tuple(
                 engine._output(r, r.output_token_ids[-1:], r.is_finished) for r in updated
             )
-        else:
+        elif done or updated_others:
             finished = (*(d.request for d in done), *(r for r in updated_others if r.is_finished))
             for request in finished:
                 detokenizers.pop(request.request_id, None)
@@ -295,7 +303,7 @@ class FastPath:
             step_index=engine.last_step.step_index + 1,
             num_prompt_tokens=num_prompt_tokens,
             num_generation_tokens=num_decoders + len(updated_others),
-            num_requests=len(batch),
+            num_requests=num_items,
             step_seconds=time.perf_counter() - started,
             timing=runner.last_timing,
         )
@@ -306,6 +314,9 @@ class FastPath:
     def _keep(self, others: list[Request], chunks: list[_Prefill]) -> None:
         """The running requests of the next step besides the decoders: prompts completed
         this step become decoders, admissions join the end of the running order."""
+        if not others:  # NOTE: no chunk and no admission: the prompts left are as they were
+            self._deferred.flush_if_long()
+            return
         seqs = [chunk.seq for chunk in chunks]
         for _ in range(len(others) - len(chunks)):  # admissions append to ``running``
             seqs.append(self._next_seq)

@@ -139,14 +139,21 @@ def run_open_loop(
     step_seconds: list[float] = []
     next_arrival = 0
     num_steps = 0
+    # NOTE: SamplingParams is frozen: one per output length serves every request of it
+    params_of: dict[int, SamplingParams] = {}
     while next_arrival < len(schedule) or engine.has_unfinished_requests():
         if not engine.has_unfinished_requests():
             clock.advance_to(schedule[next_arrival].time_seconds)
         while next_arrival < len(schedule) and schedule[next_arrival].time_seconds <= clock.now:
             arrival = schedule[next_arrival]
+            params = params_of.get(arrival.max_tokens)
+            if params is None:
+                params = params_of[arrival.max_tokens] = SamplingParams(
+                    max_tokens=arrival.max_tokens, temperature=0.0, ignore_eos=True
+                )
             engine.add_request(
                 list(arrival.prompt_token_ids),
-                SamplingParams(max_tokens=arrival.max_tokens, temperature=0.0, ignore_eos=True),
+                params,
                 request_id=arrival.request_id,
                 arrival_time=arrival.time_seconds,
                 arrival_wall_time=VIRTUAL_EPOCH + arrival.time_seconds,
@@ -159,7 +166,8 @@ def run_open_loop(
         step_seconds.append(engine.last_step.timing.forward_seconds)
         for observer in observers:
             observer.on_step(engine, list(step.outputs), {})  # type: ignore[attr-defined]
-        results.extend(_results_of(step))
+        if step.outputs or step.finished:
+            results.extend(_results_of(step))
     return OfflineRun(
         results=tuple(results),
         num_steps=num_steps,

@@ -15,9 +15,11 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from engine.model_runner import RunnerOutput, StepTiming
 from engine.scheduler import SchedulerOutput
-from engine.sim.step_cost import BatchItem, StepCost, StepCostModel
+from engine.sim.step_cost import BatchItem, BatchTotals, StepCost, StepCostModel
 from engine.sim.step_noise import NoiseDraws, StepNoise
 
 # Sampled ids are the printable ASCII bytes, so served text is readable junk and the
@@ -25,6 +27,11 @@ from engine.sim.step_noise import NoiseDraws, StepNoise
 FIRST_PRINTABLE, NUM_PRINTABLE = 32, 95
 _GOLDEN = 0x9E3779B97F4A7C15
 _MASK = (1 << 64) - 1
+# NOTE: from this many tokens on, one numpy pass over uint64 arrays (whose arithmetic wraps
+# mod 2**64 exactly as the masks below do) is cheaper than the Python loop
+_VECTOR_MIN_TOKENS = 32
+_U30, _U27, _U31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_MUL1, _MUL2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 class VirtualClock:
@@ -52,7 +59,9 @@ def pseudo_random_token(request_key: int, position: int) -> int:
 
 def pseudo_random_tokens(request_key: int, first_position: int, count: int) -> list[int]:
     """``pseudo_random_token`` at ``count`` positions from ``first_position`` on, in one
-    loop (the offline fast path draws a block of a request's tokens at a time)."""
+    pass (the offline fast path draws a run of a request's tokens at a time)."""
+    if count >= _VECTOR_MIN_TOKENS:
+        return _pseudo_random_tokens_vector(request_key, first_position, count)
     # NOTE: the splitmix64 state advances by _GOLDEN per position; masking the running sum
     # gives the same state as masking (key + (position + 1) * _GOLDEN) afresh
     mask, golden, first, num = _MASK, _GOLDEN, FIRST_PRINTABLE, NUM_PRINTABLE
@@ -68,6 +77,23 @@ def pseudo_random_tokens(request_key: int, first_position: int, count: int) -> l
         z = (z * 0x94D049BB133111EB) & mask
         append(first + (z ^ (z >> 31)) % num)
     return tokens
+
+
+def _pseudo_random_tokens_vector(request_key: int, first_position: int, count: int) -> list[int]:
+    """The loop above on uint64 arrays: the same ids (every product and sum wraps mod
+    2**64 in numpy as the masks make it wrap in Python)."""
+    base = np.uint64((request_key + first_position * _GOLDEN) & _MASK)
+    z = np.arange(1, count + 1, dtype=np.uint64)
+    z *= np.uint64(_GOLDEN)
+    z += base
+    z ^= z >> _U30
+    z *= _MUL1
+    z ^= z >> _U27
+    z *= _MUL2
+    z ^= z >> _U31
+    z %= np.uint64(NUM_PRINTABLE)
+    z += np.uint64(FIRST_PRINTABLE)
+    return z.tolist()
 
 
 class SimRunner:
@@ -127,9 +153,17 @@ class SimRunner:
 
     def spend(self, batch: Sequence[BatchItem], num_sampled: int, started: float) -> StepCost:
         """Price one step's batch and spend its time; ``started`` is the ``perf_counter``
-        reading the step's preparation began at. Also the offline fast path's pricing
-        (``engine.sim.fast_path``), so both price a step the same way."""
-        cost = self.cost_model.cost(batch, num_sampled)
+        reading the step's preparation began at."""
+        return self._spend(self.cost_model.cost(batch, num_sampled), started)
+
+    def spend_totals(self, totals: BatchTotals, num_sampled: int, started: float) -> StepCost:
+        """``spend`` from the batch's sums (``BatchTotals``): the offline fast path's
+        pricing (``engine.sim.fast_path``), the same floats as ``spend`` on the batch."""
+        return self._spend(self.cost_model.cost_of_totals(totals, num_sampled), started)
+
+    def _spend(self, cost: StepCost, started: float) -> StepCost:
+        """Spend a priced step's time (both ``spend`` and ``spend_totals`` end here), with
+        the step noise's next factor when there is one: one draw a step on either path."""
         if self.noise is not None:
             cost = cost._replace(step_seconds=cost.step_seconds * self.noise.next_factor())
         prepared = time.perf_counter()

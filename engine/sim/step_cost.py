@@ -53,6 +53,25 @@ class BatchItem(NamedTuple):
     num_context_tokens: int
 
 
+class BatchTotals(NamedTuple):
+    """What ``StepCostModel`` reads of a batch: its sums (see the module docstring)."""
+
+    num_items: int
+    num_tokens: int  # T = sum q_i
+    attention_positions: int  # sum_i(q_i * c_i - q_i * (q_i - 1) / 2)
+    num_context_tokens: int  # sum c_i
+
+    @classmethod
+    def of(cls, batch: Iterable[BatchItem]) -> BatchTotals:
+        num_tokens = attention_positions = num_context_tokens = num_items = 0
+        for q, c in batch:
+            num_items += 1
+            num_tokens += q
+            attention_positions += q * c - q * (q - 1) // 2
+            num_context_tokens += c
+        return cls(num_items, num_tokens, attention_positions, num_context_tokens)
+
+
 class StepCost(NamedTuple):
     """One step on one GPU of the group (all of them do the same work)."""
 
@@ -176,15 +195,12 @@ class StepCostModel:
 
     def cost(self, batch: Iterable[BatchItem], num_sampled: int) -> StepCost:
         """The cost of one step; an empty batch costs only the overhead."""
-        num_tokens = 0
-        attention_positions = 0
-        num_context_tokens = 0
-        num_items = 0
-        for q, c in batch:
-            num_items += 1
-            num_tokens += q
-            attention_positions += q * c - q * (q - 1) // 2
-            num_context_tokens += c
+        return self.cost_of_totals(BatchTotals.of(batch), num_sampled)
+
+    def cost_of_totals(self, totals: BatchTotals, num_sampled: int) -> StepCost:
+        """``cost`` from the batch's sums alone (integers, so a caller that keeps them as
+        running totals gets exactly the floats ``cost`` gives for the whole batch)."""
+        num_items, num_tokens, attention_positions, num_context_tokens = totals
         overhead = self.efficiency.step_overhead_seconds
         if not num_tokens:
             return StepCost(0.0, 0.0, 0.0, 0.0, overhead)

@@ -89,6 +89,13 @@ WORKLOADS = [
         ),
         poisson_schedule(15, 2.0, [RequestShape(700, 40), RequestShape(60, 70)], seed=4),
     ),
+    # prompts shorter than a block or ending inside one: a decode fills a request's first
+    # block, or one that holds prompt and output ids, hashed from the deferred draw
+    Workload(
+        "short-prompts",
+        EngineConfig(model=SIM, max_model_len=1024, block_size=16),
+        poisson_schedule(40, 1.5, [RequestShape(5, 40), RequestShape(21, 50)], seed=6),
+    ),
 ]
 
 
@@ -208,7 +215,15 @@ def _splitmix_token(key: int, position: int) -> int:
 
 @pytest.mark.parametrize(
     ("key", "first", "count"),
-    [(0, 0, 1), (1, 0, 17), ((1 << 64) - 1, 4095, 40), (0x1234_5678_9ABC_DEF0, 100_000, 3)],
+    [
+        (0, 0, 1),
+        (1, 0, 17),
+        ((1 << 64) - 1, 4095, 40),
+        (0x1234_5678_9ABC_DEF0, 100_000, 3),
+        # numpy's uint64 pass (from 32 tokens on), past 2**64 positions and a long run
+        (0xDEAD_BEEF_0BAD_F00D, (1 << 70) + 5, 300),
+        (7, 0, 4096),
+    ],
 )
 def test_tokens_drawn_a_block_at_a_time_are_the_per_token_ones(key, first, count):
     expected = [_splitmix_token(key, p) for p in range(first, first + count)]
