@@ -25,6 +25,7 @@ from tailwatch.cli_options import check_url, cli_error
 _EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")
 #: Option names for the fields of a ``WorkloadError``.
 _OPTIONS = {"window": "--from/--to", "engine": "--engine", "speed": "--speed", "slo": "--slo"}
+_COUNT = re.compile(r"\+?[0-9]{1,12}")
 
 
 def parse_time(flag: str, text: str, now: float) -> float:
@@ -113,8 +114,25 @@ def replay(
         ),
     ] = None,
     url: Annotated[
-        str | None, typer.Option("--url", help="A running server's root URL (its own knobs).")
+        list[str] | None,
+        typer.Option(
+            "--url", help="A running server's root URL (its own knobs); repeat for a fleet."
+        ),
     ] = None,
+    replicas: Annotated[
+        str | None,
+        typer.Option(
+            "--replicas",
+            help="Replicas of --engine to replay on (default: as many as the records name).",
+        ),
+    ] = None,
+    route: Annotated[
+        str,
+        typer.Option(
+            "--route",
+            help="as-recorded (each request to the replica it went to) or round-robin.",
+        ),
+    ] = "as-recorded",
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="NAME=VALUE, an engine knob; repeat.")
     ] = None,
@@ -217,13 +235,15 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
     start, end = parse_time("--from", from_, now), parse_time("--to", to, now)
     if not end > start:
         raise ValueError(f"--to {to!r}: must be after --from {from_!r}")
-    engine, url, tenant = options["engine"], options["url"], options["tenant"]
+    engine, tenant = options["engine"], options["tenant"]
+    urls = _urls(options["url"])
     if engine is not None and not engine.strip():
         raise ValueError("--engine '': give an engine (tiny, sim:<model>@<gpu>), or leave it out")
-    if engine is not None and url is not None:
+    if engine is not None and urls is not None:
         raise ValueError("--engine and --url: give one (an engine to start, or a running server)")
-    if url is not None:
-        url = check_url(url, "--url").rstrip("/")
+    if urls is not None:
+        urls = tuple(check_url(one, "--url").rstrip("/") for one in urls)
+    url = urls[0] if urls is not None and len(urls) == 1 else urls
     if tenant is not None and not tenant.strip():
         raise ValueError("--tenant '': give a tenant name, or leave --tenant out for all")
     plan = ReplayPlan(
@@ -234,6 +254,8 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
         speed=options["speed"],
         seed=options["seed"],
         name=options["name"],
+        replicas=parse_replicas(options["replicas"]),
+        route=options["route"],
     )
     try:
         plan.check()
@@ -242,14 +264,34 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
     return ReplaySpec(start, end, plan, tenant)
 
 
+def _urls(value: Any) -> tuple[str, ...] | None:
+    """``--url`` as given: None, one URL (the console's field) or the repeated option."""
+    if value is None or isinstance(value, str):
+        return None if value is None else (value,)
+    urls = tuple(value)
+    return urls or None
+
+
+def parse_replicas(value: Any) -> Any:
+    """``--replicas`` as a number (None: left out); text must be a whole number, the range is
+    ``ReplayPlan.check``'s (a number from the console's form goes there as it is)."""
+    if not isinstance(value, str):
+        return value
+    if not _COUNT.fullmatch(value.strip()):
+        raise ValueError(f"--replicas {value!r}: expected a whole number of replicas (1 or more)")
+    return int(value.strip())
+
+
 def check_window(reader: Any, spec: ReplaySpec) -> None:
     """A ``ValueError`` (``--from/--to: no request records between …``, as the command
-    says it) when the window holds nothing to replay; reads the window, stores nothing."""
+    says it) when the window holds nothing to replay, or nothing the plan's replicas and
+    route can place (``--replicas: …``); reads the window, stores nothing."""
     from loadgen.errors import WorkloadError
     from loadgen.replay import load_trace
 
     try:
-        load_trace(reader, spec.start, spec.end, tenant=spec.tenant, seed=spec.plan.seed)
+        trace = load_trace(reader, spec.start, spec.end, tenant=spec.tenant, seed=spec.plan.seed)
+        spec.plan.fleet(trace)
     except WorkloadError as error:
         raise ValueError(workload_message(error)) from None
 
