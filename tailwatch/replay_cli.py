@@ -25,7 +25,7 @@ from tailwatch.cli_options import check_url, cli_error
 _EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")
 #: Option names for the fields of a ``WorkloadError``.
 _OPTIONS = {"window": "--from/--to", "engine": "--engine", "speed": "--speed", "slo": "--slo"}
-_COUNT = re.compile(r"\+?[0-9]{1,12}")
+_COUNT = re.compile(r"\+?[0-9]+")
 
 
 def parse_time(flag: str, text: str, now: float) -> float:
@@ -116,13 +116,16 @@ def replay(
     url: Annotated[
         list[str] | None,
         typer.Option(
-            "--url", help="A running server's root URL (its own knobs); repeat for a fleet."
+            "--url",
+            metavar="URL",
+            help="A running server's root URL (its own knobs); repeat for a fleet.",
         ),
     ] = None,
     replicas: Annotated[
         str | None,
         typer.Option(
             "--replicas",
+            metavar="N",
             help="Replicas of --engine to replay on (default: as many as the records name).",
         ),
     ] = None,
@@ -130,6 +133,7 @@ def replay(
         str,
         typer.Option(
             "--route",
+            metavar="as-recorded|round-robin",
             help="as-recorded (each request to the replica it went to) or round-robin.",
         ),
     ] = "as-recorded",
@@ -151,8 +155,9 @@ def replay(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Replay a stored window's requests (arrival times, prompt and output lengths, tenants,
-    shared prefixes) open-loop against candidate knobs; print replay against production
-    (TTFT, TPOT, ITL, e2e p50/p95/p99, attainment, goodput) and store it as a lab run."""
+    shared prefixes, the replica each went to) open-loop against candidate knobs; print
+    replay against production (TTFT, TPOT, ITL, e2e p50/p95/p99, attainment, goodput) and
+    store it as a lab run."""
     options = dict(locals())  # NOTE: first: the parameters only
     from loadgen.errors import LoadgenError, WorkloadError
     from loadgen.replay import replay_window
@@ -275,11 +280,17 @@ def _urls(value: Any) -> tuple[str, ...] | None:
 def parse_replicas(value: Any) -> Any:
     """``--replicas`` as a number (None: left out); text must be a whole number, the range is
     ``ReplayPlan.check``'s (a number from the console's form goes there as it is)."""
+    from loadgen.replay_fleet import MAX_REPLICAS
+
     if not isinstance(value, str):
         return value
-    if not _COUNT.fullmatch(value.strip()):
-        raise ValueError(f"--replicas {value!r}: expected a whole number of replicas (1 or more)")
-    return int(value.strip())
+    text = value.strip()
+    shown = repr(value if len(value) <= 20 else value[:20] + "…")
+    if not _COUNT.fullmatch(text):
+        raise ValueError(f"--replicas {shown}: expected a whole number of replicas (1 or more)")
+    if len(text.lstrip("+0")) > len(str(MAX_REPLICAS)):  # NOTE: int() of 5,000 digits raises
+        raise ValueError(f"--replicas {shown}: at most {MAX_REPLICAS} replicas")
+    return int(text)
 
 
 def check_window(reader: Any, spec: ReplaySpec) -> None:
