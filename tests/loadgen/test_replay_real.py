@@ -18,6 +18,7 @@ from collectors.store.fake_lab import FakeLab
 from collectors.store.fake_requests import FakeRequestReader
 from loadgen.arrivals import Arrivals
 from loadgen.distributions import Uniform
+from loadgen.errors import WorkloadError
 from loadgen.replay import ReplayPlan, replay_window
 from loadgen.replay_spans import SpanCapture
 from loadgen.replicas import bundled_replicas
@@ -138,3 +139,22 @@ def test_a_two_replica_window_replays_on_two_bundled_replicas(recorded, monkeypa
         2,
         "server",
     )
+
+
+def test_a_two_replica_window_replays_on_two_running_servers(recorded):
+    """The same relabelled window against two running servers (``--url`` twice), as
+    recorded: each server gets its replica's requests, timed by the client."""
+    from dataclasses import replace
+
+    records, _, _ = recorded
+    fleet = FakeRequestReader([replace(r, replica=f"engine-{r.tenant}") for r in records])
+    with bundled_replicas(2, ENGINE) as urls:
+        plan = ReplayPlan(engine=None, url=tuple(urls))
+        report = replay_window(fleet, FakeLab(), *_window(records), plan)
+        with pytest.raises(WorkloadError, match="give --url once per replica"):
+            replay_window(fleet, FakeLab(), *_window(records), ReplayPlan(engine=None, url=urls[0]))
+    assert report.fleet.num_replicas == 2
+    by_tenant = [sum(r.tenant == t for r in records) for t in ("a", "b")]
+    assert [e["num_requests"] for e in report.per_replica] == by_tenant
+    assert all(e["cached_tokens"] is None for e in report.per_replica)  # a URL cannot say
+    assert report.replay["num_succeeded"] == len(records)
