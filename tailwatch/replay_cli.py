@@ -2,8 +2,8 @@
 candidate knobs on a simulated, bundled or running engine, side by side with what
 production saw, and kept in the store as a lab run (``loadgen.replay``; docs/knob-lab.md).
 
-This module parses options only: times, knobs and the target, each bad value one
-``error:`` line naming its option (exit 2). :func:`build_replay_plan` does that parsing
+This module parses options only: times, knobs, the target and its replicas, each bad
+value one ``error:`` line naming its option (exit 2). :func:`build_replay_plan` does that parsing
 apart from the command (a ``ValueError`` naming the option), so the console's *Start a
 replay* form checks its fields exactly as the CLI checks its options."""
 

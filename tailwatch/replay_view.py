@@ -114,7 +114,9 @@ def report_table(report: Any) -> None:
     from rich.table import Table
 
     fleet = report.fleet
-    on = f", {fleet.num_replicas} replicas, {fleet.route}" if fleet is not None else ""
+    on = ""
+    if fleet is not None:
+        on = f", {fleet.num_replicas} replica{'s' * (fleet.num_replicas != 1)}, {fleet.route}"
     table = Table(title=f"replay (lab run {report.run_id}, {report.status}{on})")
     for column in ("figure", "production", "replay", "replay − production"):
         table.add_column(column, justify="left" if column == "figure" else "right")
@@ -148,6 +150,11 @@ def report_table(report: Any) -> None:
     typer.echo("production has no per-token times: compare TPOT (ITL is the replay's only)")
 
 
+#: Replicas shown one by one in the table's per-replica rows (the rest as ``…``; --json
+#: has them all).
+_REPLICAS_SHOWN = 8
+
+
 def _replica_rows(table: Any, per_replica: list[dict[str, Any]]) -> None:
     """Requests and prefix-cache hit tokens per replica, ``a/b/…`` in replica order
     (production's: as-recorded only, the same requests on the replica they went to)."""
@@ -156,9 +163,13 @@ def _replica_rows(table: Any, per_replica: list[dict[str, Any]]) -> None:
         entries = [e[side] if side else e for e in per_replica]
         if any(e is None for e in entries):
             return "-"
-        return "/".join("-" if e[key] is None else str(e[key]) for e in entries)
+        shown = ["-" if e[key] is None else str(e[key]) for e in entries[:_REPLICAS_SHOWN]]
+        return "/".join(shown) + ("/…" if len(entries) > _REPLICAS_SHOWN else "")
 
-    for label, key in (("requests per replica", "num_requests"), ("prefix hits per replica", "cached_tokens")):  # fmt: skip
+    for label, key in (
+        ("requests per replica", "num_requests"),
+        ("prefix hits per replica", "cached_tokens"),
+    ):
         table.add_row(label, split(key, "production"), split(key, None), "")
 
 

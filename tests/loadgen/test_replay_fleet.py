@@ -220,3 +220,16 @@ def test_any_replica_count_is_a_fleet_or_one_error(fleet, count, route):
     else:
         assert fleet_of.num_replicas == count and 1 <= count <= MAX_REPLICAS
         assert set(fleet_of.assignment) <= set(range(count))
+
+
+def test_the_assigned_route_sends_each_request_to_its_replica():
+    from loadgen.routing import ASSIGNED, POLICIES, Router
+    from loadgen.workload import ScheduledRequest
+
+    router = Router(["http://a", "http://b"], ASSIGNED)
+    request = ScheduledRequest(0, 0.0, (1, 2), 4, None, None, None, "replay", replica=1)
+    assert [router.pick(request) for _ in range(3)] == [1, 1, 1]
+    for bad in (None, 2, -1):
+        with pytest.raises(WorkloadError, match=f"assigned replica {bad!r}, not one of"):
+            router.pick(replace(request, replica=bad))
+    assert ASSIGNED not in POLICIES  # the load generator's own options name no replica
