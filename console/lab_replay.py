@@ -4,7 +4,8 @@ replay point side by side with what production saw. Pure: no Streamlit, no store
 Two shapes of a point's ``summary`` are read (each side ``loadgen.summary.summarize``'s):
 ``{"replay": <summary>, "production": <summary>}``, and what ``tailwatch replay`` writes —
 the replay's summary at the top level (as every lab point has), ``"production"`` beside it
-and ``"replay"`` holding how it ran (``speed``, ``virtual_time``, ``timed_at``). A point of
+and ``"replay"`` holding how it ran (``speed``, ``virtual_time``, ``timed_at``, ``replicas``,
+``route``). A point of
 another shape is not guessed at: :func:`replay_frame` says what it expected.
 """
 
@@ -21,7 +22,7 @@ from console.lab_frames import number, value_label
 
 REPLAY_KEY, PRODUCTION_KEY = "replay", "production"
 #: What a ``tailwatch replay`` point says of how it ran, shown under the table.
-NOTE_KEYS = ("speed", "virtual_time", "timed_at", "run_seconds")
+NOTE_KEYS = ("speed", "virtual_time", "timed_at", "replicas", "route", "run_seconds")
 #: (figure, summary path)
 FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("TTFT p50 ms", ("ttft_ms", "p50")),
@@ -49,7 +50,8 @@ class ReplayComparison:
 
     frame: pd.DataFrame
     problem: str = ""
-    #: How each point ran, when the writer said (``speed``, ``virtual_time``, ``timed_at``).
+    #: How each point ran, when the writer said (``speed``, ``virtual_time``, ``timed_at``,
+    #: ``replicas``, ``route``).
     notes: tuple[str, ...] = ()
 
 

@@ -16,6 +16,7 @@ from console import data, lab_replay_jobs
 from console.lab_job_section import DEFAULT_ENGINE, admin_allowed, jobs_status
 from console.lab_study_sections import REPLAY_HINT
 from console.page_kit import PageContext, escape, section
+from loadgen.replay_fleet import ROUTES
 
 #: The session's started replays (their processes), newest last.
 REPLAY_JOBS_KEY = "lab_replay_jobs"
@@ -95,7 +96,8 @@ def start_replay_section(ctx: PageContext, token: str) -> None:
         target = cols[0].text_input(
             "Engine", value=DEFAULT_ENGINE, key="lab_replay_engine",
             help="sim:<model>@<gpu> (virtual time: seconds), a bundled model such as tiny "
-            "(started here, real time), or a running engine's http(s) URL (its own knobs)",
+            "(started here, real time), or running engines' http(s) URLs, space-separated, "
+            "one per replica (their own knobs)",
         ).strip()  # fmt: skip
         tenant = cols[1].text_input(
             "Tenant", value=ctx.filters.tenant or "", key="lab_replay_tenant",
@@ -110,22 +112,35 @@ def start_replay_section(ctx: PageContext, token: str) -> None:
         )  # fmt: skip
         slo = cols[1].text_input("SLOs (ms)", value="", key="lab_replay_slo", help="e.g. ttft=500,tpot=50").strip()  # fmt: skip
         name = cols[2].text_input("Name", value="", key="lab_replay_name").strip()
+        cols = st.columns([1, 2, 4])
+        replicas = cols[0].number_input(
+            "Replicas", value=0, min_value=0, step=1, key="lab_replay_replicas",
+            help="0: as many as the window's records name; with URLs, the URLs are the replicas",
+        )  # fmt: skip
+        route = cols[1].selectbox(
+            "Route", list(ROUTES), key="lab_replay_route",
+            help="as-recorded: each request to the replica it went to; round-robin: in "
+            "arrival order over the replicas, like a plain load balancer",
+        )  # fmt: skip
         started = st.form_submit_button("Start the replay")
     if started and window is None:
         st.error("Not started: --from/--to: there is no incident to take the window from")
     elif started:
         is_url = target.startswith(("http://", "https://"))
+        urls = target.split()
         options = {
             "from_": window[0],
             "to": window[1],
             "engine": None if is_url else target,
-            "url": target if is_url else None,
+            "url": (urls[0] if len(urls) == 1 else urls) if is_url else None,
             "knob": [line.strip() for line in knobs.splitlines() if line.strip()],
             "tenant": tenant or None,
             "speed": float(speed),
             "seed": int(seed),
             "slo": slo,
             "name": name,
+            "replicas": int(replicas) or None,
+            "route": route,
         }
         try:
             job = lab_replay_jobs.start_replay(lab_replay_jobs.ReplayRequest(ctx.url, options))

@@ -21,8 +21,8 @@ from pathlib import Path
 from console.lab_jobs import JOB_LOG_DIR, LabJob, argument_problem, flag, start_job
 
 #: The fields of the page's form, as ``tailwatch replay`` options (``from_`` is ``--from``;
-#: ``knob`` a list of ``NAME=VALUE``); ``--db`` is the console's store, and the replay runs
-#: with ``--no-progress``.
+#: ``knob`` a list of ``NAME=VALUE``, ``url`` one URL or a list, one ``--url`` each);
+#: ``--db`` is the console's store, and the replay runs with ``--no-progress``.
 FORM_OPTIONS = (
     "from_",
     "to",
@@ -34,6 +34,8 @@ FORM_OPTIONS = (
     "seed",
     "slo",
     "name",
+    "replicas",
+    "route",
 )
 
 

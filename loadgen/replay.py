@@ -12,8 +12,10 @@ ITL is unknown (compare TPOT) and an ITL objective is refused.
 The lab point (one per replay) holds in ``summary`` the replay's ``summarize`` dict at the
 top level (what every lab point has), plus ``"production"`` (the same shape, from the
 records), ``"difference"`` (replay against production, per figure), ``"replay"``
-(``speed``, ``virtual_time``, ``run_seconds``, ``knobs_in_force``, ``timed_at``) and
-``"client"`` (a bundled replay's client-side figures); see docs/knob-lab.md, "Replay".
+(``speed``, ``virtual_time``, ``run_seconds``, ``knobs_in_force``, ``timed_at``,
+``replicas``, ``route``, ``per_replica``) and ``"client"`` (a bundled replay's client-side
+figures); see docs/knob-lab.md, "Replay". The replicas and which request goes to which are
+:mod:`loadgen.replay_fleet`'s.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from loadgen.replay_compare import (
     samples,
     server_side,
 )
+from loadgen.replay_fleet import AS_RECORDED, Fleet, check_route, plan_fleet
 from loadgen.replay_targets import (
     Progress,
     TargetRun,
@@ -51,16 +54,21 @@ from slo.window import format_utc
 @dataclass(frozen=True)
 class ReplayPlan:
     """What to replay on: ``engine`` (``tiny``, ``sim:<model>@<gpu>``) or ``url`` (a running
-    server, its own knobs in force), the candidate ``knobs``, ``slo`` (``parse_slo``'s
-    text), ``speed`` (arrivals this many times faster) and the synthesized prompts' seed."""
+    server, or a tuple of them: a fleet; their own knobs in force), the candidate
+    ``knobs``, ``slo`` (``parse_slo``'s text), ``speed`` (arrivals this many times faster),
+    the synthesized prompts' seed, and the fleet: ``replicas`` (None: as many as the
+    window's records name; with URLs, the URLs are the replicas) and ``route``
+    (``as-recorded`` or ``round-robin``, :mod:`loadgen.replay_fleet`)."""
 
     engine: str | None = "tiny"
-    url: str | None = None
+    url: str | tuple[str, ...] | None = None
     knobs: Mapping[str, Any] = field(default_factory=dict)
     slo: str = ""
     speed: float = 1.0
     seed: int = 0
     name: str = ""
+    replicas: int | None = None
+    route: str = AS_RECORDED
 
     def check(self) -> None:
         """Refuse a plan that cannot run, before anything is read or written."""
@@ -74,8 +82,14 @@ class ReplayPlan:
                 "a running server (--url) replays under its own knobs; set them there "
                 "(PATCH /admin/config) or replay on --engine",
             )
+        if self.url is not None and not self.urls:
+            raise WorkloadError("url", "give at least one server URL")
+        repeated = sorted({u for u in self.urls if self.urls.count(u) > 1})
+        if repeated:
+            raise WorkloadError("url", f"{repeated[0]} given twice: one --url per server")
         if self.engine is not None:
             check_knobs(self.engine, self.knobs)
+        check_route(self.route, self.replicas, url=self.url is not None, simulated=self.simulated)
         if parse_slo(self.slo).itl_seconds is not None:
             raise WorkloadError(
                 "slo.itl",
@@ -84,8 +98,28 @@ class ReplayPlan:
             )
 
     @property
+    def urls(self) -> tuple[str, ...]:
+        """The running servers (empty for an engine)."""
+        return (self.url,) if isinstance(self.url, str) else tuple(self.url or ())
+
+    @property
+    def simulated(self) -> bool:
+        return self.engine is not None and is_sim_engine(self.engine)
+
+    @property
     def target(self) -> str:
-        return self.engine if self.engine is not None else str(self.url)
+        return self.engine if self.engine is not None else ", ".join(self.urls)
+
+    def fleet(self, trace: ReplayTrace) -> Fleet:
+        """The replicas ``trace`` replays on; ``WorkloadError`` when the route cannot place
+        its requests on them (nothing is stored yet)."""
+        return plan_fleet(
+            trace,
+            self.route,
+            self.replicas,
+            num_urls=len(self.urls) if self.url is not None else None,
+            simulated=self.simulated,
+        )
 
 
 @dataclass(frozen=True)
@@ -97,6 +131,8 @@ class ReplayReport:
     replay: dict[str, Any]
     difference: dict[str, Any]
     knobs: Mapping[str, Any] | None
+    fleet: Fleet | None = None
+    per_replica: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_trace(
@@ -130,15 +166,18 @@ def _reasons(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
 
 
-def run_trace(plan: ReplayPlan, trace: ReplayTrace, progress: Progress | None) -> TargetRun:
-    """The trace on the plan's target."""
-    schedule = trace.schedule(plan.speed)
+def run_trace(
+    plan: ReplayPlan, trace: ReplayTrace, progress: Progress | None, fleet: Fleet | None = None
+) -> TargetRun:
+    """The trace on the plan's target, each request on its replica of ``fleet`` (default:
+    the plan's fleet for the trace)."""
+    fleet = fleet if fleet is not None else plan.fleet(trace)
+    schedule = fleet.schedule(trace.schedule(plan.speed))
     if plan.url is not None:
-        return run_urls([plan.url], schedule, progress)
+        return run_urls(plan.urls, schedule, progress)
     assert plan.engine is not None
-    if is_sim_engine(plan.engine):
-        return run_simulated(plan.engine, plan.knobs, schedule, progress)
-    return run_bundled(plan.engine, plan.knobs, schedule, progress)
+    run = run_simulated if plan.simulated else run_bundled
+    return run(plan.engine, plan.knobs, schedule, progress, fleet.num_replicas)
 
 
 def replay_window(
@@ -160,9 +199,10 @@ def replay_window(
     plan.check()
     objectives = parse_slo(plan.slo)
     trace = load_trace(reader, start, end, tenant=tenant, seed=plan.seed)
+    fleet = plan.fleet(trace)
     if on_trace is not None:
         on_trace(trace)
-    simulated = plan.engine is not None and is_sim_engine(plan.engine)
+    simulated = plan.simulated
     run_id = lab.create_lab_run(
         LabRun(
             kind=LabRunKind.REPLAY,
@@ -171,14 +211,14 @@ def replay_window(
             target=plan.target,
             simulated=simulated,
             knobs=dict(plan.knobs),
-            workload=trace.describe(),
+            workload={**trace.describe(), **fleet.describe()},
             rates=(len(trace.requests) / trace.window_seconds,),
             num_planned_points=1,
             window=(start, end),
         )
     )
     try:
-        run = run_trace(plan, trace, progress)
+        run = run_trace(plan, trace, progress, fleet)
     except BaseException as error:
         interrupted = isinstance(error, KeyboardInterrupt)
         status = LabRunStatus.INTERRUPTED if interrupted else LabRunStatus.FAILED
@@ -193,6 +233,7 @@ def replay_window(
     production["total_cached_tokens"] = cached_tokens(r.record for r in trace.requests)
     replayed["total_cached_tokens"] = run.total_cached_tokens
     diff = difference(replayed, production)
+    per_replica = fleet.per_replica(trace, run.replica_cached_tokens)
     lab.add_lab_point(
         LabPoint(
             run_id=run_id,
@@ -211,6 +252,9 @@ def replay_window(
                     "timed_at": "server"
                     if run.server_records is not None or simulated
                     else "client",
+                    "replicas": fleet.num_replicas,
+                    "route": fleet.route,
+                    "per_replica": per_replica,
                 },
                 "client": client,
             },
@@ -220,7 +264,9 @@ def replay_window(
     )
     status = LabRunStatus.INTERRUPTED if run.interrupted else LabRunStatus.FINISHED
     lab.finish_lab_run(run_id, status)
-    return ReplayReport(run_id, status, trace, production, replayed, diff, run.knobs)
+    return ReplayReport(
+        run_id, status, trace, production, replayed, diff, run.knobs, fleet, per_replica
+    )
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,4 +1,5 @@
-"""Which replica gets a request: round-robin, least-outstanding or prefix-affinity.
+"""Which replica gets a request: round-robin, least-outstanding or prefix-affinity, or
+(``assigned``, for ``tailwatch replay``) the replica the schedule names for it.
 
 O(replicas) per pick at most; the runner calls ``started``/``finished`` around each
 request so least-outstanding sees what is in flight.
@@ -15,13 +16,16 @@ from loadgen.workload import ScheduledRequest
 
 RoutingPolicy = Literal["round-robin", "least-outstanding", "prefix-affinity"]
 POLICIES: tuple[str, ...] = ("round-robin", "least-outstanding", "prefix-affinity")
+#: Each request to its ``ScheduledRequest.replica`` (a replay's assignment, made before the
+#: run); not one of the user-facing ``POLICIES``, whose schedules name no replica.
+ASSIGNED = "assigned"
 
 
 class Router:
     def __init__(self, urls: Sequence[str], policy: str = "round-robin") -> None:
         if not urls:
             raise WorkloadError("url", "give at least one server URL")
-        if policy not in POLICIES:
+        if policy not in (*POLICIES, ASSIGNED):
             raise WorkloadError("routing", f"must be one of {list(POLICIES)}, got {policy!r}")
         self.urls = tuple(urls)
         self.policy = policy
@@ -35,6 +39,14 @@ class Router:
 
     def pick(self, request: ScheduledRequest) -> int:
         active = self.active
+        if self.policy == ASSIGNED:
+            if request.replica is None or request.replica not in active:
+                raise WorkloadError(
+                    "routing",
+                    f"request {request.index} is assigned replica {request.replica!r}, "
+                    f"not one of {list(active)}",
+                )
+            return request.replica
         if self.policy == "round-robin":
             choice = active[self._next % len(active)]
             self._next += 1

@@ -66,6 +66,9 @@ class ScheduledRequest:
     priority: int | None
     prefix_group: int | None
     stream: str
+    #: the replica index this request must go to (``Router``'s ``assigned`` policy: a
+    #: replay's as-recorded or round-robin assignment); None: the router chooses
+    replica: int | None = None
 
 
 def build_schedule(

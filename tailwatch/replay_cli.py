@@ -2,8 +2,8 @@
 candidate knobs on a simulated, bundled or running engine, side by side with what
 production saw, and kept in the store as a lab run (``loadgen.replay``; docs/knob-lab.md).
 
-This module parses options only: times, knobs and the target, each bad value one
-``error:`` line naming its option (exit 2). :func:`build_replay_plan` does that parsing
+This module parses options only: times, knobs, the target and its replicas, each bad
+value one ``error:`` line naming its option (exit 2). :func:`build_replay_plan` does that parsing
 apart from the command (a ``ValueError`` naming the option), so the console's *Start a
 replay* form checks its fields exactly as the CLI checks its options."""
 
@@ -25,6 +25,7 @@ from tailwatch.cli_options import check_url, cli_error
 _EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")
 #: Option names for the fields of a ``WorkloadError``.
 _OPTIONS = {"window": "--from/--to", "engine": "--engine", "speed": "--speed", "slo": "--slo"}
+_COUNT = re.compile(r"\+?[0-9]+")
 
 
 def parse_time(flag: str, text: str, now: float) -> float:
@@ -113,8 +114,29 @@ def replay(
         ),
     ] = None,
     url: Annotated[
-        str | None, typer.Option("--url", help="A running server's root URL (its own knobs).")
+        list[str] | None,
+        typer.Option(
+            "--url",
+            metavar="URL",
+            help="A running server's root URL (its own knobs); repeat for a fleet.",
+        ),
     ] = None,
+    replicas: Annotated[
+        str | None,
+        typer.Option(
+            "--replicas",
+            metavar="N",
+            help="Replicas of --engine to replay on (default: as many as the records name).",
+        ),
+    ] = None,
+    route: Annotated[
+        str,
+        typer.Option(
+            "--route",
+            metavar="as-recorded|round-robin",
+            help="as-recorded (each request to the replica it went to) or round-robin.",
+        ),
+    ] = "as-recorded",
     knob: Annotated[
         list[str] | None, typer.Option("--knob", help="NAME=VALUE, an engine knob; repeat.")
     ] = None,
@@ -133,8 +155,9 @@ def replay(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Replay a stored window's requests (arrival times, prompt and output lengths, tenants,
-    shared prefixes) open-loop against candidate knobs; print replay against production
-    (TTFT, TPOT, ITL, e2e p50/p95/p99, attainment, goodput) and store it as a lab run."""
+    shared prefixes, the replica each went to) open-loop against candidate knobs; print
+    replay against production (TTFT, TPOT, ITL, e2e p50/p95/p99, attainment, goodput) and
+    store it as a lab run."""
     options = dict(locals())  # NOTE: first: the parameters only
     from loadgen.errors import LoadgenError, WorkloadError
     from loadgen.replay import replay_window
@@ -217,13 +240,15 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
     start, end = parse_time("--from", from_, now), parse_time("--to", to, now)
     if not end > start:
         raise ValueError(f"--to {to!r}: must be after --from {from_!r}")
-    engine, url, tenant = options["engine"], options["url"], options["tenant"]
+    engine, tenant = options["engine"], options["tenant"]
+    urls = _urls(options["url"])
     if engine is not None and not engine.strip():
         raise ValueError("--engine '': give an engine (tiny, sim:<model>@<gpu>), or leave it out")
-    if engine is not None and url is not None:
+    if engine is not None and urls is not None:
         raise ValueError("--engine and --url: give one (an engine to start, or a running server)")
-    if url is not None:
-        url = check_url(url, "--url").rstrip("/")
+    if urls is not None:
+        urls = tuple(check_url(one, "--url").rstrip("/") for one in urls)
+    url = urls[0] if urls is not None and len(urls) == 1 else urls
     if tenant is not None and not tenant.strip():
         raise ValueError("--tenant '': give a tenant name, or leave --tenant out for all")
     plan = ReplayPlan(
@@ -234,6 +259,8 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
         speed=options["speed"],
         seed=options["seed"],
         name=options["name"],
+        replicas=parse_replicas(options["replicas"]),
+        route=options["route"],
     )
     try:
         plan.check()
@@ -242,14 +269,40 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
     return ReplaySpec(start, end, plan, tenant)
 
 
+def _urls(value: Any) -> tuple[str, ...] | None:
+    """``--url`` as given: None, one URL (the console's field) or the repeated option."""
+    if value is None or isinstance(value, str):
+        return None if value is None else (value,)
+    urls = tuple(value)
+    return urls or None
+
+
+def parse_replicas(value: Any) -> Any:
+    """``--replicas`` as a number (None: left out); text must be a whole number, the range is
+    ``ReplayPlan.check``'s (a number from the console's form goes there as it is)."""
+    from loadgen.replay_fleet import MAX_REPLICAS
+
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    shown = repr(value if len(value) <= 20 else value[:20] + "…")
+    if not _COUNT.fullmatch(text):
+        raise ValueError(f"--replicas {shown}: expected a whole number of replicas (1 or more)")
+    if len(text.lstrip("+0")) > len(str(MAX_REPLICAS)):  # NOTE: int() of 5,000 digits raises
+        raise ValueError(f"--replicas {shown}: at most {MAX_REPLICAS} replicas")
+    return int(text)
+
+
 def check_window(reader: Any, spec: ReplaySpec) -> None:
     """A ``ValueError`` (``--from/--to: no request records between …``, as the command
-    says it) when the window holds nothing to replay; reads the window, stores nothing."""
+    says it) when the window holds nothing to replay, or nothing the plan's replicas and
+    route can place (``--replicas: …``); reads the window, stores nothing."""
     from loadgen.errors import WorkloadError
     from loadgen.replay import load_trace
 
     try:
-        load_trace(reader, spec.start, spec.end, tenant=spec.tenant, seed=spec.plan.seed)
+        trace = load_trace(reader, spec.start, spec.end, tenant=spec.tenant, seed=spec.plan.seed)
+        spec.plan.fleet(trace)
     except WorkloadError as error:
         raise ValueError(workload_message(error)) from None
 

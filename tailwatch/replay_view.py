@@ -113,7 +113,11 @@ def report_table(report: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"replay (lab run {report.run_id}, {report.status})")
+    fleet = report.fleet
+    on = ""
+    if fleet is not None:
+        on = f", {fleet.num_replicas} replica{'s' * (fleet.num_replicas != 1)}, {fleet.route}"
+    table = Table(title=f"replay (lab run {report.run_id}, {report.status}{on})")
     for column in ("figure", "production", "replay", "replay − production"):
         table.add_column(column, justify="left" if column == "figure" else "right")
     for label, key in _ROWS:
@@ -140,8 +144,33 @@ def report_table(report: Any) -> None:
         f"{report.replay['num_succeeded']}/{report.replay['num_scheduled']}",
         "",
     )
+    if fleet is not None and fleet.num_replicas > 1:
+        _replica_rows(table, report.per_replica)
     Console().print(table)
     typer.echo("production has no per-token times: compare TPOT (ITL is the replay's only)")
+
+
+#: Replicas shown one by one in the table's per-replica rows (the rest as ``…``; --json
+#: has them all).
+_REPLICAS_SHOWN = 8
+
+
+def _replica_rows(table: Any, per_replica: list[dict[str, Any]]) -> None:
+    """Requests and prefix-cache hit tokens per replica, ``a/b/…`` in replica order
+    (production's: as-recorded only, the same requests on the replica they went to)."""
+
+    def split(key: str, side: str | None) -> str:
+        entries = [e[side] if side else e for e in per_replica]
+        if any(e is None for e in entries):
+            return "-"
+        shown = ["-" if e[key] is None else str(e[key]) for e in entries[:_REPLICAS_SHOWN]]
+        return "/".join(shown) + ("/…" if len(entries) > _REPLICAS_SHOWN else "")
+
+    for label, key in (
+        ("requests per replica", "num_requests"),
+        ("prefix hits per replica", "cached_tokens"),
+    ):
+        table.add_row(label, split(key, "production"), split(key, None), "")
 
 
 def report_json(report: Any) -> dict[str, Any]:
@@ -153,4 +182,7 @@ def report_json(report: Any) -> dict[str, Any]:
         "production": report.production,
         "replay": report.replay,
         "difference": report.difference,
+        "fleet": None
+        if report.fleet is None
+        else {**report.fleet.describe(), "per_replica": report.per_replica},
     }

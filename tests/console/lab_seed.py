@@ -123,7 +123,8 @@ def seed_lab(lab: LabStore, now: float, *, target_knobs: dict | None = None) -> 
     lab.add_lab_point(LabPoint(replay_id, None, 5.0, 1, {"unexpected": 1}))
     # NOTE: tailwatch replay's own shape: the replay's summary at the top level
     written = {**replayed, "production": {**production, "itl_ms": {"p50": None}},
-               "replay": {"speed": 1.0, "virtual_time": True, "timed_at": "server"}}  # fmt: skip
+               "replay": {"speed": 1.0, "virtual_time": True, "timed_at": "server",
+                          "replicas": 2, "route": "as-recorded"}}  # fmt: skip
     lab.add_lab_point(LabPoint(replay_id, None, 5.0, 2, written))
     lab.finish_lab_run(replay_id, LabRunStatus.FINISHED)
     return sweep_id, running_id, replay_id

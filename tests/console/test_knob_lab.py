@@ -178,7 +178,8 @@ def test_replays_compare_with_production_and_name_an_unknown_shape(page):
     assert any("point 2 has" in plain(w.value) and "unexpected" in w.value for w in at.warning)
     assert len(table) == 2 * table["figure"].nunique()  # both shapes read, the odd one named
     captions = [plain(cap.value) for cap in at.caption]
-    assert any("point 3: speed=1.0, virtual_time=True, timed_at=server" in c for c in captions)
+    shown = "point 3: speed=1.0, virtual_time=True, timed_at=server, replicas=2, route=as-recorded"
+    assert any(shown in c for c in captions)
 
 
 def test_an_empty_store_says_what_to_run(tmp_path, monkeypatch):

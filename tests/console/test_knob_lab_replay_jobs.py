@@ -70,6 +70,17 @@ def test_a_good_request_checks_and_each_option_is_one_argument(db):
     assert "--name=--db=elsewhere" in argv
     assert [a for a in argv if a.startswith("--db=")] == [f"--db={db}"]
     assert argv[-1] == "--no-progress"
+    fleet = {**GOOD, "replicas": 2, "route": "round-robin"}
+    request = lab_replay_jobs.ReplayRequest(db, fleet)
+    assert lab_replay_jobs.check_replay(request) is None
+    argv = lab_replay_jobs.replay_argv(request)
+    assert "--replicas=2" in argv and "--route=round-robin" in argv
+    urls = {"from_": FROM, "to": TO, "url": ["http://127.0.0.1:9", "http://127.0.0.1:10"]}
+    argv = lab_replay_jobs.replay_argv(lab_replay_jobs.ReplayRequest(db, urls))
+    assert [a for a in argv if a.startswith("--url=")] == [
+        "--url=http://127.0.0.1:9",
+        "--url=http://127.0.0.1:10",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -99,6 +110,17 @@ def test_a_good_request_checks_and_each_option_is_one_argument(db):
         ({"slo": "ttft=fast"}, "--slo: 'fast' is not a number of ms"),
         ({"name": "a\x00b"}, "--name: contains a NUL character"),
         ({"tenant": "\ud800"}, "--tenant: "),
+        ({"replicas": 3}, "--replicas: 3 given, but the window's records name no replica"),
+        ({"replicas": 0}, "--replicas: must be a whole number ≥ 1"),
+        ({"replicas": 2.5, "route": "round-robin"}, "--replicas: must be a whole number"),
+        ({"replicas": 10**30, "route": "round-robin"}, "--replicas: "),
+        ({"replicas": "x"}, "--replicas 'x': expected a whole number"),
+        ({"route": "random"}, "--route: must be one of as-recorded, round-robin"),
+        ({"engine": None, "url": "http://127.0.0.1:9", "replicas": 2}, "--replicas: a running"),
+        (
+            {"engine": None, "url": ["http://127.0.0.1:9", "http://127.0.0.1:10"]},
+            "--url: 2 given, but the window's records name no replica",
+        ),
     ],
 )
 def test_each_mistake_is_one_line_naming_the_option(db, change, names):
@@ -145,12 +167,15 @@ _number = hs.one_of(
     seed=hs.integers(-(10**30), 10**30),
     slo=_text,
     name=_text,
+    replicas=hs.one_of(hs.none(), _number, hs.integers(-(10**30), 10**30), _text),
+    route=hs.one_of(hs.sampled_from(["as-recorded", "round-robin"]), _text),
 )
 def test_any_field_values_are_an_answer_never_a_traceback(
-    db, from_, to, engine, url, knob, tenant, speed, seed, slo, name
+    db, from_, to, engine, url, knob, tenant, speed, seed, slo, name, replicas, route
 ):
     options = {"from_": from_, "to": to, "engine": engine, "url": url, "knob": knob,
-               "tenant": tenant, "speed": speed, "seed": seed, "slo": slo, "name": name}  # fmt: skip
+               "tenant": tenant, "speed": speed, "seed": seed, "slo": slo, "name": name,
+               "replicas": replicas, "route": route}  # fmt: skip
     problem = lab_replay_jobs.check_replay(lab_replay_jobs.ReplayRequest(db, options))
     assert problem is None or (isinstance(problem, str) and problem and "\n" not in problem)
 
@@ -262,6 +287,8 @@ def test_a_replay_started_from_the_page_runs_and_lands_in_the_store(page_env, mo
     at.text_area(key="lab_replay_knobs").input("max_num_batched_tokens=1024\n\n")
     at.text_input(key="lab_replay_slo").input("ttft=50")
     at.text_input(key="lab_replay_name").input("from the page")
+    at.number_input(key="lab_replay_replicas").set_value(2)
+    at.selectbox(key="lab_replay_route").select("round-robin")
     _start(at)
     assert not _errors(at), _errors(at)
     (job,) = at.session_state[REPLAY_JOBS_KEY]
@@ -282,6 +309,7 @@ def test_a_replay_started_from_the_page_runs_and_lands_in_the_store(page_env, mo
     )
     assert run.knobs == {"max_num_batched_tokens": 1024}
     assert run.window == (float(FROM), float(TO))
+    assert (run.workload["replicas"], run.workload["route"]) == (2, "round-robin")
     at.run()
     assert any("Replay finished" in e.value for e in at.success)
     assert "Production window replayed: 2026-01-01 00:00:00" in _texts(at)

@@ -94,6 +94,15 @@ def test_a_window_replays_end_to_end_into_the_store(db):
         (["--engine", "sim:gpt-5@h100"], "error: --engine: model='sim:gpt-5@h100'"),
         (["--tenant", " "], "error: --tenant"),
         (["--engine", ""], "error: --engine '': give an engine"),
+        (["--replicas", "3"], "error: --replicas: 3 given, but the window's records name no"),
+        (["--replicas", "0"], "error: --replicas: must be a whole number ≥ 1, got 0"),
+        (["--replicas", "two"], "error: --replicas 'two': expected a whole number"),
+        (["--replicas", "1.5"], "error: --replicas '1.5': expected a whole number"),
+        (["--replicas", "-1"], "error: --replicas '-1': expected a whole number"),
+        (["--replicas", "9" * 5000], "error: --replicas '999"),
+        (["--replicas", "1025", "--route", "round-robin"], "error: --replicas: 1025 replicas"),
+        (["--engine", "tiny", "--replicas", "17"], "error: --replicas: 17 replicas: at most 16"),
+        (["--route", "random"], "error: --route: must be one of as-recorded, round-robin"),
     ],
 )
 def test_bad_options_are_one_line_naming_the_option(db, args, message):
@@ -121,6 +130,72 @@ def test_a_url_is_checked_and_runs_nothing(db):
     )  # fmt: skip
     assert knobbed.exit_code == 2
     assert knobbed.stderr.startswith("error: --knob: a running server (--url) replays under")
+    base = ["--from", FROM, "--to", TO, "--db", db, "--no-progress"]
+    for args, message in (
+        (["--url", "http://127.0.0.1:9", "--replicas", "2"], "error: --replicas: a running"),
+        (["--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:9/"], "error: --url: http"),
+        (["--url", "http://127.0.0.1:9", "--url", "http://127.0.0.1:10"], "error: --url: 2 given"),
+    ):
+        result = _run(*base, *args)
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert lines[0].startswith(message), lines
+
+
+@pytest.fixture(scope="module")
+def fleet_db(tmp_path_factory) -> tuple[str, list[str]]:
+    from tests.loadgen.test_replay_fleet import fleet_records
+
+    url = sqlite_url(tmp_path_factory.mktemp("replay-fleet") / "tw.db")
+    records, (start, end) = fleet_records(num_requests=24)
+    store = Store(url)
+    store.write_requests(records)
+    store.close()
+    return url, ["--from", f"{start:.3f}", "--to", f"{end:.3f}", "--db", url, "--no-progress"]
+
+
+def test_a_fleets_window_replays_on_its_replicas(fleet_db):
+    url, base = fleet_db
+    result = _run(*base, "--engine", SIM, "--knob", "max_model_len=4096", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    fleet = report["fleet"]
+    assert (fleet["replicas"], fleet["route"]) == (2, "as-recorded")
+    assert [e["num_requests"] for e in fleet["per_replica"]] == [
+        e["production"]["num_requests"] for e in fleet["per_replica"]
+    ]
+    runs, _ = _runs(url)
+    assert runs[-1].workload["replicas"] == 2
+    table = _run(*base, "--engine", SIM, "--route", "round-robin", "--replicas", "3")
+    assert table.exit_code == 0, table.output
+    assert "3 replicas, round-robin" in table.stdout and "requests per replica" in table.stdout
+    refused = _run(*base, "--engine", SIM, "--replicas", "3")
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith(
+        "error: --replicas: 3 given, but the window's records name 2 replicas "
+        "(engine-a:8000, engine-b:8000)"
+    )
+    assert len(_runs(url)[0]) == len(runs) + 1  # the refused one stored nothing
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.one_of(
+        st.integers(-(10**30), 10**30).map(str),
+        st.text(max_size=12),
+        st.sampled_from(["0", "1", "1024", "1025", "+3", " 2 ", "0002", "9" * 5000, "1e3"]),
+    )
+)
+def test_any_replicas_text_is_a_plan_or_one_error(text):
+    from tailwatch.replay_cli import build_replay_plan, replay_options
+
+    options = replay_options(from_=FROM, to=TO, engine=SIM, replicas=text, route="round-robin")
+    try:
+        spec = build_replay_plan(options, NOW)
+    except ValueError as error:
+        assert str(error).startswith("--replicas") and "\n" not in str(error), error
+    else:
+        assert 1 <= spec.plan.replicas <= 1024 and spec.plan.replicas == int(text)
 
 
 NOW = 1_800_000_000.0

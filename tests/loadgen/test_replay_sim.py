@@ -170,7 +170,7 @@ def test_a_failing_replay_is_stored_as_failed(recorded, monkeypatch):
     reader, _ = recorded
     lab = FakeLab()
 
-    def broken(plan, trace, progress):
+    def broken(plan, trace, progress, fleet=None):
         raise RuntimeError("the engine fell over\nsecond line")
 
     monkeypatch.setattr(replay_module, "run_trace", broken)
