@@ -7,22 +7,18 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import pytest
-import streamlit as st
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
-from streamlit.testing.v1 import AppTest
 
 from collectors.store import Store
 from collectors.store.lab_records import LabRunStatus
 from console import lab_jobs
 from console.lab_job_section import JOBS_KEY
-from console.page_kit import KNOB_LAB_PAGE
-from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
+from console.settings import ADMIN_TOKEN_ENV
+from tests.console.knob_lab_page import console_env, open_page, page_texts, plain
 
-APP = str(Path(__file__).resolve().parents[2] / "console" / "streamlit_app.py")
 SIM = "sim:llama-3.1-8b@h100"
 GOOD = {"knob": "max_num_batched_tokens=512,4096", "rates": "5", "engine": SIM, "duration": 2.0}
 #: How long a started two-point simulated sweep may take on a busy machine (it is seconds).
@@ -107,47 +103,22 @@ def test_any_field_values_are_an_answer_never_a_traceback(
 def page_env(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'lab.db'}"
     Store(url).close()
-    monkeypatch.chdir(tmp_path)  # NOTE: the started sweep's log goes under it
-    monkeypatch.delenv(CONFIG_ENV, raising=False)
-    monkeypatch.setenv(LIVE_ENV, "0")
-    monkeypatch.setenv("TAILWATCH_DB_URL", url)
-    monkeypatch.delenv(ADMIN_TOKEN_ENV, raising=False)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield url
-    st.cache_data.clear()
-    st.cache_resource.clear()
-
-
-def _open() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page(KNOB_LAB_PAGE).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _plain(text: str) -> str:
-    return text.replace("\\", "")  # NOTE: the page escapes Markdown
-
-
-def _texts(at: AppTest) -> str:
-    kinds = (at.info, at.error, at.caption, at.success)
-    return " ".join(_plain(e.value) for kind in kinds for e in kind)
+    yield from console_env(url, tmp_path, monkeypatch)
 
 
 def test_without_a_configured_token_there_is_no_form_and_the_page_says_why(page_env):
-    at = _open()
+    at = open_page()
     assert "Start the sweep" not in [b.label for b in at.button]
-    assert ADMIN_TOKEN_ENV in _texts(at) and "tailwatch sweep" in _texts(at)
+    assert ADMIN_TOKEN_ENV in page_texts(at) and "tailwatch sweep" in page_texts(at)
 
 
 def test_a_mistake_in_the_form_is_shown_and_nothing_is_stored(page_env, monkeypatch):
     monkeypatch.setenv(ADMIN_TOKEN_ENV, "s3cret")
-    at = _open()
+    at = open_page()
     at.text_input(key="lab_job_rates").input("5,fast")
     next(b for b in at.button if b.label == "Start the sweep").click().run()
     assert not at.exception
-    assert any("Not started: --rates: 'fast' is not a number" in _plain(e.value) for e in at.error)
+    assert any("Not started: --rates: 'fast' is not a number" in plain(e.value) for e in at.error)
     assert JOBS_KEY not in at.session_state or not at.session_state[JOBS_KEY]
     store = Store(page_env, migrate=False)
     try:
@@ -158,7 +129,7 @@ def test_a_mistake_in_the_form_is_shown_and_nothing_is_stored(page_env, monkeypa
 
 def test_a_sweep_started_from_the_page_runs_and_lands_in_the_store(page_env, monkeypatch):
     monkeypatch.setenv(ADMIN_TOKEN_ENV, "s3cret")
-    at = _open()
+    at = open_page()
     at.text_input(key="lab_job_rates").input("4")
     at.number_input(key="lab_job_duration").set_value(2.0)
     at.text_input(key="lab_job_name").input("from the page")

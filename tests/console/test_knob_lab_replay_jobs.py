@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import pytest
-import streamlit as st
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
@@ -22,15 +20,14 @@ from collectors.store import Store, sqlite_url
 from collectors.store.lab_records import LabRunKind, LabRunStatus
 from console import lab_replay_jobs
 from console.lab_replay_job_section import FROM_TO, INCIDENT, PAGE_RANGE, REPLAY_JOBS_KEY
-from console.page_kit import KNOB_LAB_PAGE
-from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
+from console.settings import ADMIN_TOKEN_ENV
 from engine.config import EngineConfig
 from engine.sim.offline import VIRTUAL_EPOCH
 from engine.sim.workload import RequestShape, poisson_schedule
 from slo.window import format_utc
+from tests.console.knob_lab_page import console_env, open_page, page_texts, plain
 from tests.loadgen.test_replay_sim import SIM, sim_records
 
-APP = str(Path(__file__).resolve().parents[2] / "console" / "streamlit_app.py")
 FROM, TO = str(int(VIRTUAL_EPOCH)), str(int(VIRTUAL_EPOCH) + 5)
 GOOD = {"from_": FROM, "to": TO, "engine": SIM}
 #: How long a started simulated replay of a few seconds may take on a busy machine.
@@ -184,32 +181,7 @@ def test_any_field_values_are_an_answer_never_a_traceback(
 def page_env(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'lab.db'}"
     _seed(url)
-    monkeypatch.chdir(tmp_path)  # NOTE: the started replay's log goes under it
-    monkeypatch.delenv(CONFIG_ENV, raising=False)
-    monkeypatch.setenv(LIVE_ENV, "0")
-    monkeypatch.setenv("TAILWATCH_DB_URL", url)
-    monkeypatch.delenv(ADMIN_TOKEN_ENV, raising=False)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield url
-    st.cache_data.clear()
-    st.cache_resource.clear()
-
-
-def _open() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.switch_page(KNOB_LAB_PAGE).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _plain(text: str) -> str:
-    return text.replace("\\", "")  # NOTE: the page escapes Markdown
-
-
-def _texts(at: AppTest) -> str:
-    kinds = (at.info, at.error, at.caption, at.success)
-    return " ".join(_plain(e.value) for kind in kinds for e in kind)
+    yield from console_env(url, tmp_path, monkeypatch)
 
 
 def _start(at: AppTest) -> None:
@@ -226,18 +198,18 @@ def _replays(url: str) -> list:
 
 
 def _errors(at: AppTest) -> list[str]:
-    return [_plain(e.value) for e in at.error]
+    return [plain(e.value) for e in at.error]
 
 
 def test_without_a_configured_token_there_is_no_form_and_the_page_says_why(page_env):
-    at = _open()
+    at = open_page()
     assert "Start the replay" not in [b.label for b in at.button]
-    assert ADMIN_TOKEN_ENV in _texts(at) and "tailwatch replay --from" in _texts(at)
+    assert ADMIN_TOKEN_ENV in page_texts(at) and "tailwatch replay --from" in page_texts(at)
 
 
 def test_a_mistake_in_the_form_is_shown_and_nothing_is_stored(page_env, monkeypatch):
     monkeypatch.setenv(ADMIN_TOKEN_ENV, "s3cret")
-    at = _open()
+    at = open_page()
     _start(at)  # NOTE: the default window, the last 15 minutes, holds no records
     assert any(e.startswith("Not started: --from/--to: no request records") for e in _errors(at))
     at.selectbox(key="lab_replay_window").select(FROM_TO).run()
@@ -266,7 +238,7 @@ def test_the_page_range_and_an_incident_are_windows_of_the_form(page_env, monkey
         )
     finally:
         store.close()
-    at = _open()
+    at = open_page()
     at.selectbox(key="lab_replay_window").select(INCIDENT).run()
     assert "#1 TTFTHigh" in at.selectbox(key="lab_replay_incident").value
     _start(at)
@@ -280,7 +252,7 @@ def test_the_page_range_and_an_incident_are_windows_of_the_form(page_env, monkey
 
 def test_a_replay_started_from_the_page_runs_and_lands_in_the_store(page_env, monkeypatch):
     monkeypatch.setenv(ADMIN_TOKEN_ENV, "s3cret")
-    at = _open()
+    at = open_page()
     at.selectbox(key="lab_replay_window").select(FROM_TO).run()
     at.text_input(key="lab_replay_from").input(FROM)
     at.text_input(key="lab_replay_to").input(TO)
@@ -292,7 +264,7 @@ def test_a_replay_started_from_the_page_runs_and_lands_in_the_store(page_env, mo
     _start(at)
     assert not _errors(at), _errors(at)
     (job,) = at.session_state[REPLAY_JOBS_KEY]
-    assert "Replay running" in _texts(at) or job.exit_code() is not None
+    assert "Replay running" in page_texts(at) or job.exit_code() is not None
     deadline = time.monotonic() + REPLAY_WAIT_SECONDS
     while job.exit_code() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -312,4 +284,4 @@ def test_a_replay_started_from_the_page_runs_and_lands_in_the_store(page_env, mo
     assert (run.workload["replicas"], run.workload["route"]) == (2, "round-robin")
     at.run()
     assert any("Replay finished" in e.value for e in at.success)
-    assert "Production window replayed: 2026-01-01 00:00:00" in _texts(at)
+    assert "Production window replayed: 2026-01-01 00:00:00" in page_texts(at)
