@@ -62,6 +62,18 @@ def _field(records: Sequence[RequestRecord], read: Callable[[RequestRecord], flo
 class _Reader:
     def __init__(self, metrics: MetricsReader, scope: Scope, window: TimeWindow) -> None:
         self.metrics, self.scope, self.window = metrics, scope, window
+        self._readings: dict[str, dict[tuple, list]] = {}
+
+    def readings(self, family: str) -> dict[tuple, list]:
+        """``family``'s readings from one window's length before the window to its end, per
+        series (read once: the gauges, the backlog and the coverage all use them)."""
+        if family not in self._readings:
+            start, end = self.window.start_seconds, self.window.end_seconds
+            lookback = start - self.window.duration_seconds
+            self._readings[family] = self.metrics.samples(
+                family, self.scope.selector, lookback, end
+            )
+        return self._readings[family]
 
     def histogram(self, family: str) -> tuple[ClassicHistogram | None, str]:
         try:
@@ -84,21 +96,18 @@ class _Reader:
             return None
 
     def gauge(self, family: str) -> dict[tuple, list[float]]:
-        series = self.metrics.samples(
-            family, self.scope.selector, self.window.start_seconds, self.window.end_seconds
-        )
         # NOTE: (start, end], as counter and histogram windows count: a reading at the start
         # belongs to the window before.
         start = self.window.start_seconds
-        return {k: [x for t, x in v if t > start and math.isfinite(x)] for k, v in series.items()}
+        series = self.readings(family).items()
+        return {k: [x for t, x in v if t > start and math.isfinite(x)] for k, v in series}
 
     def covered_seconds(self, family: str) -> tuple[float, str]:
         """How much of the window ``family``'s readings cover: all of it, unless the scope's
         first reading comes inside the window (nothing was scraped before it: a fleet that
         began then); then from that reading to the end, and that reading's time."""
         start, end = self.window.start_seconds, self.window.end_seconds
-        lookback = start - self.window.duration_seconds
-        series = self.metrics.samples(family, self.scope.selector, lookback, end).values()
+        series = self.readings(family).values()
         first = min((t for readings in series for t, _ in readings), default=start)
         if first <= start or first >= end:
             return self.window.duration_seconds, ""
@@ -109,12 +118,9 @@ class _Reader:
         scope's series (each side the last reading at or before it; a series first read
         inside the window, a replica that joined, starts from 0); ``None`` without readings."""
         start, end = self.window.start_seconds, self.window.end_seconds
-        lookback = start - self.window.duration_seconds
         change, seen = 0.0, False
         for family in (c.REQUESTS_RUNNING, c.REQUESTS_WAITING):
-            for readings in self.metrics.samples(
-                family, self.scope.selector, lookback, end
-            ).values():
+            for readings in self.readings(family).values():
                 finite = [(t, x) for t, x in readings if math.isfinite(x)]
                 inside = [x for t, x in finite if start < t <= end]
                 if not inside:

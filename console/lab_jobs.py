@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,12 +57,9 @@ def check_sweep(request: SweepRequest) -> str | None:
     from loadgen.errors import LoadgenError
     from tailwatch.sweep_cli import build_sweep_plan, sweep_options
 
-    unknown = set(request.options) - set(FORM_OPTIONS)
-    if unknown:
-        return f"not a field of the sweep form: {', '.join(sorted(unknown))}"
-    if not request.db_url.strip():
-        return "the console has no store URL to write the sweep to"
-    problem = argument_problem(request.options)
+    problem = form_problem(
+        request.options, FORM_OPTIONS, request.db_url, "sweep", "to write the sweep to"
+    )
     if problem is not None:
         return problem
     try:
@@ -75,14 +72,42 @@ def check_sweep(request: SweepRequest) -> str | None:
 def sweep_argv(request: SweepRequest) -> list[str]:
     """The ``tailwatch sweep`` command line for ``request`` (``--flag=value`` each, so no
     value can be read as another option)."""
-    argv = [sys.executable, "-m", "tailwatch", "sweep"]
-    for name in FORM_OPTIONS:
-        value = request.options.get(name)
+    return job_argv("sweep", FORM_OPTIONS, request.options, request.db_url)
+
+
+def job_argv(
+    command: str, form_options: Sequence[str], options: Mapping[str, object], db_url: str
+) -> list[str]:
+    """``python -m tailwatch <command>`` with each of ``form_options`` that ``options``
+    holds as ``--flag=value`` (a list: the flag once per item), then the store and
+    ``--no-progress``."""
+    argv = [sys.executable, "-m", "tailwatch", command]
+    for name in form_options:
+        value = options.get(name)
         if value is None:
             continue
-        argv.append(f"{flag(name)}={value}")
-    argv += [f"--db={request.db_url}", "--no-progress"]
+        for one in value if isinstance(value, list | tuple) else [value]:
+            argv.append(f"{flag(name)}={one}")
+    argv += [f"--db={db_url}", "--no-progress"]
     return argv
+
+
+def form_problem(
+    options: Mapping[str, object],
+    form_options: Sequence[str],
+    db_url: str,
+    form: str,
+    store_for: str,
+) -> str | None:
+    """What any job form refuses before its command's own checks: a field the ``form``
+    does not have, no store URL (the console has none ``store_for``), or a field no
+    command line can carry; ``None`` when none of these."""
+    unknown = set(options) - set(form_options)
+    if unknown:
+        return f"not a field of the {form} form: {', '.join(sorted(unknown))}"
+    if not db_url.strip():
+        return f"the console has no store URL {store_for}"
+    return argument_problem(options)
 
 
 def flag(name: str) -> str:

@@ -12,13 +12,12 @@ its own ``--knob=NAME=VALUE``).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.lab_jobs import JOB_LOG_DIR, LabJob, argument_problem, flag, start_job
+from console.lab_jobs import JOB_LOG_DIR, LabJob, form_problem, job_argv, start_job
 
 #: The fields of the page's form, as ``tailwatch replay`` options (``from_`` is ``--from``;
 #: ``knob`` a list of ``NAME=VALUE``, ``url`` one URL or a list, one ``--url`` each);
@@ -55,12 +54,9 @@ def check_replay(request: ReplayRequest, now: float | None = None) -> str | None
     from tailwatch.alerts_cli import first_line
     from tailwatch.replay_cli import build_replay_plan, check_window, replay_options
 
-    unknown = set(request.options) - set(FORM_OPTIONS)
-    if unknown:
-        return f"not a field of the replay form: {', '.join(sorted(unknown))}"
-    if not request.db_url.strip():
-        return "the console has no store URL to replay from"
-    problem = argument_problem(request.options)
+    problem = form_problem(
+        request.options, FORM_OPTIONS, request.db_url, "replay", "to replay from"
+    )
     if problem is not None:
         return problem
     try:
@@ -89,15 +85,7 @@ def check_replay(request: ReplayRequest, now: float | None = None) -> str | None
 def replay_argv(request: ReplayRequest) -> list[str]:
     """The ``tailwatch replay`` command line for ``request`` (``--flag=value`` each, so no
     value can be read as another option)."""
-    argv = [sys.executable, "-m", "tailwatch", "replay"]
-    for name in FORM_OPTIONS:
-        value = request.options.get(name)
-        if value is None:
-            continue
-        for one in value if isinstance(value, list | tuple) else [value]:
-            argv.append(f"{flag(name)}={one}")
-    argv += [f"--db={request.db_url}", "--no-progress"]
-    return argv
+    return job_argv("replay", FORM_OPTIONS, request.options, request.db_url)
 
 
 def start_replay(

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from tailwatch.alerts_cli import DbOption, first_line
-from tailwatch.cli_options import check_url, cli_error
+from tailwatch.cli_options import check_url, cli_error, command_options
 
 _EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")
 #: Option names for the fields of a ``WorkloadError``.
@@ -214,19 +214,10 @@ class ReplaySpec:
 def replay_options(**given: Any) -> dict[str, Any]:
     """Every option of ``tailwatch replay`` at its default, with ``given`` over them (the
     console's replay form builds its plan, and so its errors, exactly as the CLI does)."""
-    import inspect
-
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(replay).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    unknown = set(given) - set(defaults) - {"from_"}
-    if unknown:
-        raise ValueError(f"not options of tailwatch replay: {sorted(unknown)}")
+    options = command_options(replay, "replay", given, frozenset({"from_"}))
     if "from_" not in given:
         raise ValueError("--from: give the window's start (now, Unix seconds, ISO 8601, -15m)")
-    return {**defaults, **given}
+    return options
 
 
 def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:

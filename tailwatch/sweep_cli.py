@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tailwatch.cli_options import cli_error, config_path
+from tailwatch.cli_options import cli_error, command_options, config_path
 from tailwatch.load_cli import (
     Arrival,
     Burstiness,
@@ -101,17 +101,7 @@ def _plan(options: dict[str, Any]):
 def sweep_options(**given: Any) -> dict[str, Any]:
     """Every option of ``tailwatch sweep`` at its default, with ``given`` over them (the
     console's sweep form builds its plan, and so its errors, exactly as the CLI does)."""
-    import inspect
-
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(sweep).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    unknown = set(given) - set(defaults) - {"knob", "rates"}
-    if unknown:
-        raise ValueError(f"not options of tailwatch sweep: {sorted(unknown)}")
-    return {**defaults, **given}
+    return command_options(sweep, "sweep", given, frozenset({"knob", "rates"}))
 
 
 def build_sweep_plan(options: dict[str, Any]):
