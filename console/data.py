@@ -421,6 +421,14 @@ def lab_runs(url: str, kind: str | None = None) -> list | None:
     return reader.lab_runs(None if kind is None else LabRunKind(kind), limit=LAB_RUN_LIMIT)
 
 
+def lab_results_changed() -> None:
+    """Drop the cached lab reads: a sweep or replay this console started has ended, so its
+    run's final status and points are stored (a reader must not wait out the ttl)."""
+    lab_runs.clear()
+    lab_points.clear()
+    lab_ab.clear()
+
+
 @st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=64, show_spinner=False)
 def lab_points(url: str, run_id: int) -> list:
     """A run's points (``LabPoint``) in measured order (none for a store without a lab)."""

@@ -12,7 +12,7 @@ import os
 
 import streamlit as st
 
-from console import lab_jobs
+from console import data, lab_jobs
 from console.incidents import check_token
 from console.lab_sections import SWEEP_HINT
 from console.page_kit import PageContext, escape, section
@@ -96,6 +96,15 @@ def admin_allowed(token: str, what: str, hint: str) -> bool:
         st.info(f"Type the admin token above to start a {what} from here. " + hint)
         return False
     return True
+
+
+def note_ended_jobs(keys: tuple[str, ...]) -> None:
+    """Drop the cached lab reads once any job this session started under ``keys`` has
+    ended: its run is now stored as final, and the page must show it on this run, not a
+    ttl later. Called before the stored runs are read (on every rerun, fragment included)."""
+    ended = [job.note_end() for key in keys for job in st.session_state.get(key, [])]
+    if any(ended):
+        data.lab_results_changed()
 
 
 def jobs_status(key: str, label: str, running: str, finished: str) -> None:

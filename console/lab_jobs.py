@@ -141,6 +141,8 @@ class LabJob:
     log_path: Path
     started_at_seconds: float
     kind: str = "sweep"
+    #: Whether the page has seen it end (and so dropped the cached lab reads it changed).
+    is_end_noted: bool = False
 
     @property
     def pid(self) -> int:
@@ -149,6 +151,14 @@ class LabJob:
     def exit_code(self) -> int | None:
         """``None`` while it runs."""
         return self.process.poll()
+
+    def note_end(self) -> bool:
+        """``True`` the first time this is asked after the process ended: what it wrote is
+        final, so the caller drops what it had cached of the store's lab results."""
+        if self.is_end_noted or self.exit_code() is None:
+            return False
+        self.is_end_noted = True
+        return True
 
     def last_lines(self, count: int = 3) -> list[str]:
         """The log's last non-empty lines (its summary, or its ``error:`` line)."""

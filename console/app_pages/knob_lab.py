@@ -68,6 +68,9 @@ lab_replay_job_section.start_replay_section(ctx, token)
 @st.fragment(run_every=ctx.live_seconds)
 def studies() -> None:
     live_filters(ctx)  # NOTE: a live rerun re-reads the runs (a running sweep's progress)
+    lab_job_section.note_ended_jobs(
+        (lab_job_section.JOBS_KEY, lab_replay_job_section.REPLAY_JOBS_KEY)
+    )
     runs = lab_study_sections.sweeps_section(ctx)
     lab_study_sections.ab_section(ctx, runs)
     lab_study_sections.replay_section(ctx)

@@ -6,6 +6,7 @@ started sweep is a real ``tailwatch sweep`` process whose run lands in the store
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import pytest
@@ -99,6 +100,21 @@ def test_any_field_values_are_an_answer_never_a_traceback(
     assert problem is None or (isinstance(problem, str) and problem)
 
 
+def test_a_job_end_is_noted_once_and_only_after_it_ended(tmp_path):
+    gate = tmp_path / "go"
+    wait = f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)"
+    job = lab_jobs.start_job("sweep", [sys.executable, "-c", wait], tmp_path)
+    try:
+        assert job.note_end() is False  # still running: nothing it wrote is final
+        gate.touch()
+        job.process.wait(timeout=60)
+        assert job.note_end() is True
+        assert job.note_end() is False  # the caches were dropped once; not on every rerun
+    finally:
+        if job.exit_code() is None:
+            job.process.kill()
+
+
 @pytest.fixture
 def page_env(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'lab.db'}"
@@ -153,3 +169,6 @@ def test_a_sweep_started_from_the_page_runs_and_lands_in_the_store(page_env, mon
     assert sorted({str(p.knob_value) for p in points}) == ["4096", "512"]
     at.run()
     assert any("Sweep finished" in e.value for e in at.success)
+    # NOTE: the Sweeps section was read (and cached) while the sweep ran; its end drops that
+    assert "No sweeps stored" not in page_texts(at)
+    assert "from the page" in at.selectbox(key="lab_sweep").value
