@@ -128,7 +128,9 @@ class Scraper:
             async with asyncio.timeout(self.timeout_seconds):
                 body, content_type = await self._fetch(target.url)
             normalised = normalise(
-                _parse(body, content_type), target=target.name, default_labels=target.labels
+                parse_exposition(body, content_type),
+                target=target.name,
+                default_labels=target.labels,
             )
         except (ScrapeFailedError, TimeoutError, httpx.HTTPError, ValueError) as error:
             message = _describe(error, self.timeout_seconds)
@@ -181,7 +183,7 @@ def is_openmetrics(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "application/openmetrics-text"
 
 
-def _parse(body: str, content_type: str) -> Sequence[object]:
+def parse_exposition(body: str, content_type: str) -> Sequence[object]:
     """Parse with the ``prometheus_client`` parser the content type calls for; the parsers
     are lazy, so the families are listed here to surface a syntax error as one."""
     openmetrics = is_openmetrics(content_type)

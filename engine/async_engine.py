@@ -22,7 +22,10 @@ from typing import Any
 
 from engine.admission import Admission, EngineDrainingError, QueueFullError
 from engine.engine_loop import EngineLoop, EngineObserver
-from engine.errors import ConfigError
+from engine.live_knobs import (
+    apply_knob_changes,
+    knobs_in_force,
+)
 from engine.llm_engine import KnobChange, LLMEngine
 from engine.outputs import RequestOutput
 from engine.request_stream import RequestHandle, RequestStream
@@ -39,19 +42,6 @@ __all__ = [
     "RequestStream",
     "StepFailedError",
 ]
-
-# Faults for incident drills; set with the knobs but kept out of EngineConfig.
-# ``fail_next_steps``: that many of the next steps (with a batch) raise after the model ran.
-# ``prefill_seconds_per_token``: each step also takes this long per prompt token it computed,
-# a bigger model's prefill throughput (0.0005: 2,000 tokens/s), so a long-prompt drill stalls
-# decodes the same on any machine.
-FAULTS: tuple[str, ...] = ("step_delay_seconds", "prefill_seconds_per_token", "fail_next_steps")
-#: The faults that are seconds, with their upper bounds.
-DELAY_FAULTS: dict[str, float] = {"step_delay_seconds": 10.0, "prefill_seconds_per_token": 0.01}
-# The front end's admission limits, live too (None: unbounded): the knob triage recommends
-# for overload (lower max_waiting_requests) can be turned without a restart.
-ADMISSION_KNOBS: tuple[str, ...] = ("max_waiting_requests", "max_concurrency_per_tenant")
-MAX_FAIL_NEXT_STEPS = 1000
 
 
 class AsyncEngine:
@@ -242,12 +232,7 @@ class AsyncEngine:
     # -- knobs -----------------------------------------------------------------------------
 
     def knobs(self) -> dict[str, Any]:
-        return {
-            **self.engine.knobs(),
-            **{fault: getattr(self._loop, fault) for fault in DELAY_FAULTS},
-            "fail_next_steps": self.engine.num_steps_to_fail,
-            **{knob: getattr(self._admission, knob) for knob in ADMISSION_KNOBS},
-        }
+        return knobs_in_force(self.engine, self._loop, self._admission)
 
     async def update_knobs(self, changes: Mapping[str, Any]) -> list[KnobChange]:
         """Validate and apply knob and fault changes between two steps; all or nothing."""
@@ -263,64 +248,7 @@ class AsyncEngine:
         return await asyncio.wrap_future(future)
 
     def _apply_knobs(self, changes: Mapping[str, Any]) -> list[KnobChange]:
-        faults = {k: v for k, v in changes.items() if k in FAULTS}
-        delays = {}
-        for fault, limit in DELAY_FAULTS.items():
-            delay = faults.get(fault, getattr(self._loop, fault))
-            if isinstance(delay, bool) or not isinstance(delay, int | float):
-                raise ConfigError(f"{fault}={delay!r}: must be a number of seconds")
-            if not 0 <= delay <= limit:
-                raise ConfigError(f"{fault}={delay}: must be between 0 and {limit}")
-            delays[fault] = float(delay)
-        fail_steps = faults.get("fail_next_steps", self.engine.num_steps_to_fail)
-        if isinstance(fail_steps, bool) or not isinstance(fail_steps, int):
-            raise ConfigError(f"fail_next_steps={fail_steps!r}: must be a whole number of steps")
-        if not 0 <= fail_steps <= MAX_FAIL_NEXT_STEPS:
-            raise ConfigError(
-                f"fail_next_steps={fail_steps}: must be between 0 and {MAX_FAIL_NEXT_STEPS}"
-            )
-        limits = {k: v for k, v in changes.items() if k in ADMISSION_KNOBS}
-        for knob, value in limits.items():
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ConfigError(f"{knob}={value!r}: must be a positive integer or null")
-        knob_changes = {
-            k: v for k, v in changes.items() if k not in FAULTS and k not in ADMISSION_KNOBS
-        }
-        applied = self.engine.update_knobs(knob_changes) if knob_changes else []
-        # NOTE: set here, in the engine thread, after everything validated (all or nothing);
-        # admission reads the int on the event loop, and one attribute store is atomic.
-        for knob, value in limits.items():
-            old = getattr(self._admission, knob)
-            if value != old:
-                setattr(self._admission, knob, value)
-                applied.append(
-                    KnobChange(knob, old, value, self.engine.clock(), self.engine.wall_clock())
-                )
-        if fail_steps != self.engine.num_steps_to_fail:
-            applied.append(
-                KnobChange(
-                    "fail_next_steps",
-                    self.engine.num_steps_to_fail,
-                    fail_steps,
-                    self.engine.clock(),
-                    self.engine.wall_clock(),
-                )
-            )
-            self.engine.num_steps_to_fail = fail_steps
-        for fault, delay in delays.items():
-            if delay != getattr(self._loop, fault):
-                applied.append(
-                    KnobChange(
-                        fault,
-                        getattr(self._loop, fault),
-                        delay,
-                        self.engine.clock(),
-                        self.engine.wall_clock(),
-                    )
-                )
-                setattr(self._loop, fault, delay)
+        applied = apply_knob_changes(self.engine, self._loop, self._admission, changes)
         self.events.extend(applied)
         for observer in self.observers:
             observer.on_knob_changes(applied)

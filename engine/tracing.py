@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from engine.async_engine import RequestHandle
     from engine.llm_engine import KnobChange, LLMEngine
     from engine.outputs import RequestOutput, RequestTimings
+    from engine.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -135,20 +136,15 @@ class RequestTracer:
             return
         carrier = {k.lower(): v for k, v in headers.items() if k.lower() in _TRACE_HEADERS}
         parent = _PROPAGATOR.extract(carrier) if carrier else None
-        params = handle.params
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": operation,
-            "gen_ai.provider.name": PROVIDER_NAME,
-            "gen_ai.request.model": self.model_name,
-            "gen_ai.request.max_tokens": params.max_tokens,
-            "gen_ai.request.temperature": float(params.temperature),
-            "gen_ai.request.top_p": float(params.top_p),
-            "gen_ai.request.seed": params.seed,
-            "gen_ai.request.stop_sequences": list(params.stop) or None,
-            "gen_ai.request.id": handle.request_id,
-            "gen_ai.response.id": handle.request_id,
-            "tailwatch.tenant": handle.tenant,
-            "tailwatch.request.priority": handle.priority,
+            **start_attributes(
+                self.model_name,
+                operation,
+                handle.params,
+                handle.request_id,
+                handle.tenant,
+                handle.priority,
+            ),
             **request_attributes,
         }
         span = self._tracer.start_span(
@@ -243,47 +239,95 @@ class RequestTracer:
 
     def _finish(self, span: Span, out: RequestOutput, t: RequestTimings) -> None:
         start_ns = getattr(span, "start_time", None) or 0
+        ended = finished_span(self.model_name, out, t)
+        span.set_attributes(ended.attributes)
+        for name, attributes, at_seconds in ended.events:
+            # NOTE: never before the span's start (a front end's own clock started it)
+            span.add_event(name, attributes or None, timestamp=max(start_ns, int(at_seconds * 1e9)))
+        if ended.error_type is not None:
+            span.set_attribute("error.type", ended.error_type)
+            span.set_status(Status(StatusCode.ERROR, ended.status_message))
+        span.end(end_time=max(start_ns, int(ended.end_seconds * 1e9)))
 
-        def wall_ns(at: float) -> int:
-            # Engine times are monotonic; arrival_wall_time anchors them to the epoch.
-            return max(start_ns, int((t.arrival_wall_time + (at - t.arrival_time)) * 1e9))
 
-        attributes: dict[str, Any] = {
-            "gen_ai.response.model": self.model_name,
-            "gen_ai.response.finish_reasons": [out.finish_reason or "error"],
-            "gen_ai.usage.input_tokens": out.num_prompt_tokens,
-            "gen_ai.usage.output_tokens": out.num_output_tokens,
-            "gen_ai.usage.cache_read.input_tokens": out.num_cached_tokens,
-            "tailwatch.request.num_preemptions": out.num_preemptions,
+def start_attributes(
+    model_name: str,
+    operation: str,
+    params: SamplingParams,
+    request_id: str,
+    tenant: str | None,
+    priority: int,
+) -> dict[str, Any]:
+    """The attributes a request's span opens with (GenAI request attributes; ``None``
+    values left out)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": PROVIDER_NAME,
+        "gen_ai.request.model": model_name,
+        "gen_ai.request.max_tokens": params.max_tokens,
+        "gen_ai.request.temperature": float(params.temperature),
+        "gen_ai.request.top_p": float(params.top_p),
+        "gen_ai.request.seed": params.seed,
+        "gen_ai.request.stop_sequences": list(params.stop) or None,
+        "gen_ai.request.id": request_id,
+        "gen_ai.response.id": request_id,
+        "tailwatch.tenant": tenant,
+        "tailwatch.request.priority": priority,
+    }
+    return {k: v for k, v in attributes.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class FinishedSpan:
+    """What a finished request adds to its span: response, usage and latency attributes,
+    the events (name, attributes, epoch seconds), the error type and status message when
+    it did not finish normally (aborted, or failed by the engine), and its end (epoch s)."""
+
+    attributes: dict[str, Any]
+    events: tuple[tuple[str, dict[str, Any], float], ...]
+    error_type: str | None
+    status_message: str
+    end_seconds: float
+
+
+def finished_span(model_name: str, out: RequestOutput, t: RequestTimings) -> FinishedSpan:
+    """The span fields of a finished request (``RequestTracer`` ends its spans with them;
+    the virtual fleet builds its spans from them). Engine times are monotonic;
+    ``arrival_wall_time`` anchors them to the epoch."""
+
+    def wall(at: float) -> float:
+        return t.arrival_wall_time + (at - t.arrival_time)
+
+    attributes: dict[str, Any] = {
+        "gen_ai.response.model": model_name,
+        "gen_ai.response.finish_reasons": [out.finish_reason or "error"],
+        "gen_ai.usage.input_tokens": out.num_prompt_tokens,
+        "gen_ai.usage.output_tokens": out.num_output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": out.num_cached_tokens,
+        "tailwatch.request.num_preemptions": out.num_preemptions,
+    }
+    attributes.update(_latency_attributes(t))
+    events: list[tuple[str, dict[str, Any], float]] = []
+    if t.first_scheduled_time is not None:
+        events.append((EVENT_SCHEDULED, {}, wall(t.first_scheduled_time)))
+    for index, (at, first_position, num_tokens) in enumerate(t.prefill_chunks):
+        chunk = {
+            "tailwatch.prefill.chunk_index": index,
+            "tailwatch.prefill.first_position": first_position,
+            "tailwatch.prefill.num_tokens": num_tokens,
         }
-        attributes.update(_latency_attributes(t))
-        span.set_attributes(attributes)
-        if t.first_scheduled_time is not None:
-            span.add_event(EVENT_SCHEDULED, timestamp=wall_ns(t.first_scheduled_time))
-        for index, (at, first_position, num_tokens) in enumerate(t.prefill_chunks):
-            span.add_event(
-                EVENT_PREFILL_CHUNK,
-                {
-                    "tailwatch.prefill.chunk_index": index,
-                    "tailwatch.prefill.first_position": first_position,
-                    "tailwatch.prefill.num_tokens": num_tokens,
-                },
-                timestamp=wall_ns(at),
-            )
-        if t.first_token_time is not None:
-            span.add_event(EVENT_FIRST_TOKEN, timestamp=wall_ns(t.first_token_time))
-        for index, at in enumerate(t.preempted_times):
-            span.add_event(
-                EVENT_PREEMPTED, {"tailwatch.preemption.index": index}, timestamp=wall_ns(at)
-            )
-        if out.finish_reason == "abort":
-            span.set_attribute("error.type", "abort")
-            span.set_status(Status(StatusCode.ERROR, "request aborted before it finished"))
-        elif out.finish_reason is None:  # a failed step took the request down
-            span.set_attribute("error.type", "engine_error")
-            span.set_status(Status(StatusCode.ERROR, "the engine failed while running it"))
-        finished = t.finished_time if t.finished_time is not None else t.arrival_time
-        span.end(end_time=wall_ns(finished))
+        events.append((EVENT_PREFILL_CHUNK, chunk, wall(at)))
+    if t.first_token_time is not None:
+        events.append((EVENT_FIRST_TOKEN, {}, wall(t.first_token_time)))
+    for index, at in enumerate(t.preempted_times):
+        events.append((EVENT_PREEMPTED, {"tailwatch.preemption.index": index}, wall(at)))
+    error_type, message = None, ""
+    if out.finish_reason == "abort":
+        error_type, message = "abort", "request aborted before it finished"
+    elif out.finish_reason is None:  # a failed step took the request down
+        error_type, message = "engine_error", "the engine failed while running it"
+    finished = t.finished_time if t.finished_time is not None else t.arrival_time
+    return FinishedSpan(attributes, tuple(events), error_type, message, wall(finished))
 
 
 def _safe_attribute(value: Any) -> Any:

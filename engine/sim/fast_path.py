@@ -111,6 +111,14 @@ class FastPath:
             return self._engine_step()
         return self._fast_step(*plan)
 
+    def invalidate(self) -> None:
+        """Bring every request up to date and take the next step from scratch: the caller
+        changed what a plan assumed (live knobs, the usable pool, a failed batch)."""
+        self._deferred.materialize_all()
+        self._deferred.clear()
+        self._prefilling = []
+        self._is_stale = True
+
     def materialize(self) -> None:
         """Bring every deferred token and token time onto its ``Request``."""
         self._deferred.materialize_all()
@@ -118,10 +126,7 @@ class FastPath:
     # -- taking over the running requests --------------------------------------------------
 
     def _engine_step(self) -> FastStep:
-        self._deferred.materialize_all()
-        self._deferred.clear()
-        self._prefilling = []
-        self._is_stale = True
+        self.invalidate()
         return FastStep(False, (), tuple(self.engine.step()))
 
     def _adopt_running(self) -> None:
@@ -331,10 +336,7 @@ class FastPath:
                 continue
             decoder = self._decoder_of(request, seq)
             if decoder is None:  # NOTE: ``schedule`` would take it with the decodes
-                self._deferred.materialize_all()
-                self._deferred.clear()
-                self._prefilling = []
-                self._is_stale = True
+                self.invalidate()
                 return
             self._deferred.track(decoder)
         chunked.sort(key=lambda entry: entry[0])

@@ -1,0 +1,144 @@
+"""The collector's side of the virtual fleet: scrapes and spans through the real code paths.
+
+At a virtual scrape time each replica's ``/metrics`` exposition (OpenMetrics, as a
+collector asks for it) is rendered by its ``EngineMetrics`` and goes through exactly what a
+scrape goes through in ``collectors.scrape.Scraper.scrape``: ``parse_exposition``
+(prometheus_client's parser), ``collectors.dialects.normalise`` and
+``ScrapeRecord.from_normalised``, then the store's ``write_scrapes``. A finished request
+becomes the span the engine's tracer would export (``engine.tracing.start_attributes`` and
+``finished_span``), and the span a request record by the receiver's own
+``collectors.request_records.request_records``; both are written as the trace writer
+writes them (``write_spans`` then ``write_requests``), at the next scrape time, as spans
+reach a real collector in batches.
+
+:class:`VirtualStore` is where the run's data lives: the in-memory readers (the default:
+``FakeMetricsReader``, ``FakeRequestReader`` and ``MemoryAlertState``, which the reader
+contract tests hold to the SQL store's answers) or a real ``Store`` at a URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from alerts.state import AlertStateStore, MemoryAlertState
+from collectors.dialects import normalise
+from collectors.request_records import SpanEvent, SpanRecord, request_records
+from collectors.scrape import parse_exposition
+from collectors.store.fake import FakeMetricsReader, FakeRequestReader
+from collectors.store.records import ScrapeRecord
+from engine.sim.offline import VIRTUAL_EPOCH
+from engine.tracing import TRACER_NAME, finished_span, start_attributes
+from loadgen.virtual.replica import OPERATION, Finished, VirtualReplica, stable_hex
+
+#: The resource's ``service.name`` (``engine.tracing.TracingConfig``'s default).
+SERVICE_NAME = "tailwatch-engine"
+_SPAN_KIND_SERVER, _STATUS_UNSET, _STATUS_ERROR = 2, 0, 2
+
+
+@dataclass
+class VirtualStore:
+    """The readers and writers a virtual run uses: ``metrics`` (a ``MetricsReader`` with
+    ``write_scrapes``), ``requests`` (a ``RequestReader`` with ``write_spans`` and
+    ``write_requests``) and ``alert_state``; ``closer`` ends a database's connections."""
+
+    metrics: Any
+    requests: Any
+    alert_state: AlertStateStore
+    closer: Any = None
+
+    @classmethod
+    def memory(cls) -> VirtualStore:
+        return cls(FakeMetricsReader(), FakeRequestReader(), MemoryAlertState())
+
+    @classmethod
+    def at(cls, url: str) -> VirtualStore:
+        """A SQL store at ``url`` (created and migrated as ``tailwatch collect`` does)."""
+        from collectors.store import Store
+
+        store = Store(url)
+        return cls(store, store, store.alert_state, store.close)
+
+    def close(self) -> None:
+        if self.closer is not None:
+            self.closer()
+
+
+def scrape_record(replica: VirtualReplica, at_seconds: float) -> ScrapeRecord:
+    """One scrape of ``replica`` at virtual time ``at_seconds``, as the collector makes it."""
+    body, content_type = replica.exposition()
+    normalised = normalise(parse_exposition(body, content_type), target=replica.target)
+    return ScrapeRecord.from_normalised(
+        replica.target, VIRTUAL_EPOCH + at_seconds, normalised, duration_seconds=0.0
+    )
+
+
+def request_span(done: Finished, replica: VirtualReplica) -> SpanRecord:
+    """The span the engine's tracer exports for a finished request, as the receiver
+    decodes it (ids fixed by the run's seed and the request)."""
+    handle, out = done.handle, done.output
+    assert out.timings is not None
+    ended = finished_span(replica.model_name, out, out.timings)
+    attributes = {
+        **start_attributes(
+            replica.model_name,
+            OPERATION,
+            handle.params,
+            handle.request_id,
+            handle.tenant,
+            handle.priority,
+        ),
+        **ended.attributes,
+    }
+    if ended.error_type is not None:
+        attributes["error.type"] = ended.error_type
+    start = VIRTUAL_EPOCH + handle.arrival_seconds
+    return SpanRecord(
+        trace_id=handle.trace_id,
+        span_id=stable_hex(f"{handle.trace_id}/span", 8),
+        parent_span_id=None,
+        name=f"{OPERATION} {replica.model_name}",
+        kind=_SPAN_KIND_SERVER,
+        start=start,
+        end=max(start, ended.end_seconds),
+        attributes=attributes,
+        events=tuple(SpanEvent(name, max(start, at), attrs) for name, attrs, at in ended.events),
+        status_code=_STATUS_UNSET if ended.error_type is None else _STATUS_ERROR,
+        status_message=ended.status_message,
+        resource={"service.name": SERVICE_NAME, "service.instance.id": replica.instance_id},
+        scope=TRACER_NAME,
+    )
+
+
+class VirtualCollector:
+    """Scrapes ``replicas`` into ``store`` and receives their spans."""
+
+    def __init__(self, store: VirtualStore, replicas: Sequence[VirtualReplica]) -> None:
+        self.store = store
+        self.replicas = list(replicas)
+        self._spans: list[SpanRecord] = []
+        self.num_scrapes = 0
+
+    def receive(self, finished: Sequence[Finished]) -> None:
+        """Queue the spans of finished requests (written at the next :meth:`scrape`)."""
+        self._spans.extend(
+            request_span(done, self.replicas[done.handle.replica])
+            for done in finished
+            if done.output.timings is not None
+        )
+
+    def scrape(self, at_seconds: float) -> None:
+        """Scrape every replica at virtual ``at_seconds`` and write what was received."""
+        records = [scrape_record(replica, at_seconds) for replica in self.replicas]
+        self.store.metrics.write_scrapes(records)
+        self.num_scrapes += len(records)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the queued spans and their request records now."""
+        if not self._spans:
+            return
+        spans, self._spans = self._spans, []
+        self.store.requests.write_spans(spans)
+        self.store.requests.write_requests(request_records(spans))

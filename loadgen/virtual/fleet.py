@@ -1,0 +1,193 @@
+"""N simulated replicas on one virtual clock behind the load generator's router.
+
+The fleet is a discrete-event simulation in global virtual seconds. Its events are
+arrivals (routed by ``loadgen.routing.Router`` as the HTTP runner routes them, admitted by
+the replica's front end), replica steps (each replica steps whenever it has work, at its
+own clock: the end of its last step) and completions (which the router's
+``least-outstanding`` policy sees when they happen, not when their step was computed).
+:meth:`VirtualFleet.advance_to` processes every event before a time, in time order (ties:
+completions, then arrivals, then steps, then by replica index), so a caller interleaves its
+own events (phase changes, scrapes, evaluations) at exact virtual times. Nothing here
+reads a wall clock or draws an unseeded random number: a seed fixes every result.
+
+NOTE: a step is computed when it starts (the engine's step is atomic), so a scrape at ``t``
+sees the steps that started before ``t``, a few milliseconds of which may end after it, as
+a real scrape sees what the engine thread last published.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from engine.outputs import RequestOutput
+from loadgen.record import RequestResult
+from loadgen.routing import Router
+from loadgen.virtual.replica import Finished, Refused, VirtualReplica
+from loadgen.workload import ScheduledRequest
+
+
+@dataclass
+class FleetLog:
+    """What the fleet did since the caller last took it (:meth:`VirtualFleet.take_log`):
+    the requests finished (with their outputs, for request records) and refused."""
+
+    finished: list[Finished] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+
+
+def client_result(done: Finished) -> RequestResult:
+    """The client's view of a finished request on loopback: TTFT, e2e and the gaps between
+    its tokens from the engine's own times (no network), ``status`` 200 or 500."""
+    request, out = done.handle.request, done.output
+    t = out.timings
+    arrival = done.handle.arrival_seconds
+    ttft = e2e = None
+    gaps: list[float] = []
+    if t is not None:
+        ttft = None if t.first_token_time is None else t.first_token_time - arrival
+        e2e = None if t.finished_time is None else t.finished_time - arrival
+        times = t.token_times
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+    ok = out.finish_reason is not None and out.finish_reason != "abort"
+    return RequestResult(
+        index=request.index,
+        scheduled_seconds=request.at_seconds,
+        sent_seconds=request.at_seconds,
+        ttft_seconds=ttft,
+        e2e_seconds=e2e,
+        itl_seconds=gaps,
+        prompt_tokens=out.num_prompt_tokens,
+        output_tokens=out.num_output_tokens,
+        status=200 if ok else 500,
+        error="" if ok else "engine_error",
+        replica=f"replica-{done.handle.replica}",
+        tenant=request.tenant,
+        priority=request.priority,
+        stream=request.stream,
+        response_id=out.request_id,
+        finish_reason=out.finish_reason or "",
+    )
+
+
+def refused_result(refused: Refused) -> RequestResult:
+    request = refused.request
+    return RequestResult(
+        index=request.index,
+        scheduled_seconds=request.at_seconds,
+        sent_seconds=request.at_seconds,
+        status=refused.status,
+        error=refused.reason,
+        replica=f"replica-{refused.replica}",
+        tenant=request.tenant,
+        priority=request.priority,
+        stream=request.stream,
+        retry_after_seconds=refused.retry_after_seconds,
+    )
+
+
+class VirtualFleet:
+    """``replicas`` behind a router of ``routing`` (``loadgen.routing.POLICIES``)."""
+
+    def __init__(self, replicas: Sequence[VirtualReplica], routing: str = "round-robin") -> None:
+        self.replicas = list(replicas)
+        self.router = Router([r.target for r in self.replicas], routing)
+        self.now = 0.0
+        self._arrivals: list[ScheduledRequest] = []
+        self._next_arrival = 0
+        self._completions: list[tuple[float, int, int]] = []  # (time, seq, replica)
+        self._seq = 0
+        self._log = FleetLog()
+        self.results: list[RequestResult] = []
+        self.num_steps = 0
+
+    # -- what the caller changes -----------------------------------------------------------
+
+    def add_arrivals(self, requests: Iterable[ScheduledRequest]) -> None:
+        """Schedule more arrivals (any order; none before :attr:`now`)."""
+        pending = self._arrivals[self._next_arrival :]
+        merged = sorted([*pending, *requests], key=lambda r: (r.at_seconds, r.index))
+        if merged and merged[0].at_seconds < self.now:
+            raise ValueError(f"an arrival at {merged[0].at_seconds} s is before now ({self.now} s)")
+        self._arrivals, self._next_arrival = merged, 0
+
+    def set_active(self, replicas: Sequence[int] | None) -> None:
+        """Route only to these replicas from now on (``None``: all)."""
+        chosen = range(len(self.replicas)) if replicas is None else replicas
+        self.router.set_active(list(chosen))
+
+    def take_log(self) -> FleetLog:
+        """What finished and was refused since the last call."""
+        log, self._log = self._log, FleetLog()
+        return log
+
+    # -- running ---------------------------------------------------------------------------
+
+    def advance_to(self, until_seconds: float) -> None:
+        """Process every completion, arrival and step that happens before ``until_seconds``
+        (virtual seconds); :attr:`now` is then ``until_seconds``."""
+        while True:
+            completion = self._completions[0][0] if self._completions else math.inf
+            arrival = (
+                self._arrivals[self._next_arrival].at_seconds
+                if self._next_arrival < len(self._arrivals)
+                else math.inf
+            )
+            replica, step = self._next_step()
+            first = min(completion, arrival, step)
+            if first >= until_seconds:
+                break
+            if completion == first:
+                _, _, index = heapq.heappop(self._completions)
+                self.router.finished(index)
+            elif arrival == first:
+                self._arrive(self._arrivals[self._next_arrival])
+                self._next_arrival += 1
+            else:
+                assert replica is not None
+                self._step(replica)
+        self.now = max(self.now, until_seconds)
+
+    def run_until_idle(self, limit_seconds: float) -> None:
+        """Advance until every arrival is served and every replica idle (the stragglers
+        of a run's last phase), or ``limit_seconds``."""
+        while self.now < limit_seconds:
+            _, step = self._next_step()
+            if step == math.inf and self._next_arrival >= len(self._arrivals):
+                break
+            self.advance_to(min(limit_seconds, max(step, self.now) + 1.0))
+
+    def _next_step(self) -> tuple[VirtualReplica | None, float]:
+        chosen, at = None, math.inf
+        for replica in self.replicas:
+            t = replica.next_step_seconds
+            if t is not None and t < at:
+                chosen, at = replica, t
+        return chosen, at
+
+    def _arrive(self, request: ScheduledRequest) -> None:
+        index = self.router.pick(request)
+        self.router.started(index)
+        refused = self.replicas[index].admit(request, request.at_seconds)
+        if refused is not None:
+            self.router.finished(index)
+            self._log.refused.append(refused)
+            self.results.append(refused_result(refused))
+
+    def _step(self, replica: VirtualReplica) -> None:
+        self.num_steps += 1
+        for done in replica.step():
+            self._log.finished.append(done)
+            self.results.append(client_result(done))
+            self._seq += 1
+            heapq.heappush(self._completions, (_finished_at(done.output), self._seq, replica.index))
+
+
+def _finished_at(out: RequestOutput) -> float:
+    t = out.timings
+    if t is not None and t.finished_time is not None:
+        return t.finished_time
+    return out.token_time if out.token_time is not None else 0.0
