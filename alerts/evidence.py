@@ -163,6 +163,17 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
             over,
             ChangeKind.RATIO,
         ),
+        # NOTE: the mean from the histogram's sum and count needs no bucket to place it:
+        # vLLM's e2e buckets start at 0.3 s, so a GPU fleet's p50 of short requests sits in
+        # the first bucket on every replica, and a replica twice as slow looks the same
+        skew_row(
+            data,
+            EvidenceKey.E2E_MEAN_SKEW,
+            "e2e mean, replica / median of the others",
+            lambda m: m.e2e_mean_seconds,
+            over,
+            ChangeKind.RATIO,
+        ),
         skew_row(
             data,
             EvidenceKey.WAITING_SKEW,

@@ -37,6 +37,7 @@ class EvidenceKey(enum.StrEnum):
     WAITING_MEAN = "waiting_mean"
     REJECTED_SHARE = "rejected_share"
     E2E_P50_SKEW = "e2e_p50_skew"
+    E2E_MEAN_SKEW = "e2e_mean_skew"
     WAITING_SKEW = "waiting_skew"
     HIT_RATE_SKEW = "hit_rate_skew"
     KNOB_CHANGE = "knob_change"

@@ -31,7 +31,9 @@ from alerts.promql_text import (
     quote,
     record_rule,
 )
+from alerts.rule_baseline import MIN_BASELINE_VALUES, baseline_step_seconds
 from alerts.rules import (
+    IMBALANCE_FAMILIES,
     BurnRateRule,
     ErrorRateRule,
     GPUHealthRule,
@@ -43,8 +45,8 @@ from alerts.rules import (
     TailLatencyRule,
     TargetDownRule,
 )
+from alerts.sli import LATENCY_FAMILIES
 from collectors import canonical as c
-from slo import LatencyMetric
 
 __all__ = [
     "EXPORTERS",
@@ -59,46 +61,92 @@ __all__ = [
 ]
 
 
+def _baseline(record: str, rule: TailLatencyRule | QueueGrowthRule | KVSaturationRule) -> str:
+    """The median of ``record`` over the rule's baseline window, ending where its window
+    starts, at a fifth of a window's resolution (``alerts.rule_baseline``)."""
+    window = prom_duration(rule.window_seconds)
+    base = prom_duration(rule.baseline_window_seconds)
+    step = prom_duration(baseline_step_seconds(rule.window_seconds))
+    return f"quantile_over_time(0.5, {record}[{base}:{step}] offset {window})"
+
+
+def _baseline_count(record: str, rule: TailLatencyRule | QueueGrowthRule | KVSaturationRule) -> str:
+    """How many baseline values the median is over: it needs one window's length of them."""
+    window = prom_duration(rule.window_seconds)
+    base = prom_duration(rule.baseline_window_seconds)
+    step = prom_duration(baseline_step_seconds(rule.window_seconds))
+    return f"count_over_time({record}[{base}:{step}] offset {window}) >= {MIN_BASELINE_VALUES}"
+
+
+def _evidence(by: str, count: str, window: str, minimum: float) -> str:
+    """``and`` the group holds at least ``minimum`` observations over the window."""
+    return f"and on ({by}) sum by ({by}) (increase({count}[{window}])) >= {float(minimum)!r}"
+
+
 def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
     reader = Reader(names, rule)
-    family = {m: f for m, f in ((LatencyMetric.TTFT, c.TTFT_SECONDS), (LatencyMetric.ITL, c.ITL_SECONDS), (LatencyMetric.E2E, c.E2E_SECONDS))}[rule.metric]  # fmt: skip
+    family = LATENCY_FAMILIES[rule.metric]
     bucket = reader.metric(family, "_bucket")
+    count = reader.metric(family, "_count")
     window = prom_duration(rule.window_seconds)
+    by = reader.fleet()
+    token = metric_token(rule.name)
     records = []
     for q in (rule.quantile, 0.5):
-        name = f"{PREFIX}{family}:{quantile_token(q)}_rate{window}"
+        name = f"{PREFIX}{token}:{family}:{quantile_token(q)}_rate{window}"
         expr = (
-            f"histogram_quantile({q!r}, sum by ({reader.fleet()}, le) (rate({bucket}[{window}])))"
+            f"histogram_quantile({q!r}, sum by ({by}, le) (rate({bucket}[{window}])))\n"
+            f"{_evidence(by, count, window, max(rule.min_observations, 1))}"
         )
         records.append(record_rule(reader, group_name(rule), name, expr))
-    count = reader.metric(family, "_count")
-    expr = (
-        f"{records[0].record} > {rule.threshold_seconds!r}\n"
-        f"and {records[1].record} <= {rule.median_max_seconds!r}\n"
-        f"and sum by ({reader.fleet()}) (increase({count}[{window}])) >= {rule.min_observations!r}"
-    )
-    return [*records, alert_rule(rule, reader, group_name(rule), expr)]
+    tail, median = records[0].record, records[1].record
+    parts = []
+    if rule.rise_min is not None:
+        parts.append(f"{tail} > {rule.rise_min!r} * {_baseline(tail, rule)}")
+    if rule.median_rise_max is not None:
+        parts.append(f"{median} <= {rule.median_rise_max!r} * {_baseline(median, rule)}")
+    if rule.is_relative:
+        parts.append(_baseline_count(tail, rule))
+    if rule.threshold_seconds is not None:
+        parts.append(f"{tail} > {rule.threshold_seconds!r}")
+    if rule.median_max_seconds is not None:
+        parts.append(f"{median} <= {rule.median_max_seconds!r}")
+    # NOTE: the first condition's left side is the tail, so the alert's value is the tail
+    return [*records, alert_rule(rule, reader, group_name(rule), "\nand ".join(parts))]
 
 
 def queue_growth(rule: QueueGrowthRule, names: EngineNames) -> list[PromRule]:
     reader = Reader(names, rule)
     window = prom_duration(rule.window_seconds)
     by = reader.fleet()
-    waiting = reader.metric(c.REQUESTS_WAITING)
+    token = metric_token(rule.name)
     queue_sum = reader.metric(c.QUEUE_SECONDS, "_sum")
+    queue_count = reader.metric(c.QUEUE_SECONDS, "_count")
     ttft_sum = reader.metric(c.TTFT_SECONDS, "_sum")
+    mean = record_rule(
+        reader,
+        group_name(rule),
+        f"{PREFIX}{token}:queue_seconds:mean_rate{window}",
+        f"sum by ({by}) (rate({queue_sum}[{window}])) / sum by ({by}) (rate({queue_count}[{window}]))\n"
+        f"{_evidence(by, queue_count, window, max(rule.min_observations, 1))}",
+    )
     share = record_rule(
         reader,
         group_name(rule),
         f"{PREFIX}queue_share_of_ttft:ratio_rate{window}",
         f"sum by ({by}) (rate({queue_sum}[{window}])) / sum by ({by}) (rate({ttft_sum}[{window}]))",
     )
-    expr = (
-        f"sum by ({by}) ({waiting}) >= {rule.waiting_min!r}\nand (\n"
-        f"  sum by ({by}) (delta({waiting}[{window}])) >= {rule.growth_min!r}\n"
-        f"  or {share.record} >= {rule.queue_share_min!r}\n)"
-    )
-    return [share, alert_rule(rule, reader, group_name(rule), expr)]
+    parts = [f"{mean.record} and {share.record} >= {rule.queue_share_min!r}"]
+    if rule.rise_min is not None:
+        parts.append(f"{mean.record} > {rule.rise_min!r} * {_baseline(mean.record, rule)}")
+        parts.append(_baseline_count(mean.record, rule))
+    if rule.waiting_min is not None or rule.growth_min is not None:
+        waiting = reader.metric(c.REQUESTS_WAITING)
+        if rule.waiting_min is not None:
+            parts.append(f"sum by ({by}) ({waiting}) >= {rule.waiting_min!r}")
+        if rule.growth_min is not None:
+            parts.append(f"sum by ({by}) (delta({waiting}[{window}])) >= {rule.growth_min!r}")
+    return [mean, share, alert_rule(rule, reader, group_name(rule), "\nand ".join(parts))]
 
 
 def kv_saturation(rule: KVSaturationRule, names: EngineNames) -> list[PromRule]:
@@ -107,11 +155,26 @@ def kv_saturation(rule: KVSaturationRule, names: EngineNames) -> list[PromRule]:
     by = reader.replica()
     usage = reader.metric(c.KV_CACHE_USAGE)
     preemptions = reader.metric(c.PREEMPTIONS_TOTAL)
-    expr = (
-        f"max by ({by}) (max_over_time({usage}[{window}])) >= {rule.usage_min!r}\n"
-        f"and sum by ({by}) (rate({preemptions}[{window}])) > {rule.preemptions_per_second_min!r}"
+    rate = record_rule(
+        reader,
+        group_name(rule),
+        f"{PREFIX}{metric_token(rule.name)}:{c.PREEMPTIONS_TOTAL}:rate{window}",
+        f"sum by ({by}) (rate({preemptions}[{window}]))",
     )
-    return [alert_rule(rule, reader, group_name(rule), expr)]
+    parts = [
+        f"max by ({by}) (max_over_time({usage}[{window}])) >= {rule.usage_min!r}",
+        f"sum by ({by}) (increase({preemptions}[{window}])) >= {float(rule.preemptions_min)!r}",
+    ]
+    if rule.preemptions_per_second_min is not None:
+        parts.append(f"{rate.record} > {rule.preemptions_per_second_min!r}")
+    expr = "\nand ".join(parts)
+    if rule.rise_min is not None:
+        # NOTE: ``unless``: a replica with too little history is compared with nothing
+        expr += (
+            f"\nunless on ({by}) (\n  {rate.record} <= {rule.rise_min!r} * "
+            f"{_baseline(rate.record, rule)}\n  and {_baseline_count(rate.record, rule)}\n)"
+        )
+    return [rate, alert_rule(rule, reader, group_name(rule), expr)]
 
 
 def prefix_hit_drop(rule: PrefixHitDropRule, names: EngineNames) -> list[PromRule]:
@@ -137,7 +200,10 @@ def prefix_hit_drop(rule: PrefixHitDropRule, names: EngineNames) -> list[PromRul
     )
     expr = (
         f"{now.record} < {rule.ratio_max!r} * {baseline.record}\n"
-        f"and {baseline.record} >= {rule.baseline_hit_rate_min!r}"
+        f"and {baseline.record} >= {rule.baseline_hit_rate_min!r}\n"
+        f"{_evidence(by, queries, window, max(rule.min_queries, 1))}\n"
+        f"and on ({by}) sum by ({by}) (increase({queries}[{base}] offset {window})) "
+        f">= {float(max(rule.min_queries, 1))!r}"
     )
     return [now, baseline, alert_rule(rule, reader, group_name(rule), expr)]
 
@@ -146,10 +212,23 @@ def replica_imbalance(rule: ReplicaImbalanceRule, names: EngineNames) -> list[Pr
     reader = Reader(names, rule)
     window = prom_duration(rule.window_seconds)
     by, fleet = reader.replica(), reader.fleet()
-    if rule.signal == "e2e_p50":
-        bucket = reader.metric(c.E2E_SECONDS, "_bucket")
-        name = f"{PREFIX}{c.E2E_SECONDS}:p50_by_instance_rate{window}"
-        expr = f"histogram_quantile(0.5, sum by ({by}, le) (rate({bucket}[{window}])))"
+    family = IMBALANCE_FAMILIES.get(rule.signal)
+    if family is not None:
+        count = reader.metric(family, "_count")
+        evidence = _evidence(by, count, window, max(rule.min_observations, 1))
+        if rule.signal.endswith("_mean"):
+            total = reader.metric(family, "_sum")
+            name = f"{PREFIX}{family}:mean_by_instance_rate{window}"
+            expr = (
+                f"sum by ({by}) (rate({total}[{window}])) / "
+                f"sum by ({by}) (rate({count}[{window}]))\n{evidence}"
+            )
+        else:
+            bucket = reader.metric(family, "_bucket")
+            name = f"{PREFIX}{family}:p50_by_instance_rate{window}"
+            expr = (
+                f"histogram_quantile(0.5, sum by ({by}, le) (rate({bucket}[{window}])))\n{evidence}"
+            )
     else:
         waiting = reader.metric(c.REQUESTS_WAITING)
         name = f"{PREFIX}{c.REQUESTS_WAITING}:avg_by_instance_over{window}"

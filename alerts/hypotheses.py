@@ -145,12 +145,18 @@ def _overload(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 
 
 def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
-    skew = _reason(rows, K.E2E_P50_SKEW, "incident", 1.5, 3.0)
-    base = rows.get(K.E2E_P50_SKEW)
+    # NOTE: the mean (the histogram's sum over its count) first: a bucketed p50 of short
+    # requests cannot tell a replica twice as slow, and a mean moves as soon as part of a
+    # window is slow (at page time the incident window still holds some of the onset's
+    # before); the p50 only where no mean is known.
+    mean = rows.get(K.E2E_MEAN_SKEW)
+    key = K.E2E_MEAN_SKEW if mean is not None and mean.is_known else K.E2E_P50_SKEW
+    skew = _reason(rows, key, "incident", 1.25, 2.0)
+    base = rows.get(key)
     # NOTE: a replica that was already that much slower in the baseline (other hardware) is no
     # incident: the skew counts relative to its own baseline skew when that is known.
     if base is not None and math.isfinite(base.baseline) and base.baseline > 1.0:
-        skew = _reason(rows, K.E2E_P50_SKEW, "change", 1.5, 3.0)
+        skew = _reason(rows, key, "change", 1.25, 2.0)
     scope = base.scope if base is not None else FLEET
     return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), scope)
 

@@ -243,6 +243,7 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
             c.ITL_SECONDS, 0.99, lambda r: r.tpot_seconds, " (their TPOT: a mean per request)"
         ),
         e2e_p50_seconds=reader.quantile(c.E2E_SECONDS, 0.5, lambda r: r.e2e_seconds),
+        e2e_mean_seconds=reader.mean(c.E2E_SECONDS, lambda r: r.e2e_seconds),
         prompt_tokens_p95=reader.quantile(c.PROMPT_TOKENS, 0.95, lambda r: r.input_tokens),
         output_tokens_mean=reader.mean(c.GENERATION_TOKENS, lambda r: r.output_tokens),
         num_preemptions=_counter_measure(reader.counter(c.PREEMPTIONS_TOTAL)),

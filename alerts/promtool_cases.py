@@ -12,6 +12,8 @@ Prometheus-conformant implementation, on the same bucket rates.
 
 from __future__ import annotations
 
+import math
+
 from alerts.export_exprs import LAYOUTS, PromRule, snapped_bound
 from alerts.export_names import EngineNames
 from alerts.promtool_series import (
@@ -29,8 +31,11 @@ from alerts.promtool_series import (
     gauge,
     go_float,
     series,
+    switched,
 )
+from alerts.rule_base import Rule
 from alerts.rules import (
+    IMBALANCE_FAMILIES,
     BurnRateRule,
     ErrorRateRule,
     KVSaturationRule,
@@ -96,33 +101,76 @@ def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
     )
 
 
+def _power_of_two_above(x: float) -> float:
+    return float(2 ** (math.floor(math.log2(x)) + 1))
+
+
+def _drop_index(b: Builder, rule: Rule, *windows: float) -> int:
+    """The interval at which a relative rule's input changes: after a whole baseline of
+    windows (so every baseline value is the calm one)."""
+    return math.ceil((sum(windows) + 2 * b.interval) / b.interval - 1e-9)
+
+
+def _relative_evals(b: Builder, rule: Rule, k: int, window: float, baseline: float) -> float:
+    """When to expect the alert: the window whole after the change, ``for:`` and two
+    intervals on; refused when the baseline median would already hold the change."""
+    evals = b.at_interval(k * b.interval + window + rule.for_seconds + 2 * b.interval)
+    if evals - window - k * b.interval >= baseline / 2:
+        raise CaseError(
+            f"rule {rule.name!r}: for: is too long for its baseline window (the baseline's "
+            "median would already hold the incident)"
+        )
+    return evals
+
+
 def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule) -> Case:
     b = Builder(names, rule)
     family = rule.families()[0]
-    evals = b.eval_after(rule.window_seconds)
+    edges = LAYOUTS[family]
+    w, base = rule.window_seconds, rule.baseline_window_seconds
+    k = _drop_index(b, rule, base, w) if rule.is_relative else 0
+    evals = _relative_evals(b, rule, k, w, base) if rule.is_relative else b.eval_after(w)
     n = b.samples(evals)
-    fast_edges = [e for e in LAYOUTS[family] if e <= rule.median_max_seconds]
+    # NOTE: a middle edge, so the median's bucket does not start at 0 (its move when a
+    # quarter of the observations turn slow stays small); at most the absolute median line
+    limit = rule.median_max_seconds
+    fast_edges = [e for e in edges if limit is None or e <= limit]
     if not fast_edges:
         raise CaseError(
-            f"rule {rule.name!r}: median_max_seconds {rule.median_max_seconds:g} is below "
-            f"every edge of {family}"
+            f"rule {rule.name!r}: median_max_seconds {limit:g} is below every edge of {family}"
         )
-    fast = fast_edges[-1]
-    slow = edge_above(family, rule.threshold_seconds, skip=1)
+    fast = fast_edges[min(3, len(fast_edges) - 1)]
     # NOTE: tail_share has three decimals, so whole counts need a multiple of 1000.
-    per = 1000.0 * b.interval
-    # NOTE: the slow share lies halfway between the tail the quantile reads and the median,
-    # so the quantile lands in the slow bucket and the median in the fast one.
-    tail_share = round((1 - rule.quantile + 0.5) / 2, 3)
+    per = 1000.0 * b.interval * max(1, math.ceil(rule.min_observations / (1000.0 * w)))
+    # NOTE: the slow share is just over the tail the quantile reads, so the quantile lands
+    # in the slow bucket and the median stays in the fast one, as little moved as can be
+    tail_share = round(1 - rule.quantile, 3) + 0.001
+    calm = {fast: per}
+    calm_tail = expected_quantile(rule.quantile, family, calm, b.interval)
+    above = calm_tail * (rule.rise_min or 1.0)
+    if rule.threshold_seconds is not None:
+        above = max(above, rule.threshold_seconds)
+    slow = edge_above(family, above, skip=1)
     hot = {fast: per * (1 - tail_share), slow: per * tail_share}
-    records = []
-    for record, q in zip([r for r in alert_records(alert)], (rule.quantile, 0.5), strict=False):
-        value = expected_quantile(q, family, hot, b.interval)
-        records.append((record, evals, [(series(record, {b.model: MODEL}), value)]))
+    values = [expected_quantile(q, family, hot, b.interval) for q in (rule.quantile, 0.5)]
+    calm_median = expected_quantile(0.5, family, calm, b.interval)
+    if rule.median_rise_max is not None and values[1] > rule.median_rise_max * calm_median:
+        raise CaseError(
+            f"rule {rule.name!r}: median_rise_max {rule.median_rise_max:g} is too tight for a bucketed median"
+        )
+    records = [
+        (record, evals, [(series(record, {b.model: MODEL}), value)])
+        for record, value in zip(alert_records(alert), values, strict=False)
+    ]
+    firing = (
+        b.histogram(family, calm, n, then=hot, at=k)
+        if rule.is_relative
+        else b.histogram(family, hot, n)
+    )
     return _case(
         b,
-        b.histogram(family, hot, n),
-        b.histogram(family, {fast: per}, n),
+        firing,
+        b.histogram(family, calm, n),
         evals,
         [b.expect(**{b.model: MODEL})],
         records,
@@ -131,33 +179,67 @@ def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule
 
 def queue_growth_case(rule: QueueGrowthRule, names: EngineNames, alert: PromRule) -> Case:
     b = Builder(names, rule)
-    evals = b.eval_after(rule.window_seconds)
+    w, base = rule.window_seconds, rule.baseline_window_seconds
+    relative = rule.rise_min is not None
+    k = _drop_index(b, rule, base, w) if relative else 0
+    evals = _relative_evals(b, rule, k, w, base) if relative else b.eval_after(w)
     n = b.samples(evals)
-    waiting = series(b.metric(c.REQUESTS_WAITING), b.labels())
     queue = series(b.metric(c.QUEUE_SECONDS, "_sum"), b.labels())
+    count = series(b.metric(c.QUEUE_SECONDS, "_count"), b.labels())
     ttft = series(b.metric(c.TTFT_SECONDS, "_sum"), b.labels())
-    steps = rule.window_seconds / b.interval
-    rise = 2 * rule.growth_min / steps
-    per = 60.0 * b.interval
-    firing = [(waiting, f"{rule.waiting_min:g}+{rise:g}x{n}"), (queue, counter(per, n)), (ttft, counter(per, n))]  # fmt: skip
-    clean = [(waiting, gauge(0, n)), (queue, gauge(0, n)), (ttft, counter(per, n))]
-    if rule.waiting_min <= 0:
-        raise CaseError(f"rule {rule.name!r}: waiting_min 0 holds for an empty queue")
-    record = alert_records(alert)[0]
-    return _case(b, firing, clean, evals, [b.expect(**{b.model: MODEL})],
-                [(record, evals, [(series(record, {b.model: MODEL}), 1.0)])])  # fmt: skip
+    per = 60.0 * b.interval * max(1, math.ceil(rule.min_observations / (60.0 * w)))
+    # NOTE: the calm request waits 1 s of a 4 s TTFT, the queued one its whole TTFT (share
+    # 1), a power of two above rise_min times as long: a quotient of rates is exact only
+    # when one is a power-of-two multiple of the other
+    waited = _power_of_two_above(rule.rise_min or 1.0)
+    firing = [
+        (queue, switched(per, k, per * waited, n)),
+        (count, counter(per, n)),
+        (ttft, switched(4 * per, k, per * waited, n)),
+    ]
+    clean = [(queue, counter(per, n)), (count, counter(per, n)), (ttft, counter(4 * per, n))]
+    if rule.waiting_min is not None or rule.growth_min is not None:
+        waiting = series(b.metric(c.REQUESTS_WAITING), b.labels())
+        steps = w / b.interval
+        rise = 2 * (rule.growth_min or 0.0) / steps
+        level = rule.waiting_min or 0.0
+        firing.append(
+            (waiting, f"0x{k} {level:g}+{rise:g}x{n - k - 1}" if k else f"{level:g}+{rise:g}x{n}")
+        )
+        clean.append((waiting, gauge(0, n)))
+        if (rule.waiting_min or 0) <= 0 and rule.growth_min is None:
+            raise CaseError(f"rule {rule.name!r}: waiting_min 0 holds for an empty queue")
+    mean, share = alert_records(alert)[:2]
+    labels = {b.model: MODEL}
+    records = [
+        (mean, evals, [(series(mean, labels), waited)]),
+        (share, evals, [(series(share, labels), 1.0)]),
+    ]
+    return _case(b, firing, clean, evals, [b.expect(**labels)], records)
 
 
 def kv_saturation_case(rule: KVSaturationRule, names: EngineNames, alert: PromRule) -> Case:
     b = Builder(names, rule)
-    evals = b.eval_after(rule.window_seconds)
+    w, base = rule.window_seconds, rule.baseline_window_seconds
+    relative = rule.rise_min is not None
+    k = _drop_index(b, rule, base, w) if relative else 0
+    evals = _relative_evals(b, rule, k, w, base) if relative else b.eval_after(w)
     n = b.samples(evals)
     usage = series(b.metric(c.KV_CACHE_USAGE), b.labels())
     preempt = series(b.metric(c.PREEMPTIONS_TOTAL), b.labels())
-    per = (2 * rule.preemptions_per_second_min + 1) * b.interval
-    firing = [(usage, gauge(max(rule.usage_min, 0.95), n)), (preempt, counter(per, n))]
+    per = max(
+        (2 * (rule.preemptions_per_second_min or 0.0) + 1) * b.interval,
+        math.ceil(2 * rule.preemptions_min * b.interval / w),
+    )
+    firing = [
+        (usage, gauge(max(rule.usage_min, 0.95), n)),
+        (preempt, switched(0, k, per, n)),
+    ]
     clean = [(usage, gauge(0.5 * rule.usage_min, n)), (preempt, gauge(0, n))]
-    return _case(b, firing, clean, evals, [b.expect(**{b.instance: REPLICA, b.model: MODEL})])
+    record = alert_records(alert)[0]
+    labels = {b.instance: REPLICA, b.model: MODEL}
+    records = [(record, evals, [(series(record, labels), per / b.interval)])]
+    return _case(b, firing, clean, evals, [b.expect(**labels)], records)
 
 
 def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: PromRule) -> Case:
@@ -169,7 +251,7 @@ def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: Pro
         raise CaseError(f"rule {rule.name!r}: for: is too long for its baseline window")
     n = b.samples(evals)
     k = round(drop / b.interval)
-    per = 10.0 * b.interval
+    per = max(10.0 * b.interval, math.ceil(2 * rule.min_queries * b.interval / w))
     queries = series(b.metric(c.PREFIX_CACHE_QUERIES_TOTAL), b.labels())
     hits = series(b.metric(c.PREFIX_CACHE_HITS_TOTAL), b.labels())
     firing = [(queries, counter(per, n)), (hits, f"0+{per:g}x{k} {per * k:g}x{n - k}")]
@@ -191,19 +273,32 @@ def replica_imbalance_case(rule: ReplicaImbalanceRule, names: EngineNames, alert
     replicas = [f"r{i}:8000" for i in range(1, max(3, rule.replicas_min) + 1)]
     slow_one = replicas[-1]
     record = alert_records(alert)[0]
-    per = 60.0 * b.interval
+    per = (
+        60.0 * b.interval * max(1, math.ceil(rule.min_observations / (60.0 * rule.window_seconds)))
+    )
     firing: list[tuple[str, str]] = []
     clean: list[tuple[str, str]] = []
     values = {}
-    if rule.signal == "e2e_p50":
-        first = LAYOUTS[c.E2E_SECONDS][0]
-        lower = edge_above(c.E2E_SECONDS, rule.ratio_min * first + rule.excess_min + first)
-        slow_edge = edge_above(c.E2E_SECONDS, lower)
+    family = IMBALANCE_FAMILIES.get(rule.signal)
+    if family is not None and rule.signal.endswith("_mean"):
+        # NOTE: a power of two, so the quotient of the two rates is exact
+        slow = _power_of_two_above(rule.ratio_min + rule.excess_min + 1.0)
+        for replica in replicas:
+            mean = slow if replica == slow_one else 1.0
+            total = series(b.metric(family, "_sum"), b.labels(replica))
+            count = series(b.metric(family, "_count"), b.labels(replica))
+            firing += [(total, counter(per * mean, n)), (count, counter(per, n))]
+            clean += [(total, counter(per, n)), (count, counter(per, n))]
+            values[replica] = mean
+    elif family is not None:
+        first = LAYOUTS[family][0]
+        lower = edge_above(family, rule.ratio_min * first + rule.excess_min + first)
+        slow_edge = edge_above(family, lower)
         for replica in replicas:
             counts = {slow_edge: per} if replica == slow_one else {first: per}
-            firing += b.histogram(c.E2E_SECONDS, counts, n, replica)
-            clean += b.histogram(c.E2E_SECONDS, {first: per}, n, replica)
-            values[replica] = expected_quantile(0.5, c.E2E_SECONDS, counts, b.interval)
+            firing += b.histogram(family, counts, n, replica)
+            clean += b.histogram(family, {first: per}, n, replica)
+            values[replica] = expected_quantile(0.5, family, counts, b.interval)
     else:
         metric = b.metric(c.REQUESTS_WAITING)
         for replica in replicas:

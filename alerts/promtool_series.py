@@ -55,6 +55,14 @@ def gauge(value: float, samples: int) -> str:
     return f"{value:g}x{samples}"
 
 
+def switched(before: float, k: int, after: float, samples: int) -> str:
+    """A counter rising ``before`` per interval for ``k`` intervals, then ``after`` per
+    interval: ``samples + 1`` values, as :func:`counter` writes."""
+    if k >= samples:
+        return counter(before, samples)
+    return f"0+{before:g}x{k} {before * k + after:g}+{after:g}x{samples - k - 1}"
+
+
 class Builder:
     def __init__(self, names: EngineNames, rule: Rule, model: str = MODEL) -> None:
         self.names, self.rule, self.model_value = names, rule, model
@@ -94,18 +102,29 @@ class Builder:
         return {**series_labels, **self.rule.alert_labels()}
 
     def histogram(
-        self, family: str, counts: dict[float, float], samples: int, instance: str = REPLICA
+        self,
+        family: str,
+        counts: dict[float, float],
+        samples: int,
+        instance: str = REPLICA,
+        *,
+        then: dict[float, float] | None = None,
+        at: int = 0,
     ) -> list[tuple[str, str]]:
         """Bucket series of ``family``'s layout: ``counts`` maps an edge to the observations
-        per interval in that bucket (not cumulative)."""
+        per interval in that bucket (not cumulative); with ``then``, those per interval from
+        interval ``at`` on."""
         edges = (*LAYOUTS[family], math.inf)
-        out, running = [], 0.0
+        out, before, after = [], 0.0, 0.0
         for edge in edges:
-            running += counts.get(edge, 0.0)
+            before += counts.get(edge, 0.0)
+            after += (counts if then is None else then).get(edge, 0.0)
             le = "+Inf" if edge == math.inf else go_float(edge)
             labels = self.labels(instance, **{LE: le})
-            out.append((series(self.metric(family, "_bucket"), labels), counter(running, samples)))
-        out.append((series(self.metric(family, "_count"), self.labels(instance)), counter(running, samples)))  # fmt: skip
+            values = switched(before, at, after, samples) if then else counter(before, samples)
+            out.append((series(self.metric(family, "_bucket"), labels), values))
+        values = switched(before, at, after, samples) if then else counter(before, samples)
+        out.append((series(self.metric(family, "_count"), self.labels(instance)), values))
         return out
 
 

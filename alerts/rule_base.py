@@ -171,8 +171,15 @@ class Rule:
             try:
                 out[key] = text.format_map(values)
             except KeyError as error:
+                name = error.args[0]
+                if name in {f.name for f in fields(self)}:
+                    raise RuleError(
+                        self.name,
+                        key,
+                        f"{{{name}}} is not set on this rule (null); set it or leave it out of the text",
+                    ) from None
                 known = ", ".join(sorted(values))
-                raise RuleError(self.name, key, f"{{{error.args[0]}}} names no field; known: {known}") from None  # fmt: skip
+                raise RuleError(self.name, key, f"{{{name}}} names no field; known: {known}") from None  # fmt: skip
             except (ValueError, IndexError, AttributeError, TypeError) as error:
                 raise RuleError(
                     self.name, key, f"{error} (write {{{{ and }}}} for literal braces)"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from alerts.burn_rate_rule import BurnRateRule
 from alerts.errors import RuleError
 from alerts.rule_base import Rule
+from alerts.rule_baseline import baseline_histograms, median, observations
 from alerts.rule_eval_replica import gpu_health, kv_saturation, replica_imbalance, target_down
 from alerts.rule_read import FLEET_LABELS, Instance, groups, increases_by_label, latest_readings
 from alerts.rules import (
@@ -32,40 +33,83 @@ from alerts.rules import (
 from alerts.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
 from collectors import canonical as c
 from collectors.store.protocols import MetricsReader
-from slo import merge_histograms
+from slo import ClassicHistogram, merge_histograms
 
 __all__ = ["EVALUATORS", "Instance", "evaluate_rule"]
 
 
+def _evidenced(
+    windows: list[ClassicHistogram | None], min_observations: float
+) -> list[ClassicHistogram | None]:
+    """The windows with enough observations (the others count as no data)."""
+    floor = max(min_observations, 1)
+    return [w if observations(w) >= floor else None for w in windows]
+
+
 def tail_latency(rule: TailLatencyRule, reader: MetricsReader, now: float) -> list[Instance]:
+    """Per model: the tail over the window against the median of its values over the
+    baseline (``alerts.rule_baseline``) when the rule is relative, and against its fixed
+    lines when it has them. A window without ``min_observations``, or a baseline without
+    enough windows that have them, gives no instance: nothing to compare (PromQL: the
+    ``and`` drops the element)."""
     family = LATENCY_FAMILIES[rule.metric]
+    split = now - rule.window_seconds
     out = []
     for key, selector in groups(reader, family, FLEET_LABELS).items():
-        window = reader.histogram_window(family, selector, now - rule.window_seconds, now)
-        if window is None or not window.cumulative_counts[-1]:
+        window = reader.histogram_window(family, selector, split, now)
+        if window is None or observations(window) < max(rule.min_observations, 1):
             continue
         tail = window.quantile(rule.quantile).value
-        median = window.quantile(0.5).value
-        holds = (
-            tail > rule.threshold_seconds
-            and median <= rule.median_max_seconds
-            and window.cumulative_counts[-1] >= rule.min_observations
-        )
+        median_now = window.quantile(0.5).value
+        holds = True
+        if rule.is_relative:
+            past = _evidenced(
+                baseline_histograms(
+                    reader,
+                    family,
+                    selector,
+                    split,
+                    rule.window_seconds,
+                    rule.baseline_window_seconds,
+                ),
+                rule.min_observations,
+            )
+            base_tail = median(None if h is None else h.quantile(rule.quantile).value for h in past)
+            base_median = median(None if h is None else h.quantile(0.5).value for h in past)
+            if math.isnan(base_tail) or math.isnan(base_median):
+                continue
+            if rule.rise_min is not None:
+                holds = holds and tail > rule.rise_min * base_tail
+            if rule.median_rise_max is not None:
+                holds = holds and median_now <= rule.median_rise_max * base_median
+        if rule.threshold_seconds is not None:
+            holds = holds and tail > rule.threshold_seconds
+        if rule.median_max_seconds is not None:
+            holds = holds and median_now <= rule.median_max_seconds
         out.append(Instance(dict(key), tail, holds))
     return out
 
 
+def _queue_mean(window: ClassicHistogram | None) -> float:
+    count = observations(window)
+    if window is None or not count or window.sum_value is None:
+        return math.nan
+    return window.sum_value / count
+
+
 def queue_growth(rule: QueueGrowthRule, reader: MetricsReader, now: float) -> list[Instance]:
+    """Per model: the mean queue time and the queue share of TTFT over the window, the mean
+    against the median of its baseline values (when relative), and the waiting queue's
+    level and growth (when the rule sets those lines). The value is the window's mean queue
+    time (seconds)."""
     start = now - rule.window_seconds
     out = []
-    for key, selector in groups(reader, c.REQUESTS_WAITING, FLEET_LABELS).items():
-        waiting = sum(latest_readings(reader, c.REQUESTS_WAITING, selector, now).values())
-        growth = 0.0
-        for samples in reader.samples(c.REQUESTS_WAITING, selector, start, now).values():
-            if len(samples) >= 2:  # NOTE: delta() needs two readings in the range
-                growth += samples[-1].value - samples[0].value
+    for key, selector in groups(reader, c.QUEUE_SECONDS, FLEET_LABELS).items():
         queue = reader.histogram_window(c.QUEUE_SECONDS, selector, start, now)
         ttft = reader.histogram_window(c.TTFT_SECONDS, selector, start, now)
+        if observations(queue) < max(rule.min_observations, 1):
+            continue
+        mean = _queue_mean(queue)
         share = math.nan
         if (
             queue is not None
@@ -74,29 +118,56 @@ def queue_growth(rule: QueueGrowthRule, reader: MetricsReader, now: float) -> li
             and ttft.sum_value
         ):
             share = queue.sum_value / ttft.sum_value
-        holds = waiting >= rule.waiting_min and (
-            growth >= rule.growth_min or share >= rule.queue_share_min
-        )
-        out.append(Instance(dict(key), waiting, holds))
+        holds = share >= rule.queue_share_min
+        if rule.rise_min is not None:
+            past = baseline_histograms(
+                reader,
+                c.QUEUE_SECONDS,
+                selector,
+                start,
+                rule.window_seconds,
+                rule.baseline_window_seconds,
+            )
+            base = median(_queue_mean(h) for h in _evidenced(past, rule.min_observations))
+            if math.isnan(base):
+                continue
+            holds = holds and mean > rule.rise_min * base
+        if rule.waiting_min is not None or rule.growth_min is not None:
+            waiting = sum(latest_readings(reader, c.REQUESTS_WAITING, selector, now).values())
+            growth = 0.0
+            for samples in reader.samples(c.REQUESTS_WAITING, selector, start, now).values():
+                if len(samples) >= 2:  # NOTE: delta() needs two readings in the range
+                    growth += samples[-1].value - samples[0].value
+            if rule.waiting_min is not None:
+                holds = holds and waiting >= rule.waiting_min
+            if rule.growth_min is not None:
+                holds = holds and growth >= rule.growth_min
+        out.append(Instance(dict(key), mean, bool(holds)))
     return out
 
 
-def _hit_rate(reader: MetricsReader, selector: dict[str, str], start: float, end: float) -> float:
+def _hit_rate(
+    reader: MetricsReader, selector: dict[str, str], start: float, end: float
+) -> tuple[float, float]:
+    """(hits / queries, queries) over ``[start, end]``; NaN without queries."""
     hits = reader.counter_window(c.PREFIX_CACHE_HITS_TOTAL, selector, start, end)
     queries = reader.counter_window(c.PREFIX_CACHE_QUERIES_TOTAL, selector, start, end)
     if hits is None or not queries:
-        return math.nan
-    return hits / queries
+        return math.nan, 0.0
+    return hits / queries, queries
 
 
 def prefix_hit_drop(rule: PrefixHitDropRule, reader: MetricsReader, now: float) -> list[Instance]:
     split = now - rule.window_seconds
     out = []
     for key, selector in groups(reader, c.PREFIX_CACHE_QUERIES_TOTAL, FLEET_LABELS).items():
-        current = _hit_rate(reader, selector, split, now)
+        current, queried = _hit_rate(reader, selector, split, now)
         # NOTE: the baseline ends where the window starts, so a drop is not its own baseline.
-        baseline = _hit_rate(reader, selector, split - rule.baseline_window_seconds, split)
+        start = split - rule.baseline_window_seconds
+        baseline, base_queried = _hit_rate(reader, selector, start, split)
         if math.isnan(current) or math.isnan(baseline):
+            continue
+        if min(queried, base_queried) < max(rule.min_queries, 1):
             continue
         holds = current < rule.ratio_max * baseline and baseline >= rule.baseline_hit_rate_min
         out.append(Instance(dict(key), current, holds))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from alerts.rule_baseline import baseline_increases, median
 from alerts.rule_read import (
     LOOKBACK_SECONDS,
     REPLICA_LABELS,
@@ -13,7 +14,13 @@ from alerts.rule_read import (
     groups,
     latest_readings,
 )
-from alerts.rules import GPUHealthRule, KVSaturationRule, ReplicaImbalanceRule, TargetDownRule
+from alerts.rules import (
+    IMBALANCE_FAMILIES,
+    GPUHealthRule,
+    KVSaturationRule,
+    ReplicaImbalanceRule,
+    TargetDownRule,
+)
 from collectors import canonical as c
 from collectors.store.protocols import MetricsReader
 
@@ -24,9 +31,13 @@ _UNCORRECTED = "uncorrected"
 
 
 def kv_saturation(rule: KVSaturationRule, reader: MetricsReader, now: float) -> list[Instance]:
+    """Per replica: the window's peak KV usage and its preemptions, against the median of
+    its preemption rate over the baseline (``alerts.rule_baseline``) when the rule is
+    relative (a replica without that much history is compared with nothing: PromQL's
+    ``unless`` keeps it). The value is the peak usage."""
+    start = now - rule.window_seconds
     out = []
     for key, selector in groups(reader, c.KV_CACHE_USAGE, REPLICA_LABELS).items():
-        start = now - rule.window_seconds
         # NOTE: the window's peak, not the last reading: a preemption frees blocks, so usage
         # dips below the bound between preemptions of a storm (max_over_time in PromQL)
         readings = [
@@ -39,7 +50,22 @@ def kv_saturation(rule: KVSaturationRule, reader: MetricsReader, now: float) -> 
             continue
         usage = max(readings)
         rate = preempted / rule.window_seconds
-        holds = usage >= rule.usage_min and rate > rule.preemptions_per_second_min
+        holds = usage >= rule.usage_min and preempted >= max(rule.preemptions_min, 1e-9)
+        if rule.rise_min is not None:
+            past = baseline_increases(
+                reader,
+                c.PREEMPTIONS_TOTAL,
+                selector,
+                start,
+                rule.window_seconds,
+                rule.baseline_window_seconds,
+            )
+            base = median(past)
+            # NOTE: no baseline (a new replica) compares with nothing: PromQL's ``unless``
+            if not math.isnan(base):
+                holds = holds and rate > rule.rise_min * base / rule.window_seconds
+        if rule.preemptions_per_second_min is not None:
+            holds = holds and rate > rule.preemptions_per_second_min
         out.append(Instance(dict(key), usage, holds))
     return out
 
@@ -49,10 +75,17 @@ def _replica_signal(
 ) -> dict[tuple[tuple[str, str], ...], float]:
     start = now - rule.window_seconds
     values: dict[tuple[tuple[str, str], ...], float] = {}
-    if rule.signal == "e2e_p50":
-        for key, selector in groups(reader, c.E2E_SECONDS, REPLICA_LABELS).items():
-            window = reader.histogram_window(c.E2E_SECONDS, selector, start, now)
-            if window is not None and window.cumulative_counts[-1]:
+    family = IMBALANCE_FAMILIES.get(rule.signal)
+    if family is not None:
+        for key, selector in groups(reader, family, REPLICA_LABELS).items():
+            window = reader.histogram_window(family, selector, start, now)
+            count = 0.0 if window is None else window.cumulative_counts[-1]
+            if window is None or not count or count < rule.min_observations:
+                continue
+            if rule.signal.endswith("_mean"):
+                if window.sum_value is not None:
+                    values[key] = window.sum_value / count
+            else:
                 values[key] = window.quantile(0.5).value
         return values
     for key, selector in groups(reader, c.REQUESTS_WAITING, REPLICA_LABELS).items():
@@ -70,7 +103,8 @@ def replica_imbalance(
     rule: ReplicaImbalanceRule, reader: MetricsReader, now: float
 ) -> list[Instance]:
     """Each replica's signal against the median of its model's fleet (itself included, as
-    PromQL's ``quantile by (model) (0.5, ...)``); none hold below ``replicas_min`` replicas."""
+    PromQL's ``quantile by (model) (0.5, ...)``); none hold below ``replicas_min`` replicas.
+    A replica without ``min_observations`` in the window is in neither (no evidence)."""
     by_model: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
     for key, value in _replica_signal(rule, reader, now).items():
         if not math.isnan(value):

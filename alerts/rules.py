@@ -42,41 +42,92 @@ def _window(rule: Rule, name: str) -> float:
     )
 
 
+def _optional(rule: Rule, name: str, **bounds: float | bool) -> None:
+    """``check_number`` for a field that may be ``None`` (the condition is off)."""
+    if getattr(rule, name) is not None:
+        check_number(rule.name, name, getattr(rule, name), **bounds)  # type: ignore[arg-type]
+
+
+def _times(value: float | None) -> str:
+    return "" if value is None else f"{value:g}x"
+
+
 @dataclass(frozen=True, kw_only=True)
 class TailLatencyRule(Rule):
-    """ "Median fine, tail broken": the ``quantile`` of ``metric`` over the window is above
-    ``threshold_seconds`` while the median stays at most ``median_max_seconds``, over at
-    least ``min_observations`` observations (fewer than 1 / (1 - quantile) and the "p99" is
-    just the slowest one: one hiccup would page)."""
+    """ "Median fine, tail broken", against the fleet's own past: the ``quantile`` of
+    ``metric`` over the window is more than ``rise_min`` times its value over the baseline
+    window just before it (``baseline_window_seconds``, ending where the window starts)
+    while the median rose at most ``median_rise_max`` times, both windows holding at least
+    ``min_observations`` observations (fewer than 1 / (1 - quantile) and the "p99" is just
+    the slowest one: one hiccup would page).
+
+    ``threshold_seconds`` and ``median_max_seconds`` add absolute conditions (the tail above,
+    the median at most), for teams that want a fixed line; ``rise_min`` and
+    ``median_rise_max`` set to ``None`` leave only those. Every condition set must hold."""
 
     kind: ClassVar[str] = "tail-latency"
 
     metric: LatencyMetric
     quantile: float = 0.99
-    threshold_seconds: float
-    median_max_seconds: float
+    rise_min: float | None = 2.0
+    median_rise_max: float | None = 1.5
+    threshold_seconds: float | None = None
+    median_max_seconds: float | None = None
     min_observations: float = 100.0
     window_seconds: float = 300.0
+    baseline_window_seconds: float = 3600.0
 
     def check(self) -> None:
         if self.metric not in LATENCY_FAMILIES:
             known = [m.value for m in LATENCY_FAMILIES]
             raise RuleError(self.name, "metric", f"must be one of {known}, got {self.metric!r}")
         check_number(self.name, "quantile", self.quantile, low=0.5, high=1, low_open=True, high_open=True)  # fmt: skip
-        check_number(self.name, "threshold_seconds", self.threshold_seconds, low=0, low_open=True)
-        check_number(self.name, "median_max_seconds", self.median_max_seconds, low=0, low_open=True)
+        _optional(self, "rise_min", low=1, low_open=True)
+        _optional(self, "median_rise_max", low=1)
+        _optional(self, "threshold_seconds", low=0, low_open=True)
+        _optional(self, "median_max_seconds", low=0, low_open=True)
+        if self.rise_min is None and self.threshold_seconds is None:
+            raise RuleError(
+                self.name,
+                "rise_min",
+                "the tail needs a test: a rise over its baseline (rise_min) or a fixed line "
+                "(threshold_seconds)",
+            )
         check_number(self.name, "min_observations", self.min_observations)
         _window(self, "window_seconds")
+        _window(self, "baseline_window_seconds")
+
+    @property
+    def is_relative(self) -> bool:
+        """Whether a condition reads the baseline window."""
+        return self.rise_min is not None or self.median_rise_max is not None
 
     def families(self) -> tuple[str, ...]:
         return (LATENCY_FAMILIES[self.metric],)
 
     def template_values(self) -> dict[str, object]:
-        """Adds ``percentile`` (``p99``) and ``tail_percent`` (1 for p99)."""
+        """Adds ``percentile`` (``p99``), ``tail_percent`` (1 for p99) and ``condition``:
+        the conditions set, in words (annotations read the same whichever are)."""
+        values = super().template_values()
+        percentile = f"p{self.quantile * 100:g}"
+        baseline = values["baseline_window"]
+        tail, median = [], []
+        if self.rise_min is not None:
+            tail.append(f"above {_times(self.rise_min)} its {baseline} baseline")
+        if self.threshold_seconds is not None:
+            tail.append(f"above {self.threshold_seconds:g} s")
+        if self.median_rise_max is not None:
+            median.append(f"within {_times(self.median_rise_max)} its baseline")
+        if self.median_max_seconds is not None:
+            median.append(f"at most {self.median_max_seconds:g} s")
+        condition = f"{percentile} {' and '.join(tail)}"
+        if median:
+            condition += f" while p50 stays {' and '.join(median)}"
         return {
-            **super().template_values(),
-            "percentile": f"p{self.quantile * 100:g}",
+            **values,
+            "percentile": percentile,
             "tail_percent": round((1 - self.quantile) * 100, 6),
+            "condition": condition,
         }
 
     def alert_labels(self) -> dict[str, str]:
@@ -85,41 +136,77 @@ class TailLatencyRule(Rule):
 
 @dataclass(frozen=True, kw_only=True)
 class QueueGrowthRule(Rule):
-    """The fleet's waiting queue is at least ``waiting_min`` and either grew by at least
-    ``growth_min`` over the window or queueing is at least ``queue_share_min`` of TTFT."""
+    """Requests queue, against the fleet's own past: the mean queue time over the window is
+    more than ``rise_min`` times its mean over the baseline window just before it, and
+    queueing is at least ``queue_share_min`` of TTFT (``sum(queue) / sum(ttft)``: waiting,
+    not prefill, is what first tokens are made of), over at least ``min_observations``
+    queued requests in each window.
+
+    ``waiting_min`` (the fleet's waiting requests now) and ``growth_min`` (their growth over
+    the window) add absolute conditions; ``rise_min`` set to ``None`` drops the baseline."""
 
     kind: ClassVar[str] = "queue-growth"
 
-    waiting_min: float = 8.0
-    growth_min: float = 4.0
+    rise_min: float | None = 2.0
     queue_share_min: float = 0.5
+    min_observations: float = 50.0
+    waiting_min: float | None = None
+    growth_min: float | None = None
     window_seconds: float = 300.0
+    baseline_window_seconds: float = 3600.0
 
     def check(self) -> None:
-        check_number(self.name, "waiting_min", self.waiting_min)
-        check_number(self.name, "growth_min", self.growth_min, low=0, low_open=True)
+        _optional(self, "rise_min", low=1, low_open=True)
         check_number(self.name, "queue_share_min", self.queue_share_min, high=1, low_open=True, low=0)  # fmt: skip
+        check_number(self.name, "min_observations", self.min_observations)
+        _optional(self, "waiting_min")
+        _optional(self, "growth_min", low=0, low_open=True)
         _window(self, "window_seconds")
+        _window(self, "baseline_window_seconds")
 
     def families(self) -> tuple[str, ...]:
         return (c.REQUESTS_WAITING, c.QUEUE_SECONDS, c.TTFT_SECONDS)
 
+    def template_values(self) -> dict[str, object]:
+        """Adds ``condition``: the conditions set, in words."""
+        values = super().template_values()
+        parts = [f"queueing is at least {self.queue_share_min:.0%} of TTFT"]
+        if self.rise_min is not None:
+            parts.append(
+                f"the mean queue time is above {_times(self.rise_min)} its "
+                f"{values['baseline_window']} baseline"
+            )
+        if self.waiting_min is not None:
+            parts.append(f"at least {self.waiting_min:g} requests wait")
+        if self.growth_min is not None:
+            parts.append(f"the queue grew by {self.growth_min:g}")
+        return {**values, "condition": ", ".join(parts)}
+
 
 @dataclass(frozen=True, kw_only=True)
 class KVSaturationRule(Rule):
-    """A replica's KV cache peaked at ``usage_min`` or more over the window while it preempted
-    more than ``preemptions_per_second_min`` (recompute storms)."""
+    """A replica's KV cache peaked at ``usage_min`` or more over the window while it
+    preempted (recompute storms): at least ``preemptions_min`` preemptions in the window, at
+    more than ``rise_min`` times its rate over the baseline window before it (a replica that
+    never preempted before rises from zero). ``preemptions_per_second_min`` adds a fixed
+    rate line."""
 
     kind: ClassVar[str] = "kv-saturation"
 
     usage_min: float = 0.9
-    preemptions_per_second_min: float = 0.05
+    preemptions_min: float = 5.0
+    rise_min: float | None = 2.0
+    preemptions_per_second_min: float | None = None
     window_seconds: float = 300.0
+    baseline_window_seconds: float = 3600.0
 
     def check(self) -> None:
         check_number(self.name, "usage_min", self.usage_min, low=0, high=1, low_open=True)
-        check_number(self.name, "preemptions_per_second_min", self.preemptions_per_second_min)
+        check_number(self.name, "preemptions_min", self.preemptions_min)
+        _optional(self, "rise_min", low=1, low_open=True)
+        _optional(self, "preemptions_per_second_min")
         _window(self, "window_seconds")
+        _window(self, "baseline_window_seconds")
 
     def families(self) -> tuple[str, ...]:
         return (c.KV_CACHE_USAGE, c.PREEMPTIONS_TOTAL)
@@ -129,18 +216,20 @@ class KVSaturationRule(Rule):
 class PrefixHitDropRule(Rule):
     """The fleet's prefix-cache hit rate over the window fell below ``ratio_max`` times its
     rate over the baseline window just before it, from a baseline of at least
-    ``baseline_hit_rate_min``."""
+    ``baseline_hit_rate_min``, with at least ``min_queries`` tokens looked up in each."""
 
     kind: ClassVar[str] = "prefix-hit-drop"
 
     ratio_max: float = 0.7
     baseline_hit_rate_min: float = 0.2
+    min_queries: float = 1000.0
     window_seconds: float = 300.0
     baseline_window_seconds: float = 3600.0
 
     def check(self) -> None:
         check_number(self.name, "ratio_max", self.ratio_max, low=0, high=1, low_open=True, high_open=True)  # fmt: skip
         check_number(self.name, "baseline_hit_rate_min", self.baseline_hit_rate_min, high=1)
+        check_number(self.name, "min_queries", self.min_queries)
         _window(self, "window_seconds")
         _window(self, "baseline_window_seconds")
 
@@ -148,21 +237,33 @@ class PrefixHitDropRule(Rule):
         return (c.PREFIX_CACHE_HITS_TOTAL, c.PREFIX_CACHE_QUERIES_TOTAL)
 
 
-#: What a replica-imbalance rule compares: a replica's waiting queue or its e2e p50.
-IMBALANCE_SIGNALS = ("waiting", "e2e_p50")
+#: What a replica-imbalance rule compares: a replica's waiting queue, or the mean or the
+#: median of its e2e latency or inter-token latency.
+IMBALANCE_SIGNALS = ("waiting", "e2e_mean", "itl_mean", "e2e_p50", "itl_p50")
+#: The histogram each latency signal reads (a mean is ``_sum / _count``, a p50 its median).
+IMBALANCE_FAMILIES = {
+    "e2e_mean": c.E2E_SECONDS,
+    "itl_mean": c.ITL_SECONDS,
+    "e2e_p50": c.E2E_SECONDS,
+    "itl_p50": c.ITL_SECONDS,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReplicaImbalanceRule(Rule):
-    """One replica's ``signal`` is at least ``ratio_min`` times the fleet median and at least
-    ``excess_min`` above it (seconds or requests), in a fleet of at least ``replicas_min``."""
+    """The fleet against itself: one replica's ``signal`` is more than ``ratio_min`` times
+    the fleet median (itself included, as PromQL's ``quantile by (model)``), in a fleet of
+    at least ``replicas_min`` replicas, each latency median over at least
+    ``min_observations`` observations on that replica. ``excess_min`` (seconds or requests
+    above the median) adds an absolute margin; 0 leaves it off."""
 
     kind: ClassVar[str] = "replica-imbalance"
 
     signal: str = "e2e_p50"
-    ratio_min: float = 2.0
-    excess_min: float = 0.5
+    ratio_min: float = 1.5
+    excess_min: float = 0.0
     replicas_min: int = 3
+    min_observations: float = 20.0
     window_seconds: float = 300.0
 
     def check(self) -> None:
@@ -177,10 +278,13 @@ class ReplicaImbalanceRule(Rule):
         if isinstance(self.replicas_min, bool) or not isinstance(self.replicas_min, int):
             raise RuleError(self.name, "replicas_min", f"must be an integer, got {self.replicas_min!r}")  # fmt: skip
         check_number(self.name, "replicas_min", self.replicas_min, low=2, high=10_000)
+        check_number(self.name, "min_observations", self.min_observations)
         _window(self, "window_seconds")
 
     def families(self) -> tuple[str, ...]:
-        return (c.REQUESTS_WAITING,) if self.signal == "waiting" else (c.E2E_SECONDS,)
+        if self.signal == "waiting":
+            return (c.REQUESTS_WAITING,)
+        return (IMBALANCE_FAMILIES[self.signal],)
 
     def alert_labels(self) -> dict[str, str]:
         return {**super().alert_labels(), "signal": self.signal}
@@ -287,6 +391,7 @@ RULE_KINDS: Mapping[str, type[Rule]] = {
 
 __all__ = [
     "DEFAULT_THROTTLE_REASONS",
+    "IMBALANCE_FAMILIES",
     "IMBALANCE_SIGNALS",
     "RULE_KINDS",
     "SEVERITIES",

@@ -67,6 +67,7 @@ class Measurements:
     ttft_p95_seconds: Measure = UNKNOWN
     itl_p99_seconds: Measure = UNKNOWN
     e2e_p50_seconds: Measure = UNKNOWN
+    e2e_mean_seconds: Measure = UNKNOWN
     prompt_tokens_p95: Measure = UNKNOWN
     output_tokens_mean: Measure = UNKNOWN
     num_preemptions: Measure = UNKNOWN

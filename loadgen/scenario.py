@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -86,6 +86,9 @@ class Scenario:
     phases: tuple[Phase, ...]
     compressed_time_scale: float
     expects: Expectation
+    #: ``virtual:`` — how the virtual fleet drills it when no timing is given
+    #: (``time_scale``, ``window_scale``; see ``loadgen.virtual.drill.VirtualTiming``)
+    virtual: Mapping[str, float] = field(default_factory=dict)
 
     def scaled(self, time_scale: float) -> Scenario:
         """The same scenario with every phase ``time_scale`` times as long."""
@@ -193,6 +196,7 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
         routing=routing,
         phases=tuple(phases),
         compressed_time_scale=float((raw.get("compressed") or {}).get("time_scale", 1.0)),
+        virtual=_virtual(raw.get("virtual"), f"{where}.virtual"),
         expects=Expectation(
             signal=expects["signal"],
             change=expects["change"],
@@ -203,6 +207,25 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
             triage_cause=_vocabulary(expects, "triage_cause", Cause, where),
         ),
     )
+
+
+#: The keys of a scenario's ``virtual:`` block.
+VIRTUAL_KEYS = ("time_scale", "window_scale")
+
+
+def _virtual(raw: Any, where: str) -> dict[str, float]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise WorkloadError(where, f"must be a mapping of {list(VIRTUAL_KEYS)}, got {raw!r}")
+    out = {}
+    for key, value in raw.items():
+        if key not in VIRTUAL_KEYS:
+            raise WorkloadError(f"{where}.{key}", f"unknown key; known: {list(VIRTUAL_KEYS)}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e6:
+            raise WorkloadError(f"{where}.{key}", f"must be a number > 0, got {value!r}")
+        out[key] = float(value)
+    return out
 
 
 def _vocabulary(expects: Mapping[str, Any], key: str, names: type[N], where: str) -> N | None:

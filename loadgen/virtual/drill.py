@@ -47,15 +47,38 @@ SEED_STRIDE = 1_000_003
 
 @dataclass(frozen=True)
 class VirtualTiming:
-    """The virtual drill's clock: rule windows and ``for:`` times ``window_scale``, and
-    the scrape and evaluation intervals, all virtual seconds. The defaults are production's
-    15 s scrapes and evaluations with 5 m windows, at a tenth: the scenarios' 20 s phases
-    then hold a 30 s window twice over."""
+    """The virtual drill's clock, all virtual seconds: rule windows and ``for:`` times
+    ``window_scale``, the scrape and evaluation intervals, every scenario phase times
+    ``scenario_time_scale``, and how long the idle fleet is still watched after the last
+    phase (``settle_seconds``).
 
-    window_scale: float = 0.1
+    The defaults are a production setup at a twentieth: 5 m windows become 15 s, and
+    scrapes and evaluations every 30 s (kube-prometheus's default interval) every 1.5 s;
+    the built-in scenarios' 20 s phases become 40 s, so a baseline holds more than two
+    windows and an incident a window, a ticket's ``for:`` and a few evaluations. A
+    scenario may say otherwise in its ``virtual:`` block (:meth:`for_scenario`). NOTE:
+    scrapes are most of a virtual run's CPU (prometheus_client's parser), so the interval
+    is a tenth of a window, not less."""
+
+    window_scale: float = 0.05
     evaluation_interval_seconds: float = 1.5
     scrape_interval_seconds: float = 1.5
-    settle_seconds: float = 60.0
+    scenario_time_scale: float = 2.0
+    settle_seconds: float = 30.0
+
+    @classmethod
+    def for_scenario(cls, scenario: Scenario) -> VirtualTiming:
+        """The defaults with the scenario's own ``virtual:`` hints (``time_scale``,
+        ``window_scale``; the intervals follow the window scale, at 30 s in production)."""
+        hints = scenario.virtual
+        scale = hints.get("window_scale", cls.window_scale)
+        interval = 30.0 * scale
+        return cls(
+            window_scale=scale,
+            evaluation_interval_seconds=interval,
+            scrape_interval_seconds=interval,
+            scenario_time_scale=hints.get("time_scale", cls.scenario_time_scale),
+        )
 
     def drill_timing(self) -> DrillTiming:
         """The same clock in the real-time drill's terms (for its report)."""
@@ -224,8 +247,10 @@ def run_virtual_drill(
     ``loadgen.virtual.replica.DEFAULT_SIM_MODEL``); ``store`` defaults to the in-memory
     one; ``rules`` (unscaled) default to the built-in set. ``WorkloadError`` naming what is
     wrong for a scenario the fleet cannot run."""
-    timing = timing or VirtualTiming()
+    timing = timing or VirtualTiming.for_scenario(scenario)
     scenario = seeded(scenario, seed)
+    if timing.scenario_time_scale != 1.0:
+        scenario = scenario.scaled(timing.scenario_time_scale)
     store = store or VirtualStore.memory()
     rule_set = tuple(rules) if rules is not None else tuple(builtin_rule_set()[0])
     run = _Run(scenario, timing, seed, model, store, rule_set)

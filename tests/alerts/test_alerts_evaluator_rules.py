@@ -98,7 +98,7 @@ CASES = {
     "replica-imbalance": (
         BY_NAME["replica-imbalance"],
         perturbed(e2e=((3.0, 1.0),), only={2}),
-        {"target": "r2", "signal": "e2e_p50"},
+        {"target": "r2", "signal": "e2e_mean"},
         {},
     ),
     "replica-imbalance-waiting": (

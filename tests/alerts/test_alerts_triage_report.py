@@ -23,7 +23,7 @@ def test_the_report_shows_evidence_hypotheses_requests_and_the_action() -> None:
     skew = next(line for line in text.splitlines() if "e2e p50, replica / median" in line)
     assert re.search(r"│ r1\s+│ 10\.90×\s+│ 0\.98×\s+│ ×11\.12\s+│ request records", skew)
     first = next(line for line in text.splitlines() if line.startswith("│ 1 "))
-    assert "slow-replica" in first and "1.00" in first and "[r1] value 10.9" in first
+    assert "slow-replica" in first and "1.00" in first and "[r1] value 10.2" in first
     assert "a" * 32 in text  # the full trace id, never cut
     assert "exemplars, request records" in text
     assert (

@@ -296,7 +296,10 @@ def test_annotations_follow_overrides_and_scaling():
         {"window_scale": 0.01, "rules": {"queue-growth": {"waiting_min": 16}}}, SLOS
     ).rules
     text = rules.get("queue-growth").annotations()["description"]
-    assert text.startswith("At least 16 requests wait, and the queue grew by 4 over 3s ")
+    assert text.startswith(
+        "Over 3s: queueing is at least 50% of TTFT, the mean queue time is above 2x its 36s "
+        "baseline, at least 16 requests wait. "
+    )
     burn = rules.get("slo-burn-rate:chat-ttft:page").annotations()["description"]
     assert burn == (
         "SLO chat-ttft (target 0.99, budget 1 % over 0.28 d): 2% of the budget within 36s; "
@@ -307,10 +310,11 @@ def test_annotations_follow_overrides_and_scaling():
 @pytest.mark.parametrize(
     ("summary", "expected"),
     [
-        ("waiting over {waiting_min:g} for {for:g}", None),  # `for` is not a field name
+        ("queueing over {rise_min:g}x for {for:g}", None),  # `for` is not a field name
         ("{nope}", None),
-        ("unclosed {waiting_min", None),
-        ("literal {{braces}} and {waiting_min:g}", "literal {braces} and 8"),
+        ("unclosed {rise_min", None),
+        ("over {waiting_min:g}", None),  # a line this rule does not set
+        ("literal {{braces}} and {rise_min:g}", "literal {braces} and 2"),
     ],
 )
 def test_annotation_placeholders_name_fields_or_are_refused(summary, expected):

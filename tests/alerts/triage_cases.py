@@ -30,6 +30,7 @@ _SOURCES = {
     "ttft_p95_seconds": Source.HISTOGRAM,
     "itl_p99_seconds": Source.HISTOGRAM,
     "e2e_p50_seconds": Source.REQUEST_RECORDS,
+    "e2e_mean_seconds": Source.HISTOGRAM,
     "prompt_tokens_p95": Source.HISTOGRAM,
     "output_tokens_mean": Source.HISTOGRAM,
     "num_preemptions": Source.COUNTER,
@@ -169,12 +170,22 @@ COARSE_E2E = "histogram too coarse (rank in bucket [0, 0.3]); exact values of 40
 
 def slow_replica() -> TriageInput:
     # NOTE: the fast replica's e2e p50 comes from the records, as gather reads it for `tiny`
-    fast = replace(measurements(), e2e_p50_seconds=Measure(0.5, Source.REQUEST_RECORDS, COARSE_E2E))
+    fast = replace(
+        measurements(e2e_mean_seconds=0.55),
+        e2e_p50_seconds=Measure(0.5, Source.REQUEST_RECORDS, COARSE_E2E),
+    )
     slow = measurements(
-        e2e_p50_seconds=5.45, waiting_mean=6.0, queue_mean_seconds=1.0, ttft_mean_seconds=1.2
+        e2e_p50_seconds=5.45,
+        e2e_mean_seconds=5.6,
+        waiting_mean=6.0,
+        queue_mean_seconds=1.0,
+        ttft_mean_seconds=1.2,
     )
     return fleet_of(
-        {"r0": WindowPair(fast, measurements(e2e_p50_seconds=0.51)), "r1": WindowPair(slow, fast)},
+        {
+            "r0": WindowPair(fast, measurements(e2e_p50_seconds=0.51, e2e_mean_seconds=0.56)),
+            "r1": WindowPair(slow, fast),
+        },
         slow_requests=(
             SlowRequest(
                 "a" * 32, e2e_seconds=6.1, target="r1", sources=frozenset({Source.EXEMPLARS})

@@ -1,5 +1,5 @@
-"""The incident scenarios: each, time-compressed against bundled-engine replicas on
-loopback, moves the engine signal it names; and bad scenario files are clear errors."""
+"""The incident scenarios: each, on the virtual fleet, moves the engine signal it names;
+and bad scenario files are clear errors."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_the_six_required_scenarios_are_built_in_and_complete():
 
 
 def compressed_run(name: str) -> DrillResult:
-    """The scenario's one compressed run of the session, with a collector attached."""
+    """The scenario's one run of the session on the virtual fleet."""
     from tests.loadgen.drill_runs import drill_report
 
     return drill_report(name).drill
