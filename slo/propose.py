@@ -113,7 +113,7 @@ def propose_latency_objective(
         return NoProposal(
             Shortfall.TOO_FEW_OBSERVATIONS,
             f"{total:g} observations in the window, fewer than the {min_observations:g} a "
-            f"p{_percent(quantile)} needs (with fewer it is the slowest observation or two)",
+            f"p{_percent(quantile)} needs",
             total,
         )
     estimate = histogram_quantile(quantile, buckets)
