@@ -10,14 +10,19 @@ The rule (docs/slo.md, "Proposing SLOs"):
    threshold the data cannot resolve.
 2. **Attainment** — the cumulative count at that edge over the total: the fraction of the
    window's observations that met the threshold. It is at least ``quantile`` by step 1.
-3. **Target** — the highest of ``targets`` (0.9, 0.95, 0.99, 0.995, 0.999) at or below
-   ``attainment - margin``. Over the window the error ratio ``1 - attainment`` is then at
+3. **Attainment's lower bound** — the Wilson score bound at one-sided 95 % confidence
+   (``z = 1.645``) on the fraction behind those counts: 108 observations all under the edge
+   are as consistent with a true 97.6 % as with 100 %, and a target read off them as 99.5 %
+   would burn as soon as the next minute is a little worse. With many observations the
+   bound approaches the attainment.
+4. **Target** — the highest of ``targets`` (0.9, 0.95, 0.99, 0.995, 0.999) at or below
+   ``lower_bound - margin``. Over the window the error ratio ``1 - attainment`` is then at
    most ``1 - target - margin``, so the SLO would have burned at most
    ``(1 - a) / (1 - a + margin)`` of its budget rate: below 1, not burning.
 
-The comparison in step 3 is exact (rational arithmetic on the counts, with ``margin`` and the
-targets read as the decimals they print as), so ``attainment 0.995`` minus ``margin 0.005`` is
-``0.99`` and proposes 0.99, not 0.95 through a rounding error.
+The comparison in step 4 is exact (rational arithmetic, with ``margin`` and the targets read
+as the decimals they print as): ``0.99 + 0.005`` in binary floats is not ``0.995``, and a
+bound right at a target must not fall on either side of it by a rounding error.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ PROPOSAL_TARGETS = (0.9, 0.95, 0.99, 0.995, 0.999)
 DEFAULT_PROPOSAL_QUANTILE = 0.99
 #: Half a percent of attainment kept between the window and the target.
 DEFAULT_PROPOSAL_MARGIN = 0.005
+#: One-sided 95 % normal quantile: the confidence of the attainment's lower bound.
+CONFIDENCE_Z = 1.645
 #: Below 1 / (1 - 0.99) = 100 observations the p99's rank falls on the slowest observation
 #: or two: the "p99" is the window's maximum, not a tail that repeats.
 MIN_PROPOSAL_OBSERVATIONS = 100.0
@@ -61,13 +68,15 @@ class LatencyProposal:
 
     ``threshold_seconds`` is a bucket edge; ``target`` one of the proposal targets;
     ``attainment`` the fraction of the window's ``num_observations`` at or below the
-    threshold (exact: counted at the edge); ``quantile_seconds`` the window's ``quantile``
-    as ``histogram_quantile`` estimates it (at most ``threshold_seconds``).
+    threshold (exact: counted at the edge), ``attainment_lower_bound`` its Wilson bound
+    (one-sided 95 %); ``quantile_seconds`` the window's ``quantile`` as
+    ``histogram_quantile`` estimates it (at most ``threshold_seconds``).
     """
 
     threshold_seconds: float
     target: float
     attainment: float
+    attainment_lower_bound: float
     num_observations: float
     quantile: float
     quantile_seconds: float
@@ -133,24 +142,42 @@ def propose_latency_objective(
             "out why the tail is that slow",
             total,
         )
-    attainment = Fraction(edge.count) / Fraction(total)
+    attainment = float(edge.count) / total
+    lower_bound = min(wilson_lower_bound(edge.count, total), attainment)
     spare = _decimal(margin)
-    met = [t for t in targets if _decimal(t) + spare <= attainment]
+    met = [t for t in targets if _decimal(t) + spare <= Fraction(lower_bound)]
     if not met:
         return NoProposal(
             Shortfall.BELOW_LOWEST_TARGET,
-            f"attainment {float(attainment):.4g} at {edge.upper_bound:g} s minus margin "
-            f"{margin:g} is below the lowest target {min(targets):g}; use a smaller margin",
+            f"attainment {attainment:.4g} at {edge.upper_bound:g} s (at least {lower_bound:.4g} "
+            f"at 95 % confidence) minus margin {margin:g} is below the lowest target "
+            f"{min(targets):g}; use a smaller margin",
             total,
         )
     return LatencyProposal(
         threshold_seconds=edge.upper_bound,
         target=max(met),
-        attainment=float(edge.count) / total,
+        attainment=attainment,
+        attainment_lower_bound=lower_bound,
         num_observations=total,
         quantile=quantile,
         quantile_seconds=estimate.value,
     )
+
+
+def wilson_lower_bound(num_good: float, num_total: float, z: float = CONFIDENCE_Z) -> float:
+    """The Wilson score lower bound on a success fraction from ``num_good`` of
+    ``num_total`` (> 0) observations, at the one-sided confidence of the normal quantile
+    ``z``: the ``L < p`` solving ``(p - L)^2 = z^2 L (1 - L) / n`` (``p = good / n``). Unlike
+    ``p - z sqrt(p (1 - p) / n)`` it stays inside [0, 1] and is below 1 when every
+    observation was good (``n / (n + z^2)``). NaN for no observations."""
+    if not num_total > 0:
+        return math.nan
+    p = num_good / num_total
+    z2_over_n = z * z / num_total
+    centre = p + z2_over_n / 2
+    spread = z * math.sqrt(p * (1 - p) / num_total + z2_over_n / (4 * num_total))
+    return max(0.0, (centre - spread) / (1 + z2_over_n))
 
 
 def _check_arguments(

@@ -75,7 +75,7 @@ def test_the_printed_yaml_loads_as_tailwatch_yaml_with_its_burn_rate_rules(store
     rules = {rule.name for rule in config.alerts.rules}
     assert {f"slo-burn-rate:{name}:page" for name in specs} <= rules
     # The attainment and observation count of each, and why rare-ttft has none.
-    assert "# tiny-ttft: 99.50% of 16,000 observations at or below 0.25 s" in result.stdout
+    assert "# tiny-ttft: 99.80% of 80,000 observations at or below 0.25 s" in result.stdout
     assert "# rare-ttft: no proposal: 40 observations in the window" in result.stdout
 
 

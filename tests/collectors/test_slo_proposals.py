@@ -55,10 +55,10 @@ def test_each_model_gets_a_ttft_and_an_itl_slo_summed_over_its_replicas() -> Non
         ("tiny-itl", "tiny", LatencyMetric.ITL),
     ]
     tiny_ttft = report.indicators[2].proposal
-    # 2 replicas x 40 steps x 200 first tokens, 99.5 % of them within 0.25 s.
-    assert tiny_ttft is not None and tiny_ttft.num_observations == 16_000
+    # 2 replicas x 40 steps x 1000 first tokens, 99.8 % of them within 0.25 s.
+    assert tiny_ttft is not None and tiny_ttft.num_observations == 80_000
     assert (tiny_ttft.threshold_seconds, tiny_ttft.target) == (0.25, 0.99)
-    assert tiny_ttft.attainment == 0.995
+    assert tiny_ttft.attainment == 0.998
     tiny_itl = report.indicators[3].proposal
     assert tiny_itl is not None and tiny_itl.num_observations == 80_000
     assert (tiny_itl.threshold_seconds, tiny_itl.target) == (0.05, 0.99)
@@ -79,10 +79,10 @@ def test_the_yaml_loads_as_tailwatch_yaml_with_a_comment_per_slo() -> None:
     assert "slo-burn-rate:tiny-ttft:page" in burn and "slo-burn-rate:tiny-itl:ticket" in burn
     comments = [line.strip() for line in text.splitlines() if line.strip().startswith("# tiny")]
     assert comments == [
-        "# tiny-ttft: 99.50% of 8,000 observations at or below 0.25 s over the window "
-        "(p99 0.242 s)",
-        "# tiny-itl: 99.50% of 40,000 observations at or below 0.05 s over the window "
-        "(p99 0.0487 s)",
+        "# tiny-ttft: 99.80% of 40,000 observations at or below 0.25 s over the window "
+        "(at least 99.76% at 95% confidence; p99 0.238 s)",
+        "# tiny-itl: 99.80% of 40,000 observations at or below 0.05 s over the window "
+        "(at least 99.76% at 95% confidence; p99 0.048 s)",
     ]
     assert "2026-01-01T00:00:00.000Z" in text and "2026-01-01T00:10:00.000Z" in text
 

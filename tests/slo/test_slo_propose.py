@@ -21,8 +21,11 @@ from slo import (
     Shortfall,
     propose_latency_objective,
 )
+from slo.propose import CONFIDENCE_Z, wilson_lower_bound
 
 INF = math.inf
+M = 1_000_000
+Z2 = CONFIDENCE_Z**2
 #: vLLM's TTFT layout's first edges, enough for hand-counted cases.
 EDGES = (0.01, 0.02, 0.04, 0.1, 0.25, 0.5, INF)
 
@@ -31,56 +34,94 @@ def _h(*cumulative: float, edges: tuple[float, ...] = EDGES) -> ClassicHistogram
     return ClassicHistogram(edges, tuple(float(c) for c in cumulative))
 
 
-# (histogram, margin, threshold_seconds, target, attainment): every one hand-counted.
+# (histogram, margin, threshold_seconds, target, attainment, lower bound): hand-counted; the
+# Wilson bound worked by hand to 4 places (n / (n + z^2) when every observation is good).
 PROPOSED = [
-    # 1000 observations, rank 990 reached at 0.1 (995): attainment 0.995 - 0.005 = 0.99.
-    pytest.param(_h(100, 500, 900, 995, 1000, 1000, 1000), 0.005, 0.1, 0.99, 0.995, id="exact"),
-    # 0.994 - 0.005 = 0.989: 0.99 is not met, 0.95 is.
-    pytest.param(_h(100, 500, 900, 994, 1000, 1000, 1000), 0.005, 0.1, 0.95, 0.994, id="snap"),
-    # Rank 990 exactly on an edge's count: that edge (Prometheus picks the same bucket).
-    pytest.param(_h(100, 500, 990, 995, 1000, 1000, 1000), 0.0, 0.04, 0.99, 0.99, id="on-rank"),
-    # Margin 0: the target may equal the attainment (burn rate 1, which never fires).
-    pytest.param(_h(0, 0, 0, 990, 1000, 1000, 1000), 0.0, 0.1, 0.99, 0.99, id="margin-0"),
-    # Every observation at or below the edge: 1 - 0.005 = 0.995.
-    pytest.param(_h(0, 0, 0, 0, 200, 200, 200), 0.005, 0.25, 0.995, 1.0, id="all-met"),
-    # Margin 0.0005 lets 1.0 reach 0.999.
-    pytest.param(_h(0, 0, 0, 0, 200, 200, 200), 0.0005, 0.25, 0.999, 1.0, id="small-margin"),
-    # A large margin moves the target down the set: 0.995 - 0.05 = 0.945 → 0.9.
-    pytest.param(_h(10, 20, 40, 995, 1000, 1000, 1000), 0.05, 0.1, 0.9, 0.995, id="big-margin"),
+    # 20,000 observations, 99.9 % at 0.1 s: bound 0.99856 - 0.005 = 0.99356 → 0.99.
+    pytest.param(
+        _h(0, 0, 0, 19_980, 20_000, 20_000, 20_000), 0.005, 0.1, 0.99, 0.999, 0.99856, id="0.99"
+    ),
+    # Without the margin the same window reaches 0.995.
+    pytest.param(
+        _h(0, 0, 0, 19_980, 20_000, 20_000, 20_000), 0.0, 0.1, 0.995, 0.999, 0.99856, id="margin-0"
+    ),
+    # 99.5 % of 1000: bound 0.98976, so 0.99 is not met even before the margin.
+    pytest.param(
+        _h(100, 500, 900, 995, 1000, 1000, 1000), 0.005, 0.1, 0.95, 0.995, 0.98976, id="snap"
+    ),
+    # 200 of 200 under the edge is consistent with a true 98.67 %: not 0.995.
+    pytest.param(
+        _h(0, 0, 0, 0, 200, 200, 200), 0.005, 0.25, 0.95, 1.0, 200 / (200 + Z2), id="few-all-met"
+    ),
+    # A million, all met: bound 0.999997; minus 0.005 → 0.99, minus 0.0005 → 0.999.
+    pytest.param(_h(0, 0, 0, 0, M, M, M), 0.005, 0.25, 0.99, 1.0, M / (M + Z2), id="many-met"),
+    pytest.param(_h(0, 0, 0, 0, M, M, M), 0.0005, 0.25, 0.999, 1.0, M / (M + Z2), id="0.999"),
+    # Rank 99,000 exactly on an edge's count: that edge (Prometheus picks the same bucket).
+    pytest.param(
+        _h(0, 0, 99_000, 99_500, 100_000, 100_000, 100_000),
+        0.0,
+        0.04,
+        0.95,
+        0.99,
+        0.98947,
+        id="on-rank",
+    ),
+    # 99.5 % of a million: bound 0.99488: 0.99 with no margin, 0.95 with 0.005.
+    pytest.param(_h(0, 0, 0, 995_000, M, M, M), 0.0, 0.1, 0.99, 0.995, 0.99488, id="big"),
+    pytest.param(_h(0, 0, 0, 995_000, M, M, M), 0.005, 0.1, 0.95, 0.995, 0.99488, id="big-5"),
+    # A large margin moves the target down the set: 0.98976 - 0.05 → 0.9.
+    pytest.param(
+        _h(10, 20, 40, 995, 1000, 1000, 1000), 0.05, 0.1, 0.9, 0.995, 0.98976, id="big-margin"
+    ),
     # Empty low buckets: the first edge that reaches the rank, not the first non-empty one.
-    pytest.param(_h(0, 0, 0, 0, 0, 999, 1000), 0.005, 0.5, 0.99, 0.999, id="empty-low"),
+    pytest.param(_h(0, 0, 0, 0, 0, 999, 1000), 0.005, 0.5, 0.99, 0.999, 0.99553, id="empty-low"),
     # The p99 in the last finite bucket is still measurable there.
-    pytest.param(_h(0, 0, 0, 0, 0, 996, 1000), 0.005, 0.5, 0.99, 0.996, id="last-finite"),
+    pytest.param(_h(0, 0, 0, 0, 0, 996, 1000), 0.0, 0.5, 0.99, 0.996, 0.99112, id="last-finite"),
     # Non-monotonic counts (a scrape race) are raised to the running maximum first.
-    pytest.param(_h(100, 90, 995, 994, 1000, 1000, 1000), 0.005, 0.04, 0.99, 0.995, id="race"),
+    pytest.param(
+        _h(100, 90, 995, 994, 1000, 1000, 1000), 0.005, 0.04, 0.95, 0.995, 0.98976, id="race"
+    ),
     # Fractional counts (an extrapolated window) are fine: 199.5 / 200.5 = 0.99501.
     pytest.param(
-        _h(0, 0, 0, 199.5, 200.5, 200.5, 200.5), 0.0, 0.1, 0.995, 199.5 / 200.5, id="fractional"
+        _h(0, 0, 0, 199.5, 200.5, 200.5, 200.5),
+        0.0,
+        0.1,
+        0.95,
+        199.5 / 200.5,
+        0.97795,
+        id="fractional",
     ),
 ]
 
 
-@pytest.mark.parametrize(("histogram", "margin", "threshold", "target", "attainment"), PROPOSED)
+@pytest.mark.parametrize(
+    ("histogram", "margin", "threshold", "target", "attainment", "lower_bound"), PROPOSED
+)
 def test_threshold_is_the_edge_at_or_above_p99_and_target_keeps_the_margin(
-    histogram, margin, threshold, target, attainment
+    histogram, margin, threshold, target, attainment, lower_bound
 ) -> None:
     proposal = propose_latency_objective(histogram, margin=margin)
     assert isinstance(proposal, LatencyProposal), proposal
     assert proposal.threshold_seconds == threshold
     assert proposal.target == target
     assert proposal.attainment == pytest.approx(attainment, rel=1e-12)
+    assert proposal.attainment_lower_bound == pytest.approx(lower_bound, abs=1e-5)
     assert proposal.num_observations == histogram.total_count
     # Prometheus's own p99 estimate lies in the bucket whose upper edge is the threshold.
     assert proposal.quantile_seconds <= proposal.threshold_seconds
     assert proposal.quantile_seconds == histogram.quantile(0.99).value
 
 
-def test_decimal_margins_and_targets_are_compared_as_written() -> None:
-    """0.995 - 0.005 is 0.99 as decimals, but 0.98999999999999999 as binary floats: the
-    proposal must be 0.99, not one step down."""
-    histogram = _h(0, 0, 0, 199, 200, 200, 200)  # attainment 199/200 = 0.995 exactly
-    proposal = propose_latency_objective(histogram, margin=0.005)
-    assert isinstance(proposal, LatencyProposal) and proposal.target == 0.99
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 10**7), st.data())
+def test_the_lower_bound_solves_wilsons_equation_below_the_fraction(total, data) -> None:
+    """``(p - L)^2 = z^2 L (1 - L) / n`` with ``0 <= L <= p``: the score interval's lower end."""
+    good = data.draw(st.integers(0, total))
+    p, bound = good / total, wilson_lower_bound(good, total)
+    assert 0 <= bound <= p
+    if good:
+        assert (p - bound) ** 2 == pytest.approx(Z2 * bound * (1 - bound) / total, rel=1e-6)
+    assert math.isnan(wilson_lower_bound(0, 0))
 
 
 NO_PROPOSAL = [
@@ -124,12 +165,12 @@ NO_PROPOSAL = [
         "there is none",
         id="non-positive",
     ),
-    # 0.995 - 0.1 = 0.895 < 0.9.
+    # 0.98976 - 0.1 < 0.9.
     pytest.param(
         _h(0, 0, 0, 995, 1000, 1000, 1000),
         {"margin": 0.1},
         Shortfall.BELOW_LOWEST_TARGET,
-        "below the lowest target 0.9",
+        "(at least 0.9898 at 95 % confidence) minus margin 0.1 is below the lowest target 0.9",
         id="margin",
     ),
 ]
@@ -210,22 +251,20 @@ def test_a_proposal_is_an_edge_a_snap_target_and_met_by_the_window(histogram, ma
     assert histogram.quantile(0.99).value <= result.threshold_seconds
     # The target is one of the snap values, in (0, 1).
     assert result.target in PROPOSAL_TARGETS and 0 < result.target < 1
-    # Attainment recomputed from the buckets (counted at the edge) meets the target, and
-    # with the margin to spare, compared as the decimals they print as.
+    # Attainment recomputed from the buckets (counted at the edge) meets the target; its
+    # lower bound does too, with the margin to spare (compared as the decimals they print as).
     index = histogram.upper_bounds.index(result.threshold_seconds)
     recomputed = histogram.cumulative_counts[index] / total
     assert recomputed == result.attainment
+    assert recomputed >= result.attainment_lower_bound
     assert recomputed >= result.target
     spare = Fraction(repr(margin))
-    assert Fraction(histogram.cumulative_counts[index]) / Fraction(total) >= (
-        Fraction(repr(result.target)) + spare
-    )
+    bound = Fraction(result.attainment_lower_bound)
+    assert bound >= Fraction(repr(result.target)) + spare
     # The highest such target: the next one up would not have been met.
     higher = [t for t in PROPOSAL_TARGETS if t > result.target]
     if higher:
-        assert Fraction(repr(min(higher))) + spare > Fraction(
-            histogram.cumulative_counts[index]
-        ) / Fraction(total)
+        assert Fraction(repr(min(higher))) + spare > bound
     # The smallest edge whose count reaches the rank: the edge below it does not.
     if index > 0 and histogram.upper_bounds[index - 1] > 0:
         assert histogram.cumulative_counts[index - 1] < 0.99 * total
