@@ -218,8 +218,8 @@ def proposals_yaml(report: ProposalReport) -> str:
         f"# {format_utc(report.end)} ({report.end - report.start:.0f} s): review them before "
         "they page anyone.",
         "# Threshold: the bucket edge at or above the window's p99. Target: the highest of",
-        f"# {targets} at or below the attainment there (its 95% lower bound) minus "
-        f"{report.margin:g}.",
+        f"# {targets} at or below the 95% lower bound of the attainment there,",
+        f'# minus {report.margin:g} (docs/slo.md, "Proposing SLOs").',
     ]
     items = report.slo_items()
     lines.append("slos:" if items else "slos: []")
@@ -231,9 +231,8 @@ def proposals_yaml(report: ProposalReport) -> str:
         lines.append(
             _comment(
                 f"{indicator.name}: {p.attainment:.2%} of {p.num_observations:,.0f} observations "
-                f"at or below {p.threshold_seconds:g} s over the window (at least "
-                f"{p.attainment_lower_bound:.2%} at 95% confidence; p{p.quantile * 100:g} "
-                f"{p.quantile_seconds:.3g} s)"
+                f"at or below {p.threshold_seconds:g} s in the window (95% lower bound "
+                f"{p.attainment_lower_bound:.2%}; p{p.quantile * 100:g} {p.quantile_seconds:.3g} s)"
             )
         )
         body = yaml.safe_dump([indicator.slo_item()], sort_keys=False, default_flow_style=None)

@@ -79,10 +79,10 @@ def test_the_yaml_loads_as_tailwatch_yaml_with_a_comment_per_slo() -> None:
     assert "slo-burn-rate:tiny-ttft:page" in burn and "slo-burn-rate:tiny-itl:ticket" in burn
     comments = [line.strip() for line in text.splitlines() if line.strip().startswith("# tiny")]
     assert comments == [
-        "# tiny-ttft: 99.80% of 40,000 observations at or below 0.25 s over the window "
-        "(at least 99.76% at 95% confidence; p99 0.238 s)",
-        "# tiny-itl: 99.80% of 40,000 observations at or below 0.05 s over the window "
-        "(at least 99.76% at 95% confidence; p99 0.048 s)",
+        "# tiny-ttft: 99.80% of 40,000 observations at or below 0.25 s in the window "
+        "(95% lower bound 99.76%; p99 0.238 s)",
+        "# tiny-itl: 99.80% of 40,000 observations at or below 0.05 s in the window "
+        "(95% lower bound 99.76%; p99 0.048 s)",
     ]
     assert "2026-01-01T00:00:00.000Z" in text and "2026-01-01T00:10:00.000Z" in text
 
