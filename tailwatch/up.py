@@ -27,15 +27,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from tailwatch.up_processes import (
-    Child,
-    StartError,
-    answers_200,
-    port_is_free,
-    spawn,
-    stop,
-    wait_healthy,
-)
+from tailwatch.up_processes import ENGINE_PREFIX, Stack, StartError, answers_200, port_is_free
 
 STATE_DIR = Path(".tailwatch")
 HOST = "127.0.0.1"
@@ -103,44 +95,6 @@ def collector_config(options: UpOptions, engine_urls: list[str], db_url: str) ->
         "collector": {"scrape_interval_seconds": scrape, "gpu": "auto", "targets": targets},
         "alerts": alerts,
     }
-
-
-#: The children named ``engine-0``, ``engine-1``, ...
-ENGINE_PREFIX = "engine-"
-
-
-class Stack:
-    """The running children, in start order; :meth:`stop_all` stops them in reverse, except
-    that the engines stop before the collector (:meth:`stop_order`)."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.children: list[Child] = []
-
-    def start(self, name: str, command: list[str], env: dict, healthy: Callable[[], bool]):
-        child = spawn(name, command, self.log_dir, env)
-        self.children.append(child)
-        wait_healthy(child, healthy)
-        return child
-
-    def exited(self) -> Child | None:
-        return next((c for c in self.children if c.process.poll() is not None), None)
-
-    def stop_order(self) -> list[Child]:
-        """Reverse start order, with the engines moved before the collector.
-
-        NOTE: the engines start first (the collector is gated on scraping them), but an
-        engine exports its last spans as it drains, to the collector's OTLP receiver: a
-        collector stopped first loses the spans of the last requests (docs/tracing.md,
-        "Shutdown order")."""
-        engines = [c for c in reversed(self.children) if c.name.startswith(ENGINE_PREFIX)]
-        rest = [c for c in reversed(self.children) if not c.name.startswith(ENGINE_PREFIX)]
-        at = next((i for i, c in enumerate(rest) if c.name == "collector"), len(rest))
-        return rest[:at] + engines + rest[at:]
-
-    def stop_all(self, say: Callable[[str], None]) -> None:
-        for child in self.stop_order():
-            say(stop(child))
 
 
 def _tailwatch(*args: str) -> list[str]:
