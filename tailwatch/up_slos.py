@@ -7,7 +7,7 @@ so a newcomer sees goodput and burn rates rather than "No SLOs configured" (docs
    which both the collector and the console read.
 2. Before anything starts, the store's last hour (:data:`HISTORY_SECONDS`, a previous run's
    traffic) is tried: if it gives a proposal, the SLOs are written in at once and the
-   collector starts with them.
+   collector starts with them. Not with ``--demo``: a demo's history holds its drills.
 3. Otherwise the stack calibrates on its live traffic (:class:`Calibration`, polled from
    ``up``'s loop): with ``--demo`` over the first cycle's baseline (clean traffic, before the
    first drill perturbs anything), else from the moment the stack is up. It proposes once

@@ -6,6 +6,7 @@ place, and the demo's first baseline lengthened for it."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -232,6 +233,26 @@ def test_the_config_up_runs_on_when_the_given_one_has_no_slos(seeded, tmp_path, 
     assert "without.yaml" in path.read_text().splitlines()[0]
     assert lines == []
     parse_config(copy)
+
+
+def test_history_is_adopted_at_once_except_by_the_demo(tmp_path, monkeypatch) -> None:
+    """A demo's history holds its own drills: the demo calibrates on a clean baseline."""
+    from tailwatch import up
+
+    monkeypatch.chdir(tmp_path)
+    url = sqlite_url(tmp_path / "recent.db")
+    store = Store(url)
+    recent = time.time() - 20 * INTERVAL_SECONDS  # a previous run, minutes ago
+    assert all(store.write_scrapes(scrapes("r0", "tiny", 11, BOTH, start=recent)))
+    store.close()
+    lines: list[str] = []
+    path, own = up._config(UpOptions(demo=True), URLS, url, lines.append)
+    assert own is not None and lines == [] and load_config(path).slos == ()
+    path, own = up._config(UpOptions(demo=False), URLS, url, lines.append)
+    assert own is None
+    assert [s.name for s in load_config(path).slos] == ["tiny-ttft", "tiny-itl"]
+    (line,) = lines
+    assert line.startswith("SLOs proposed from the store's last hour")
 
 
 # -- the collector restarted in its place ------------------------------------------------------
