@@ -154,7 +154,8 @@ def propose_slos(
             indicators.append(
                 _indicator(reader, family, one, metric, name, start, end, margin, min_observations)
             )
-    if all(i.num_observations == 0 for i in indicators):
+    # NOTE: not when series could not be added up (their reason says so), only when empty.
+    if all(i.is_short_of_data and i.num_observations == 0 for i in indicators):
         raise ProposalError(
             f"no TTFT or ITL observations from {format_utc(start)} to {format_utc(end)}"
             f"{f' for model {model!r}' if model else ''}: pick a window with traffic"

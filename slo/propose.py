@@ -5,15 +5,15 @@ The rule (docs/slo.md, "Proposing SLOs"):
 
 1. **Threshold** — the smallest finite bucket upper bound whose cumulative count reaches the
    ``quantile`` rank (``quantile x total``): the bucket that holds the window's p99, rounded
-   up to its upper edge. A classic histogram measures "at or below X" exactly only at an
-   edge; anywhere else the fraction is an interpolation, and the burn-rate rule would judge a
-   threshold the data cannot resolve.
+   up to its upper edge. A classic histogram counts "at or below X" exactly only at an
+   edge; between edges the fraction is an interpolation, and the burn-rate rule judges such
+   a threshold at the edge below it, stricter than it reads.
 2. **Attainment** — the cumulative count at that edge over the total: the fraction of the
    window's observations that met the threshold. It is at least ``quantile`` by step 1.
 3. **Attainment's lower bound** — the Wilson score bound at one-sided 95 % confidence
    (``z = 1.645``) on the fraction behind those counts: 108 observations all under the edge
-   are as consistent with a true 97.6 % as with 100 %, and a target read off them as 99.5 %
-   would burn as soon as the next minute is a little worse. With many observations the
+   are as consistent with a true 97.6 % as with 100 %, and a target read off the 100 %
+   (0.995) burns as soon as the next minute is a little worse. With many observations the
    bound approaches the attainment.
 4. **Target** — the highest of ``targets`` (0.9, 0.95, 0.99, 0.995, 0.999) at or below
    ``lower_bound - margin``. Over the window the error ratio ``1 - attainment`` is then at

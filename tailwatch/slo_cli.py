@@ -59,8 +59,9 @@ def propose(
 ) -> None:
     """Propose a TTFT and an ITL latency SLO per model from the window's histograms: each
     threshold the bucket edge at or above the window's p99, each target the highest of
-    0.9/0.95/0.99/0.995/0.999 the window met with the margin to spare. Prints them as
-    slos: YAML, each with the attainment and observations it had over the window."""
+    0.9/0.95/0.99/0.995/0.999 that the attainment there (its 95% lower bound) met with the
+    margin to spare. Prints them as slos: YAML, each with the attainment and observations
+    it had over the window."""
     from collectors.config import ConfigError, load_config
     from collectors.slo_proposals import ProposalError, proposals_yaml, propose_slos
     from tailwatch.replay_cli import parse_time
@@ -68,7 +69,7 @@ def propose(
     if not (math.isfinite(margin) and 0 <= margin < 1):
         raise cli_error(f"--margin {margin!r}: must be a fraction in [0, 1), e.g. 0.005")
     if model is not None and not model.strip():
-        raise cli_error("--model '': give a model name, or leave --model out for every model")
+        raise cli_error(f"--model {model!r}: give a model name, or leave --model out for all")
     now = time.time()
     try:
         start, end = parse_time("--from", from_, now), parse_time("--to", to, now)
