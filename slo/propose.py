@@ -143,7 +143,7 @@ def propose_latency_objective(
             total,
         )
     attainment = float(edge.count) / total
-    lower_bound = min(wilson_lower_bound(edge.count, total), attainment)
+    lower_bound = wilson_lower_bound(edge.count, total)
     spare = _decimal(margin)
     met = [t for t in targets if _decimal(t) + spare <= Fraction(lower_bound)]
     if not met:
@@ -177,7 +177,8 @@ def wilson_lower_bound(num_good: float, num_total: float, z: float = CONFIDENCE_
     z2_over_n = z * z / num_total
     centre = p + z2_over_n / 2
     spread = z * math.sqrt(p * (1 - p) / num_total + z2_over_n / (4 * num_total))
-    return max(0.0, (centre - spread) / (1 + z2_over_n))
+    # NOTE: clamped to [0, p]: at p = 0 the two terms cancel only up to rounding (1e-21).
+    return min(p, max(0.0, (centre - spread) / (1 + z2_over_n)))
 
 
 def _check_arguments(

@@ -122,6 +122,8 @@ def test_the_lower_bound_solves_wilsons_equation_below_the_fraction(total, data)
     if good:
         assert (p - bound) ** 2 == pytest.approx(Z2 * bound * (1 - bound) / total, rel=1e-6)
     assert math.isnan(wilson_lower_bound(0, 0))
+    # None good: exactly 0, though the formula's two terms cancel only up to rounding.
+    assert wilson_lower_bound(0, total) == 0.0
 
 
 NO_PROPOSAL = [
