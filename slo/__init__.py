@@ -3,7 +3,8 @@
 Quantiles on classic and exponential histograms with their error bounds, window arithmetic
 over cumulative snapshots, the SLO model (a latency or an error-ratio indicator, and which
 request outcomes are errors), goodput, error budgets and burn rates, cost per million tokens
-with showback, and capacity planning. See ``docs/slo.md``.
+with showback, capacity planning, and latency objectives proposed from a stored window. See
+``docs/slo.md``.
 """
 
 from slo.bootstrap import (
@@ -100,6 +101,16 @@ from slo.outcomes import (
     finished_reason_outcome,
     http_code_outcome,
 )
+from slo.propose import (
+    DEFAULT_PROPOSAL_MARGIN,
+    DEFAULT_PROPOSAL_QUANTILE,
+    MIN_PROPOSAL_OBSERVATIONS,
+    PROPOSAL_TARGETS,
+    LatencyProposal,
+    NoProposal,
+    Shortfall,
+    propose_latency_objective,
+)
 from slo.quantile import QuantileResult, histogram_fraction, histogram_quantile
 from slo.showback import (
     FOCUS_COLUMNS,
@@ -128,8 +139,12 @@ from slo.window import (
 )
 
 __all__ = [
+    "DEFAULT_PROPOSAL_MARGIN",
+    "DEFAULT_PROPOSAL_QUANTILE",
     "FINISHED_REASON_OUTCOMES",
     "FOCUS_COLUMNS",
+    "MIN_PROPOSAL_OBSERVATIONS",
+    "PROPOSAL_TARGETS",
     "SMALL_DELTA_TOLERANCE",
     "SRE_WORKBOOK_28D",
     "SRE_WORKBOOK_30D",
@@ -157,7 +172,9 @@ __all__ = [
     "JointAttainmentBounds",
     "LatencyIndicator",
     "LatencyMetric",
+    "LatencyProposal",
     "LayoutMismatchError",
+    "NoProposal",
     "Objectives",
     "Outcome",
     "Pricing",
@@ -169,6 +186,7 @@ __all__ = [
     "SLOSpecError",
     "Sample",
     "Selector",
+    "Shortfall",
     "ShowbackRow",
     "ShowbackTotal",
     "Statistic",
@@ -223,6 +241,7 @@ __all__ = [
     "parse_le",
     "parse_slo",
     "plan_capacity",
+    "propose_latency_objective",
     "replicas_needed",
     "request_goodput",
     "samples_in_range",

@@ -21,6 +21,7 @@ from tailwatch.replay_cli import replay
 from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
 from tailwatch.serve_cli import serve
+from tailwatch.slo_cli import slo_app
 from tailwatch.store_cli import store_app
 from tailwatch.sweep_cli import sweep
 from tailwatch.up_cli import up
@@ -41,6 +42,7 @@ alerts_app.command("run")(alerts_run)
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(incident_app, name="incident")
 app.add_typer(store_app, name="store")
+app.add_typer(slo_app, name="slo")
 app.command()(console)
 app.command()(up)
 app.command()(init)

@@ -6,6 +6,9 @@
    ``GET /targets`` reporting every replica ``up`` (so the first evaluation sees them).
 3. The console (``tailwatch console``), gated on Streamlit's ``/_stcore/health``.
 4. With ``--demo``, traffic and a rotating incident drill (:mod:`tailwatch.up_demo`).
+5. With no ``slos:`` configured, SLOs proposed from the store's last hour, or else from the
+   stack's first traffic, written into the configuration it runs on, and the collector
+   restarted to alert on them (:mod:`tailwatch.up_slos`).
 
 SIGINT or SIGTERM stops it all in reverse order (:mod:`tailwatch.up_processes`). Every
 port is checked before anything starts; the pids and URLs are written to
@@ -23,19 +26,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
-import yaml
 
-from tailwatch.up_processes import (
-    Child,
-    StartError,
-    answers_200,
-    port_is_free,
-    spawn,
-    stop,
-    wait_healthy,
-)
+from tailwatch.up_processes import ENGINE_PREFIX, Stack, StartError, answers_200, port_is_free
+
+if TYPE_CHECKING:
+    from tailwatch.up_slos import OwnSLOs
 
 STATE_DIR = Path(".tailwatch")
 HOST = "127.0.0.1"
@@ -105,44 +103,6 @@ def collector_config(options: UpOptions, engine_urls: list[str], db_url: str) ->
     }
 
 
-#: The children named ``engine-0``, ``engine-1``, ...
-ENGINE_PREFIX = "engine-"
-
-
-class Stack:
-    """The running children, in start order; :meth:`stop_all` stops them in reverse, except
-    that the engines stop before the collector (:meth:`stop_order`)."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.children: list[Child] = []
-
-    def start(self, name: str, command: list[str], env: dict, healthy: Callable[[], bool]):
-        child = spawn(name, command, self.log_dir, env)
-        self.children.append(child)
-        wait_healthy(child, healthy)
-        return child
-
-    def exited(self) -> Child | None:
-        return next((c for c in self.children if c.process.poll() is not None), None)
-
-    def stop_order(self) -> list[Child]:
-        """Reverse start order, with the engines moved before the collector.
-
-        NOTE: the engines start first (the collector is gated on scraping them), but an
-        engine exports its last spans as it drains, to the collector's OTLP receiver: a
-        collector stopped first loses the spans of the last requests (docs/tracing.md,
-        "Shutdown order")."""
-        engines = [c for c in reversed(self.children) if c.name.startswith(ENGINE_PREFIX)]
-        rest = [c for c in reversed(self.children) if not c.name.startswith(ENGINE_PREFIX)]
-        at = next((i for i, c in enumerate(rest) if c.name == "collector"), len(rest))
-        return rest[:at] + engines + rest[at:]
-
-    def stop_all(self, say: Callable[[str], None]) -> None:
-        for child in self.stop_order():
-            say(stop(child))
-
-
 def _tailwatch(*args: str) -> list[str]:
     return [sys.executable, "-m", "tailwatch.cli", *args]
 
@@ -171,12 +131,7 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
     engine_urls = [f"http://{HOST}:{options.engine_port + i}" for i in range(options.replicas)]
     collector_url = f"http://{HOST}:{options.collector_port}"
     console_url = f"http://{HOST}:{options.console_port}"
-    config = options.config
-    if config is None:
-        STATE_DIR.mkdir(exist_ok=True)
-        config = STATE_DIR / "up.yaml"
-        body = yaml.safe_dump(collector_config(options, engine_urls, db_url), sort_keys=False)
-        config.write_text("# written by `tailwatch up`; pass --config to use your own\n" + body)
+    config, own = _config(options, engine_urls, db_url, say)
     # NOTE: as for `tailwatch engine serve`, the admin API (live knob patches) is on when
     # TAILWATCH_ADMIN_TOKEN is set; the demo's drills need it, with a random token if unset.
     env = dict(os.environ)
@@ -206,25 +161,37 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
             # (`tailwatch init` already lists the first replica, 127.0.0.1:8000).
             extra = [f"{url}/metrics" for url in engine_urls]
             collect += [a for url in extra if url not in known_targets for a in ("--target", url)]
-        stack.start(
-            "collector", _tailwatch(*collect), env, _targets_up(collector_url, len(engine_urls))
-        )
+        collector_up = _targets_up(collector_url, len(engine_urls))
+        stack.start("collector", _tailwatch(*collect), env, collector_up)
         say(f"starting the console at {console_url} ...")
+        # NOTE: the file the collector reads, so the console shows the same SLOs.
         console = ["console", "--db", db_url, "--port", str(options.console_port)]
-        if options.config is not None:
-            console += ["--config", str(options.config)]
+        console += ["--config", str(config)]
         stack.start(
             "console", _tailwatch(*console), env, answers_200(f"{console_url}/_stcore/health")
         )
         _write_state(stack, engine_urls, collector_url, console_url, db_url)
         say(_ready_text(engine_urls, collector_url, console_url, db_url, log_dir, options.demo))
         if options.demo:
-            from tailwatch.up_demo import Demo
+            from tailwatch.up_demo import CALIBRATION_BASELINE_SECONDS, Demo
 
-            demo = Demo(engine_urls, token, say, log_dir / "demo.log")
+            longer = CALIBRATION_BASELINE_SECONDS if own is not None else 0.0
+            demo = Demo(
+                engine_urls, token, say, log_dir / "demo.log", min_first_baseline_seconds=longer
+            )
             demo.start()
+        if own is not None:
+            baseline = demo.first_baseline_seconds if demo is not None else None
+            own.start(time.time(), baseline, db_url, say)
         while True:
             time.sleep(0.5)
+            if own is not None and own.poll(time.time(), say):
+                # NOTE: the evaluator builds its burn-rate rules from slos: when it starts;
+                # its alert state is in the store, so a restart loses none (up_slos.py).
+                say("restarting the collector so its evaluator alerts on these SLOs ...")
+                stack.restart("collector", _tailwatch(*collect), env, collector_up, say)
+                _write_state(stack, engine_urls, collector_url, console_url, db_url)
+                own = None
             dead = stack.exited()
             if dead is not None:
                 say(
@@ -243,11 +210,41 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
             signal.signal(sig, signal.SIG_IGN)
         if demo is not None:
             demo.stop()
+        if own is not None:
+            own.close()
         stack.stop_all(say)
         (STATE_DIR / "up.json").unlink(missing_ok=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code
+
+
+def _config(
+    options: UpOptions, engine_urls: list[str], db_url: str, say: Callable[[str], None]
+) -> tuple[Path, OwnSLOs | None]:
+    """The configuration the collector and console read, and, when it has no ``slos:``, the
+    :class:`~tailwatch.up_slos.OwnSLOs` that will write proposals into it (else ``None``)."""
+    from tailwatch.up_slos import OwnSLOs, copied_config, has_slos, read_mapping
+
+    if options.config is not None and has_slos(read_mapping(options.config)):
+        return options.config, None
+    STATE_DIR.mkdir(exist_ok=True)
+    if options.config is None:
+        mapping = collector_config(options, engine_urls, db_url)
+        header = "written by `tailwatch up`; pass --config to use your own"
+    else:
+        mapping = copied_config(options.config)
+        header = (
+            f"written by `tailwatch up`: {options.config}, which has no slos:, with proposed "
+            f"SLOs added;\nedit {options.config}, not this copy"
+        )
+    own = OwnSLOs(STATE_DIR / "up.yaml", mapping, header)
+    # NOTE: a demo's history holds its own drills (a third of every cycle is an incident),
+    # and proposals from it had a 10 s TTFT threshold that no drill could burn: the demo
+    # calibrates on its first clean baseline every time.
+    if not options.demo and own.adopt_history(db_url, time.time(), say):
+        return own.path, None
+    return own.path, own
 
 
 def _engine_command(port: int, collector_url: str, demo: bool) -> list[str]:

@@ -51,6 +51,10 @@ RECOVERY_SECONDS = 45.0
 #: A shorter cycle, "baseline,perturbation,recovery" seconds (the fresh-clone test's knob).
 CYCLE_ENV = "TAILWATCH_DEMO_CYCLE_SECONDS"
 MAX_PHASE_SECONDS = 3600.0
+#: The first baseline when ``tailwatch up`` proposes SLOs from it (``tailwatch.up_slos``):
+#: the steady 2 req/s gives the 100 first tokens a p99 needs in ~50 s, which Poisson
+#: arrivals and the first scrape make a coin toss at 60 s; 90 s makes it near certain.
+CALIBRATION_BASELINE_SECONDS = 90.0
 #: The fault knobs a drill may set, at their normal values.
 NORMAL_FAULTS = {"step_delay_seconds": 0.0}
 
@@ -176,13 +180,28 @@ class Demo:
     """The demo's traffic in a thread of its own (an asyncio loop), until :meth:`stop`."""
 
     def __init__(
-        self, urls: list[str], token: str, say: Callable[[str], None], log_path: Path
+        self,
+        urls: list[str],
+        token: str,
+        say: Callable[[str], None],
+        log_path: Path,
+        *,
+        min_first_baseline_seconds: float = 0.0,
     ) -> None:
         self.urls, self.token, self.say, self.log_path = urls, token, say, log_path
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tailwatch-demo", daemon=True)
         self._normal: dict[str, Any] = dict(NORMAL_FAULTS)
         self.durations = cycle_durations(os.environ)
+        #: The first cycle's baseline: at least ``min_first_baseline_seconds`` (the SLO
+        #: calibration's clean traffic), else the cycle's own.
+        self.first_baseline_seconds = max(self.durations[0], min_first_baseline_seconds)
+
+    def cycle_durations(self, number: int) -> tuple[float, float, float]:
+        """Cycle ``number``'s (from 1) baseline, perturbation and recovery seconds."""
+        if number == 1:
+            return (self.first_baseline_seconds, *self.durations[1:])
+        return self.durations
 
     def start(self) -> None:
         self._thread.start()
@@ -217,8 +236,9 @@ class Demo:
             await self._restore()
 
     async def _cycle(self, number: int, incident: Incident) -> None:
-        scenario = cycle_scenario(incident, len(self.urls), self._normal, self.durations)
-        baseline_seconds, perturbation_seconds, _ = self.durations
+        durations = self.cycle_durations(number)
+        scenario = cycle_scenario(incident, len(self.urls), self._normal, durations)
+        baseline_seconds, perturbation_seconds, _ = durations
         start = time.strftime("%H:%M:%S", time.gmtime(time.time() + baseline_seconds))
         self.say(
             f"demo: drill {number} '{incident.name}' — perturbation from {start} UTC for "

@@ -1,6 +1,7 @@
 """The children of ``tailwatch up``: each one started in a process group of its own, logging
 to ``.tailwatch/logs/<name>.log``, gated on a health URL, and stopped with SIGTERM to its
-whole group (SIGKILL after a timeout).
+whole group (SIGKILL after a timeout); :class:`Stack` holds them in start order, stops them
+in dependency order and restarts one in its place.
 
 NOTE: a group of its own, not the supervisor's: a terminal sends Ctrl-C to its whole
 foreground group, and the collector would then stop while the engines still flushed their
@@ -43,11 +44,15 @@ class Child:
         return self.process.pid
 
 
-def spawn(name: str, command: list[str], log_dir: Path, env: Mapping[str, str]) -> Child:
-    """Start ``command`` in a new process group, stdout and stderr to ``<log_dir>/<name>.log``."""
+def spawn(
+    name: str, command: list[str], log_dir: Path, env: Mapping[str, str], *, append: bool = False
+) -> Child:
+    """Start ``command`` in a new process group, stdout and stderr to ``<log_dir>/<name>.log``
+    (appended to with ``append``: a restarted child keeps its first run's log)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
-    with log_path.open("w", encoding="utf-8") as log:  # the child keeps its own handle
+    # NOTE: closed here once the child holds its own handle.
+    with log_path.open("a" if append else "w", encoding="utf-8") as log:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -130,3 +135,61 @@ def port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+#: The children named ``engine-0``, ``engine-1``, ...
+ENGINE_PREFIX = "engine-"
+
+
+class Stack:
+    """The running children, in start order; :meth:`stop_all` stops them in reverse, except
+    that the engines stop before the collector (:meth:`stop_order`)."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.children: list[Child] = []
+
+    def start(self, name: str, command: list[str], env: dict, healthy: Callable[[], bool]):
+        child = spawn(name, command, self.log_dir, env)
+        self.children.append(child)
+        wait_healthy(child, healthy)
+        return child
+
+    def restart(
+        self,
+        name: str,
+        command: list[str],
+        env: dict,
+        healthy: Callable[[], bool],
+        say: Callable[[str], None],
+    ) -> Child:
+        """Stop the child ``name`` and start ``command`` in its place (its log appended
+        to), health-gated; it keeps its place in the stop order.
+
+        NOTE: the new child is in :attr:`children` before its health wait, so a signal
+        during the wait still stops it."""
+        index = next(i for i, child in enumerate(self.children) if child.name == name)
+        say(stop(self.children[index]))
+        child = spawn(name, command, self.log_dir, env, append=True)
+        self.children[index] = child
+        wait_healthy(child, healthy)
+        return child
+
+    def exited(self) -> Child | None:
+        return next((c for c in self.children if c.process.poll() is not None), None)
+
+    def stop_order(self) -> list[Child]:
+        """Reverse start order, with the engines moved before the collector.
+
+        NOTE: the engines start first (the collector is gated on scraping them), but an
+        engine exports its last spans as it drains, to the collector's OTLP receiver: a
+        collector stopped first loses the spans of the last requests (docs/tracing.md,
+        "Shutdown order")."""
+        engines = [c for c in reversed(self.children) if c.name.startswith(ENGINE_PREFIX)]
+        rest = [c for c in reversed(self.children) if not c.name.startswith(ENGINE_PREFIX)]
+        at = next((i for i, c in enumerate(rest) if c.name == "collector"), len(rest))
+        return rest[:at] + engines + rest[at:]
+
+    def stop_all(self, say: Callable[[str], None]) -> None:
+        for child in self.stop_order():
+            say(stop(child))
