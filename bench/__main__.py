@@ -2,7 +2,9 @@
 
 A benchmark is a module ``bench/<name>.py`` with a ``main() -> None`` that prints a
 table of figures measured side by side in one run. Figures go to docs/benchmarks.md
-together with the command that produced them.
+together with the command that produced them. Options after one name go to that
+benchmark (``python -m bench detection --seed 7001 --count 20``) when its ``main`` takes
+an argument list.
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ def _names() -> list[str]:
 
 def main(argv: list[str]) -> int:
     available = _names()
-    chosen = argv or available
+    first_option = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
+    chosen, options = argv[:first_option] or available, argv[first_option:]
+    if options and len(chosen) != 1:
+        print("options go to one benchmark: python -m bench NAME --option ...")
+        return 2
     unknown = [n for n in chosen if n not in available]
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available)}")
@@ -31,7 +37,11 @@ def main(argv: list[str]) -> int:
     for name in chosen:
         print(f"\n=== bench/{name}.py ===", flush=True)
         started = time.perf_counter()
-        importlib.import_module(f"bench.{name}").main()
+        module = importlib.import_module(f"bench.{name}")
+        if options:
+            module.main(options)
+        else:
+            module.main()
         print(f"--- {name} took {time.perf_counter() - started:.1f} s", flush=True)
     return 0
 

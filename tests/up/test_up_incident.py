@@ -3,8 +3,10 @@ Alertmanager as its receiver; the demo's overload drill injected through the eng
 API; the alert fires, reaches the console's data and Alertmanager, triage names overload,
 the alert resolves, and teardown leaves no process behind.
 
-The rule clock is the alert drills' (tailwatch.alert_drill.DrillTiming: windows at 0.01, a
-0.5 s evaluation, 0.25 s scrapes), so the whole test is about a minute."""
+The rule clock is the demo's (windows at 0.05: 15 s; a 0.5 s evaluation, 0.25 s scrapes):
+the rules compare the window with the baseline before it, so the baseline must hold a
+window and a few steps of steady traffic with enough queued requests in each (evidence),
+and the whole test is about two minutes."""
 
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ from tests.services import free_port
 from tests.up.test_up import STOP_TIMEOUT_SECONDS, _gone, _up, _wait_for_state
 
 pytestmark = pytest.mark.timeout(420)
-TIMING = DrillTiming()
-#: baseline, perturbation, recovery seconds: the demo's cycle, shortened.
-DURATIONS = (8.0, 12.0, 8.0)
+TIMING = DrillTiming(window_scale=0.05)
+#: baseline, perturbation, recovery seconds: the demo's cycle, shortened (a baseline of a
+#: 15 s window and four 3 s steps at least, with room to spare on a busy machine).
+DURATIONS = (40.0, 20.0, 15.0)
 ALERTMANAGER_CONFIG = """
 route: {receiver: blackhole, group_wait: 1s, group_interval: 1s, repeat_interval: 1h}
 receivers: [{name: blackhole}]
