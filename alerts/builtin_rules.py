@@ -120,9 +120,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         ratio_min=2.0,
         excess_min=0.5,
         for_seconds=300.0,
-        summary="one replica's median latency is {ratio_min:g}x the fleet's",
-        description="A replica's e2e p50 over {window} is at least {ratio_min:g}x the fleet "
-        "median and {excess_min:g} s above it.",
+        summary="one replica's median latency is over {ratio_min:g}x the fleet's",
+        description="A replica's e2e p50 over {window} is more than {ratio_min:g}x the fleet "
+        "median and more than {excess_min:g} s above it.",
         runbook="Drain the slow replica and investigate it (GPU health, noisy neighbour, knobs).",
     ),
     ReplicaImbalanceRule(
@@ -133,9 +133,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         ratio_min=3.0,
         excess_min=5.0,
         for_seconds=300.0,
-        summary="one replica's queue is {ratio_min:g}x the fleet's",
-        description="Over {window} a replica has at least {ratio_min:g}x the fleet-median "
-        "waiting requests and {excess_min:g} more.",
+        summary="one replica's queue is over {ratio_min:g}x the fleet's",
+        description="Over {window} a replica has more than {ratio_min:g}x the fleet-median "
+        "waiting requests and more than {excess_min:g} above it.",
         runbook="Check the router's balance and that replica's speed; drain it if it is slow.",
     ),
     ErrorRateRule(

@@ -154,8 +154,9 @@ IMBALANCE_SIGNALS = ("waiting", "e2e_p50")
 
 @dataclass(frozen=True, kw_only=True)
 class ReplicaImbalanceRule(Rule):
-    """One replica's ``signal`` is at least ``ratio_min`` times the fleet median and at least
-    ``excess_min`` above it (seconds or requests), in a fleet of at least ``replicas_min``."""
+    """One replica's ``signal`` is more than ``ratio_min`` times the fleet median and more
+    than ``excess_min`` above it (seconds or requests; both strict, as the exported PromQL's
+    ``>``), in a fleet of at least ``replicas_min``."""
 
     kind: ClassVar[str] = "replica-imbalance"
 
