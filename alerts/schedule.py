@@ -1,9 +1,9 @@
 """The evaluator's schedule, as Prometheus's rule group keeps it (``rules/group.go``, ``run``).
 
 Evaluation ``n`` is stamped ``start + n × interval``: the scheduled slot, not the time the
-loop woke for it. Stamped with the wake-up time, an evaluation that woke a few ms late
-followed by one on time reads ``now - active_at`` as 5.999 s at a 6 s ``for:``, and the
-alert fires one interval late (15 s at production's interval); on the grid, ``for: 6s`` at
+loop woke for it. Stamped with the wake-up time, when the evaluation that set ``pending``
+woke a few ms late and the one at the boundary woke on time, ``now - active_at`` read 5.999 s
+at a 6 s ``for:``, and the alert fired one interval late (15 s at production's interval); on the grid, ``for: 6s`` at
 1 s fires exactly 6 s after the alert went pending. At each slot the loop:
 
 - woken before the slot (a wait cut short, a clock that ran slow), waits the remainder: an
@@ -54,8 +54,8 @@ def due_tick(
     if now < planned:
         return None
     num_missed = math.floor((now - planned) / interval_seconds)
-    # NOTE: the division rounds; the slot is checked against ``now`` itself, so a tick is
-    # never after the clock and the next slot always is
+    # NOTE: the float division may round across a slot; checking the slots themselves
+    # against ``now`` keeps the tick never after the clock and the next slot always after it
     if slot_seconds(start_seconds, next_index + num_missed, interval_seconds) > now:
         num_missed -= 1
     elif slot_seconds(start_seconds, next_index + num_missed + 1, interval_seconds) <= now:
