@@ -22,6 +22,9 @@ Each :meth:`Evaluator.evaluate_once`:
 6. dispatches to the notifiers (never failing the cycle), whose memory of what each has had
    is kept in the state store, so a restart does not send every firing alert again.
 
+:meth:`Evaluator.run` calls it at each slot of a fixed grid, stamped with the slot rather
+than the time it woke (``alerts/schedule.py``), as Prometheus's rule group does.
+
 A restarted evaluator resumes from ``state.active_alerts()``: a pending alert keeps its
 ``active_at``, so its ``for:`` continues rather than restarts.
 """
@@ -45,6 +48,7 @@ from alerts.notifiers import Notifier
 from alerts.rule_base import Rule
 from alerts.rule_errors import EvaluationError
 from alerts.rule_eval import evaluate_rule
+from alerts.schedule import run_ticks
 from alerts.silences import silenced_alerts
 from alerts.state import AlertStateStore, Transition
 from collectors.store.protocols import MetricsReader
@@ -243,25 +247,14 @@ class Evaluator:
         stop: threading.Event,
         interval_seconds: float,
         wait: Callable[[float], object] | None = None,
+        start_seconds: float | None = None,
     ) -> int:
-        """Evaluate every ``interval_seconds`` until ``stop`` is set; return the number of
-        evaluations. ``wait(seconds)`` sleeps (default ``stop.wait``: a set event ends the
-        wait). A failed evaluation (the state store unreachable, say) is logged and the loop
-        goes on; ticks keep to the clock's schedule, and missed ones are skipped."""
-        if not (isinstance(interval_seconds, int | float) and 0 < interval_seconds < math.inf):
-            raise ValueError(f"interval_seconds={interval_seconds!r}: must be a positive number")
-        wait = stop.wait if wait is None else wait
-        cycles = 0
-        next_at = self.clock()
-        while not stop.is_set():
-            try:
-                self.evaluate_once()
-            except Exception:
-                LOG.exception("alert evaluation failed; retrying at the next interval")
-            cycles += 1
-            now = self.clock()
-            next_at += interval_seconds
-            if next_at < now:
-                next_at = now + interval_seconds - (now - next_at) % interval_seconds
-            wait(next_at - now)
-        return cycles
+        """Evaluate at ``start + n × interval_seconds`` (``start`` defaults to the clock now)
+        until ``stop`` is set; return the number of evaluations. Each is stamped with its
+        scheduled slot, not the time the loop woke for it, so ``for:`` counts whole intervals
+        (``alerts/schedule.py``: missed slots are skipped, none is ever after the clock).
+        ``wait(seconds)`` sleeps (default ``stop.wait``: a set event ends the wait). A failed
+        evaluation (the state store unreachable, say) is logged and the loop goes on."""
+        return run_ticks(
+            self.evaluate_once, stop, interval_seconds, self.clock, wait, start_seconds
+        )

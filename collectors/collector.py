@@ -22,6 +22,7 @@ from collectors.collector_metrics import (
     SourceMetrics,
 )
 from collectors.event_wait import wait_for_event
+from collectors.first_round import FirstRound
 from collectors.scrape import DEFAULT_INTERVAL_SECONDS, Scraper, Target
 from collectors.scrape_schedule import ScrapeLoop, first_slot, phase_offset_seconds
 from collectors.scrape_writer import (
@@ -83,8 +84,15 @@ class Collector:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = CollectorMetrics(self.registry)
         self._clock = clock
+        #: Set once every target the collection started with has a scrape in the store.
+        self.first_round = FirstRound()
         self.writer = ScrapeWriter(
-            store, self.metrics, max_buffered_scrapes, retry_seconds=interval_seconds, clock=clock
+            store,
+            self.metrics,
+            max_buffered_scrapes,
+            retry_seconds=interval_seconds,
+            clock=clock,
+            on_stored=self.first_round.on_stored,
         )
         self.book = TargetBook(self.metrics, interval_seconds)
         #: :meth:`run_once` rounds done.
@@ -267,6 +275,7 @@ class Collector:
             while not stop.is_set():
                 self._poll_targets()
                 self._sync_loops(loops, start, stop)
+                self.first_round.track(target.name for target in self.targets)
                 next_poll += self.interval_seconds
                 await wait_for_event(stop, next_poll - self._clock())
         finally:
@@ -322,6 +331,7 @@ class Collector:
         """One round: scrape every target together (``Scraper.scrape_all``) and the GPU
         telemetry, then write everything buffered, oldest first. Returns the new scrapes."""
         self._poll_targets()
+        self.first_round.track(target.name for target in self.targets)
         records = list(await self.scraper.scrape_all(self.targets))
         gpu_record = await self._gpu_record()
         if gpu_record is not None:

@@ -56,7 +56,8 @@ class ScrapeWriter:
     oldest first; any other error from the store is logged in full and handled the same way,
     so the writer never dies with scrapes in its buffer. A retried scrape the store already holds is stored once (the store's writes
     are idempotent) and its samples are counted once. ``clock`` (monotonic seconds) times the
-    delay from hand-over to commit (``write_delay_seconds``).
+    delay from hand-over to commit (``write_delay_seconds``). ``on_stored`` gets each batch
+    once the store holds it (written now, or found already written).
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class ScrapeWriter:
         max_buffered_scrapes: int = DEFAULT_MAX_BUFFERED_SCRAPES,
         retry_seconds: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        on_stored: Callable[[list[ScrapeRecord]], None] | None = None,
     ) -> None:
         if max_buffered_scrapes < 1:
             raise ValueError(f"max_buffered_scrapes={max_buffered_scrapes}: must be >= 1")
@@ -75,6 +77,7 @@ class ScrapeWriter:
         self.retry_seconds = retry_seconds
         self.write_batch_size = DEFAULT_WRITE_BATCH_SIZE
         self._clock = clock
+        self._on_stored = on_stored
         self._buffer: deque[_Pending] = deque()
         self._in_flight: list[_Pending] = []  # the batch being written, off the buffer
         self._arrived: asyncio.Event | None = None  # set by add(); made in run()'s loop
@@ -187,6 +190,8 @@ class ScrapeWriter:
                 if is_new or entry.is_retried:
                     num = len(record.samples) + len(record.histograms) + len(record.raw)
                     self.metrics.samples_ingested.labels(record.target).inc(num)
+            if self._on_stored is not None:
+                self._on_stored(records)
         return True
 
     def _trim(self) -> None:

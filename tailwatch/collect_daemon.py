@@ -1,6 +1,7 @@
 """The running ``tailwatch collect`` daemon, once ``tailwatch.collect_cli`` has checked its
 options: the collection, the trace writer, the Prometheus sources and store maintenance as
-tasks, the alert evaluator in a thread when ``alerts.in_collector`` is set, one server for
+tasks, the alert evaluator in a thread when ``alerts.in_collector`` is set
+(``tailwatch.collect_evaluation``: from the first round of scrapes on), one server for
 ``/metrics``, ``/targets`` and the OTLP receiver, and a stop on SIGINT or SIGTERM that writes
 (or saves) what is buffered."""
 
@@ -11,7 +12,6 @@ import contextlib
 import logging
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,6 +42,7 @@ async def run_daemon(
     from collectors.scrape import Scraper, accept_header
     from collectors.targets_file import TargetsFileWatcher
     from collectors.trace_writer import TraceWriter
+    from tailwatch.collect_evaluation import collector_evaluation
 
     config = settings.collector
     stop = asyncio.Event()
@@ -62,7 +63,7 @@ async def run_daemon(
         app = daemon_app(collector.registry, traces.on_spans, collector.target_statuses)
         server = _quiet_server(uvicorn.Config(app, log_level="warning"))
         typer.echo(_start_line(config, sock), err=True)
-        evaluation = _alert_evaluation(settings, store)
+        evaluation = collector_evaluation(settings, store)
         with _stop_on_signals(stop, server):
             traces.start()
             serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -86,7 +87,7 @@ async def run_daemon(
                 )
             )
             if evaluation is not None:
-                background.append(asyncio.create_task(evaluation.run(stop)))
+                background.append(asyncio.create_task(evaluation.run(stop, collector.first_round)))
             collector.load_buffer(BUFFER_FILE)
             try:
                 await collector.run(stop)  # with no targets, empty cycles: traces only
@@ -110,48 +111,6 @@ TRACE_BUFFER_FILE = Path(".tailwatch") / "trace-buffer.pickle"
 #: How often the daemon rolls up complete minutes and applies retention (``Store.maintain``);
 #: a call that hits its batch limit is repeated at once.
 MAINTENANCE_INTERVAL_SECONDS = 15.0
-
-
-class _AlertEvaluation:
-    """The evaluator of ``alerts:`` over the daemon's own store, on its own schedule in a
-    thread (``Evaluator.run``), stopped with the daemon."""
-
-    def __init__(self, settings: TailwatchConfig, store: Store) -> None:
-        from alerts.evaluator import Evaluator
-
-        alerts = settings.alerts
-        self.interval = alerts.evaluation_interval_seconds
-        self.evaluator = Evaluator(
-            alerts.rules,
-            store,
-            store.alert_state,
-            notifiers=[n.build() for n in alerts.notifiers],
-        )
-
-    async def run(self, stop: asyncio.Event) -> None:
-        halt = threading.Event()
-        running = asyncio.create_task(asyncio.to_thread(self.evaluator.run, halt, self.interval))
-        try:
-            await stop.wait()
-        finally:
-            halt.set()
-            cycles = await running
-            typer.echo(f"alert evaluator stopped after {cycles} evaluations", err=True)
-
-
-def _alert_evaluation(settings: TailwatchConfig, store: Store) -> _AlertEvaluation | None:
-    alerts = settings.alerts
-    if alerts is None or not alerts.in_collector:
-        return None
-    evaluation = _AlertEvaluation(settings, store)
-    for note in alerts.notes:
-        typer.echo(f"note: {note}", err=True)
-    typer.echo(
-        f"evaluating {len(alerts.rules)} alert rules every {evaluation.interval:g} s "
-        "(alerts.in_collector)",
-        err=True,
-    )
-    return evaluation
 
 
 def _maintain(store: Store, policy: RetentionPolicy, metrics: MaintenanceMetrics) -> None:

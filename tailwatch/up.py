@@ -2,8 +2,9 @@
 
 1. The engine replicas (``tailwatch engine serve``, tracing to the collector's OTLP
    receiver), each gated on ``/ready``.
-2. The collector (``tailwatch collect`` with the alert evaluator inside it), gated on
-   ``GET /targets`` reporting every replica ``up`` (so the first evaluation sees them).
+2. The collector (``tailwatch collect`` with the alert evaluator inside it, which starts once
+   the first round of scrapes is stored: ``tailwatch.collect_evaluation``), gated on
+   ``GET /targets`` reporting every replica ``up``.
 3. The console (``tailwatch console``), gated on Streamlit's ``/_stcore/health``.
 4. With ``--demo``, traffic and a rotating incident drill (:mod:`tailwatch.up_demo`).
 5. With no ``slos:`` configured, SLOs proposed from the store's last hour, or else from the

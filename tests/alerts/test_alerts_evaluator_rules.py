@@ -1,7 +1,8 @@
 """Every built-in rule kind over synthetic scrapes in compressed time (a FakeMetricsReader,
 evaluations every 15 simulated seconds, no sleeping): the perturbation makes the rule fire
 within the evaluations its window and ``for:`` allow, recovery resolves it, and a clean
-dataset of the same length fires nothing (not even pending)."""
+dataset of the same length fires nothing (not even pending); replica imbalance's bounds are
+strict, as the docs and the exported PromQL say."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from alerts.builtin_rules import BUILTIN_RULES, builtin_rule_set, metric_absent_
 from alerts.evaluator import EvaluationResult, Evaluator
 from alerts.model import AlertState
 from alerts.rule_base import Rule
+from alerts.rule_eval import evaluate_rule
 from alerts.state import MemoryAlertState
 from collectors import canonical as c
+from collectors.canonical import CanonicalSample, Kind
+from collectors.store import ScrapeRecord
+from collectors.store.fake import FakeMetricsReader
 from slo import LatencyIndicator, LatencyMetric, Selector, SLOSpec
 from tests.alerts.eval_data import INTERVAL, START, Conditions, build
 
@@ -218,3 +223,25 @@ def test_burn_rate_from_one_step_read_equals_a_read_per_window() -> None:
             assert stepped.keys() == direct.keys()
             for n in direct:
                 assert stepped[n] == pytest.approx(direct[n], rel=1e-12, nan_ok=True), (rule.name, now, n)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("ratio_min", "excess_min", "slow", "holds"),
+    [
+        (3.0, 1.0, 6.0, False),  # exactly 3 × the median of 2: not more than it
+        (3.0, 1.0, 6.5, True),
+        (1.5, 4.0, 6.0, False),  # exactly 4 above the median: not more than it
+        (1.5, 4.0, 6.5, True),
+    ],
+)
+def test_replica_imbalance_holds_only_strictly_past_both_bounds(
+    ratio_min, excess_min, slow, holds
+) -> None:
+    def scrape(target: str, waiting: float) -> ScrapeRecord:
+        labels = ((c.LABEL_MODEL, "m"), (c.LABEL_TARGET, target))
+        return ScrapeRecord(target, START, (CanonicalSample(c.REQUESTS_WAITING, labels, waiting, Kind.GAUGE),))  # fmt: skip
+
+    reader = FakeMetricsReader([scrape("r0", 2.0), scrape("r1", 2.0), scrape("r2", slow)])
+    rule = replace(BY_NAME["replica-imbalance-waiting"], ratio_min=ratio_min, excess_min=excess_min)
+    by_target = {i.labels[c.LABEL_TARGET]: i.holds for i in evaluate_rule(rule, reader, START + 1)}
+    assert by_target == {"r0": False, "r1": False, "r2": holds}
