@@ -16,10 +16,13 @@ Each :meth:`Evaluator.evaluate_once`:
    dropped;
 4. marks the silenced alerts (an active silence mutes notification; the alert still exists)
    and the inhibited ones (a firing page inhibits the ticket for the same SLO);
-5. saves the active alerts, the transitions (which open and close incidents) and the rules'
+5. explains every alert that began firing (``explain``: triage over what is stored by then)
+   and groups it with the firing alerts of the same cause and scope (``alerts/grouping.py``:
+   one cause, one incident);
+6. saves the active alerts, the transitions (which open and close incidents) and the rules'
    errors in one ``state.save_evaluation``; only then does the evaluator's own state move
    on, so a failed save is retried from the old state;
-6. dispatches to the notifiers (never failing the cycle), whose memory of what each has had
+7. dispatches to the notifiers (never failing the cycle), whose memory of what each has had
    is kept in the state store, so a restart does not send every firing alert again.
 
 :meth:`Evaluator.run` calls it at each slot of a fixed grid, stamped with the slot rather
@@ -36,10 +39,11 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from alerts.conventions import ALERTNAME
 from alerts.dispatch import Dispatcher, DispatchOutcome
+from alerts.grouping import Explainer, Explanation, group_fired
 from alerts.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_alerts
 from alerts.labels import LabelSet, fingerprint_hex
 from alerts.lifecycle import step
@@ -130,8 +134,10 @@ class Evaluator:
         clock: Callable[[], float] = time.time,
         inhibit_rules: Iterable[InhibitRule] = DEFAULT_INHIBIT_RULES,
         notifiers: Iterable[Notifier] = (),
+        explain: Explainer | None = None,
     ) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
+        self.explain = explain
         self.reader = reader
         self.state = state
         self.clock = clock
@@ -207,6 +213,8 @@ class Evaluator:
         orphans = step(self._orphans, [], now, for_seconds=0.0, keep_firing_for_seconds=0.0)
         resolved.extend(orphans.resolved)
         transitions.extend(orphans.transitions)
+        if self.explain is not None:
+            transitions = self._grouped(new_active, transitions, now)
         active = [a for alerts in new_active.values() for a in alerts.values()]
         self.state.save_evaluation(active, transitions, errors, now)
         self._active, self._orphans = new_active, {}
@@ -218,6 +226,40 @@ class Evaluator:
         return EvaluationResult(
             now, tuple(every), tuple(transitions), tuple(errors), silenced, inhibited, notifications
         )
+
+    def _grouped(
+        self, active: dict[str, dict[str, Alert]], transitions: list[Transition], now: float
+    ) -> list[Transition]:
+        """``active`` (changed in place) and ``transitions`` with every alert that began
+        firing explained and grouped (step 5 of the module docstring)."""
+        fired = [t.alert for t in transitions if t.to_state is AlertState.FIRING]
+        if not fired:
+            return transitions
+        new = {a.fingerprint for a in fired}
+        firing = [
+            a for alerts in active.values() for a in alerts.values()
+            if a.is_firing and a.fingerprint not in new
+        ]  # fmt: skip
+        grouped = {a.fingerprint: a for a in group_fired(fired, firing, self._explain, now)}
+        for alerts in active.values():
+            for fingerprint in alerts.keys() & grouped.keys():
+                alerts[fingerprint] = grouped[fingerprint]
+        return [
+            replace(t, alert=grouped[t.fingerprint])
+            if t.to_state is AlertState.FIRING and t.fingerprint in grouped
+            else t
+            for t in transitions
+        ]
+
+    def _explain(self, alert: Alert, now: float) -> Explanation | None:
+        """``self.explain``, which must never fail the evaluation: an error is logged and the
+        alert opens an incident of its own."""
+        assert self.explain is not None
+        try:
+            return self.explain(alert, now)
+        except Exception:  # NOTE: triage reads the store; a failed read must not stop the cycle
+            LOG.exception("explaining %s failed; it opens an incident of its own", alert.name)
+            return None
 
     def _holding(
         self, rule: Rule, now: float, claimed: Mapping[str, str]

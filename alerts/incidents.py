@@ -94,6 +94,36 @@ class Incident:
         """``firing`` (open) or ``resolved``."""
         return self.alert.state.value
 
+    @property
+    def cause(self) -> str:
+        """What triage concluded when it fired, with its scope (``slow-replica on
+        replica-1``); empty when no cause stood out."""
+        a = self.alert
+        if not a.cause:
+            return ""
+        return a.cause if a.cause_scope in ("", "fleet") else f"{a.cause} on {a.cause_scope}"
+
+    @property
+    def is_symptom(self) -> bool:
+        """Whether it joined another alert's incident (``alerts.grouping``)."""
+        group = self.alert.incident_group
+        return bool(group) and group != self.fingerprint
+
+
+def opener_of(incident: Incident, incidents: Sequence[Incident]) -> Incident | None:
+    """The incident a symptom joined: the latest episode of its group's alert that began
+    firing at or before it (``None`` for an incident that opened its own, or an opener not
+    among ``incidents``)."""
+    if not incident.is_symptom:
+        return None
+    candidates = [
+        i
+        for i in incidents
+        if i.fingerprint == incident.alert.incident_group
+        and i.started_at_seconds <= incident.started_at_seconds
+    ]
+    return max(candidates, key=lambda i: (i.started_at_seconds, i.id), default=None)
+
 
 def episode_key(alert: Alert) -> tuple[str, float]:
     """The incident an alert (firing or resolved) belongs to: (fingerprint, started at)."""

@@ -58,6 +58,11 @@ class Alert:
       ``generatorURL``); empty when there is none.
     - ``keep_firing_since_seconds``: for a firing alert held by ``keep_firing_for:``, when its
       condition stopped holding (Prometheus's ``KeepFiringSince``); None otherwise.
+    - ``cause`` and ``cause_scope``: what triage concluded when the alert fired (a
+      :class:`alerts.vocabulary.Cause` value, and ``fleet`` or the replica it points at);
+      empty when no cause stood out or nothing triaged it. ``incident_group``: the
+      fingerprint of the alert whose incident this one joined (its own when it opened one,
+      :mod:`alerts.grouping`); empty when it was not grouped. Set once, when it fires.
     """
 
     labels: LabelSet
@@ -69,6 +74,9 @@ class Alert:
     value: float | None = None
     generator_url: str = ""
     keep_firing_since_seconds: float | None = None
+    cause: str = ""
+    cause_scope: str = ""
+    incident_group: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", LabelSet.coerce(self.labels, "labels"))
@@ -92,8 +100,9 @@ class Alert:
             isinstance(self.value, bool) or not isinstance(self.value, int | float)
         ):
             raise AlertError("value", f"must be a number or None, not {self.value!r}")
-        if not isinstance(self.generator_url, str):
-            raise AlertError("generator_url", f"must be a string, not {self.generator_url!r}")
+        for name in ("generator_url", "cause", "cause_scope", "incident_group"):
+            if not isinstance(getattr(self, name), str):
+                raise AlertError(name, f"must be a string, not {getattr(self, name)!r}")
         self._check_times_for_state()
 
     def _check_times_for_state(self) -> None:
@@ -152,6 +161,15 @@ class Alert:
     @property
     def is_firing(self) -> bool:
         return self.state is AlertState.FIRING
+
+    @property
+    def group(self) -> str:
+        """The incident group it belongs to: its ``incident_group``, or itself ungrouped."""
+        return self.incident_group or self.fingerprint
+
+    def explained(self, cause: str, scope: str, group: str) -> Alert:
+        """This alert with triage's ``cause`` and ``scope`` and its incident ``group``."""
+        return replace(self, cause=cause, cause_scope=scope, incident_group=group)
 
     # -- transitions -------------------------------------------------------------------------
 

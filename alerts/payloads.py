@@ -82,15 +82,28 @@ class AlertGroup(NamedTuple):
     alerts: tuple[Alert, ...]
 
 
+#: The group label of alerts grouped by their incident (``alerts.grouping``).
+INCIDENT_GROUP = "incident"
+
+
+def _group_labels(alert: Alert, group_by: Sequence[str]) -> LabelSet:
+    # NOTE: an alert triage explained belongs to its incident's group, whatever its name:
+    # one cause, one notification group (its key stays the opener's fingerprint)
+    if alert.cause and alert.incident_group:
+        return LabelSet({INCIDENT_GROUP: alert.incident_group})
+    return LabelSet({n: alert.labels[n] for n in group_by if n in alert.labels})
+
+
 def group_alerts(alerts: Iterable[Alert], group_by: Sequence[str]) -> tuple[AlertGroup, ...]:
     """Split ``alerts`` as Alertmanager's dispatcher does (``dispatch.go`` ``getGroupLabels``):
     an alert's group labels are those of ``group_by`` it has; alerts with equal group labels
-    form one group, one notification. Groups come in :func:`group_key` order, alerts in their
+    form one group, one notification. An alert triage explained when it fired is grouped by
+    its incident instead (``incident``: the opener's fingerprint), so the alerts of one cause
+    are one group under one key. Groups come in :func:`group_key` order, alerts in their
     given order."""
     groups: dict[LabelSet, list[Alert]] = {}
     for alert in alerts:
-        key = LabelSet({n: alert.labels[n] for n in group_by if n in alert.labels})
-        groups.setdefault(key, []).append(alert)
+        groups.setdefault(_group_labels(alert, group_by), []).append(alert)
     return tuple(
         AlertGroup(labels, tuple(members))
         for labels, members in sorted(groups.items(), key=lambda item: group_key(item[0]))
@@ -122,6 +135,9 @@ def webhook_message(
         alerts, truncated = alerts[:max_alerts], len(alerts) - max_alerts
     common_labels = _common([a.labels for a in alerts])
     group_labels = {name: common_labels[name] for name in group_by if name in common_labels}
+    incidents = {a.incident_group for a in alerts if a.cause and a.incident_group}
+    if len(incidents) == 1 and all(a.cause for a in alerts):
+        group_labels = {INCIDENT_GROUP: incidents.pop()}
     return {
         "version": WEBHOOK_VERSION,
         "groupKey": group_key(group_labels),
@@ -136,7 +152,7 @@ def webhook_message(
             {
                 "status": "firing" if alert.is_firing else "resolved",
                 "labels": alert.labels.as_dict(),
-                "annotations": alert.annotations.as_dict(),
+                "annotations": _annotations(alert),
                 "startsAt": _rfc3339(alert.started_at_seconds),
                 "endsAt": GO_ZERO_TIME if alert.is_firing else _rfc3339(alert.ended_at_seconds),
                 "generatorURL": alert.generator_url,
@@ -145,6 +161,17 @@ def webhook_message(
             for alert in alerts
         ],
     }
+
+
+def _annotations(alert: Alert) -> dict[str, str]:
+    """The alert's annotations, with triage's cause at firing (``cause``) when it has one."""
+    out = alert.annotations.as_dict()
+    if alert.cause:
+        scope = alert.cause_scope
+        out.setdefault(
+            "cause", alert.cause if scope in ("", "fleet") else f"{alert.cause} on {scope}"
+        )
+    return out
 
 
 def postable_silence(silence: Silence) -> dict[str, Any]:

@@ -175,7 +175,8 @@ def run_one(mapping: dict[str, Any]) -> dict[str, Any]:
         if t.alert.active_at_seconds is not None
         and onset_at <= t.alert.active_at_seconds <= end_at + timing.window_scale * 300
     ]
-    outcome.incidents_opened = len({t.fingerprint for t in during})
+    # NOTE: one incident per group: alerts triage explained by one cause join one incident
+    outcome.incidents_opened = len({t.alert.group for t in during})
     if not during:
         return asdict(outcome)
     first = min(during, key=lambda t: t.at_seconds)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from alerts.conventions import ALERTNAME, SEVERITY
 from alerts.gather import gather, knob_changes
-from alerts.incidents import Incident
+from alerts.incidents import Incident, opener_of
 from alerts.model import Alert, AlertState
 from alerts.rule_base import Rule
 from alerts.state import AlertStateStore, Transition
@@ -37,8 +37,8 @@ LIST_LIMIT = 200
 #: The most incidents searched for a fingerprint's latest.
 FINGERPRINT_SEARCH_LIMIT = 10_000
 INCIDENT_COLUMNS = [
-    "id", "state", "alert", "severity", "labels", "pending_since", "started", "resolved",
-    "duration_s", "summary",
+    "id", "state", "alert", "severity", "labels", "cause", "part_of", "pending_since",
+    "started", "resolved", "duration_s", "summary",
 ]  # fmt: skip
 
 
@@ -70,7 +70,14 @@ def duration_seconds(incident: Incident, now: float) -> float:
 
 
 def incident_frame(incidents: Iterable[Incident], now: float) -> pd.DataFrame:
-    """One row per incident in the given order (strings as stored)."""
+    """One row per incident in the given order (strings as stored); ``cause`` is triage's
+    when it fired, ``part_of`` the incident a symptom joined (one cause, one incident)."""
+    listed = list(incidents)
+
+    def part_of(incident: Incident) -> str:
+        opener = opener_of(incident, listed)
+        return "" if opener is None else f"#{opener.id}"
+
     rows = [
         (
             i.id,
@@ -78,13 +85,15 @@ def incident_frame(incidents: Iterable[Incident], now: float) -> pd.DataFrame:
             i.alertname,
             i.severity,
             labels_text(i.alert),
+            i.cause,
+            part_of(i),
             _ts(i.pending_since_seconds),
             _ts(i.started_at_seconds),
             _ts(i.resolved_at_seconds),
             round(duration_seconds(i, now), 1),
             i.summary,
         )
-        for i in incidents
+        for i in listed
     ]
     return pd.DataFrame(rows, columns=INCIDENT_COLUMNS)
 

@@ -172,21 +172,14 @@ def triage_alert(
     rules: Sequence | None = None,
 ) -> TriageReport:
     """Triage of ``alert`` as ``tailwatch incident show`` gives it, from when its condition
-    first held to ``end``, on windows scaled as the rules were (``window_scale``)."""
+    first held to ``end``, on windows scaled as the rules were (``window_scale``; ``rules``
+    unscaled, the built-ins when ``None``)."""
     from alerts.builtin_rules import builtin_rule_set
-    from alerts.gather import gather
-    from alerts.triage import triage
-    from alerts.triage_windows import alert_triage_windows
-    from collectors.replica_targets import replica_targets
+    from alerts.explain import triage_at
 
-    start = alert.active_at_seconds if alert.active_at_seconds is not None else end
     rule_set = tuple(rules) if rules is not None else tuple(builtin_rule_set()[0])
     scaled = [r.scaled(window_scale) for r in rule_set]
-    incident, baseline = alert_triage_windows(
-        alert, start, max(end, start + 1e-3), scaled, scale=window_scale, state=state
-    )
-    mapping = replica_targets(metrics).unique()
-    return triage(gather(metrics, requests, incident, baseline, replica_targets=mapping))
+    return triage_at(metrics, requests, state, alert, end, scaled, window_scale)
 
 
 def report_json(report: AlertDrillReport) -> dict:

@@ -40,6 +40,7 @@ def run(
     `for:`, resolved when the condition clears; state, history and silences are kept in the
     store, and firing and resolved alerts go to the configured notifiers (docs/alerts.md)."""
     from alerts.evaluator import Evaluator
+    from alerts.explain import triage_explainer
     from collectors.config import ConfigError, load_config
     from tailwatch.alerts_cli import parse_duration
 
@@ -63,6 +64,10 @@ def run(
             store,
             store.alert_state,
             notifiers=[n.build() for n in alerts.notifiers],
+            # NOTE: triage when an alert fires, so alerts of one cause open one incident
+            explain=triage_explainer(
+                store, store, store.alert_state, alerts.rules, alerts.window_scale
+            ),
         )
         if once:
             try:

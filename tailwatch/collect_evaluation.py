@@ -79,6 +79,7 @@ def collector_evaluation(settings: TailwatchConfig, store: Store) -> CollectorEv
     """The evaluation when ``alerts.in_collector`` is set (its notes and schedule echoed),
     else ``None``."""
     from alerts.evaluator import Evaluator
+    from alerts.explain import triage_explainer
 
     alerts = settings.alerts
     if alerts is None or not alerts.in_collector:
@@ -88,6 +89,10 @@ def collector_evaluation(settings: TailwatchConfig, store: Store) -> CollectorEv
         store,
         store.alert_state,
         notifiers=[n.build() for n in alerts.notifiers],
+        # NOTE: triage when an alert fires, so alerts of one cause open one incident
+        explain=triage_explainer(
+            store, store, store.alert_state, alerts.rules, alerts.window_scale
+        ),
     )
     evaluation = CollectorEvaluation(
         evaluator,

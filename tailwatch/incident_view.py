@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from alerts.conventions import ALERTNAME, SEVERITY
-from alerts.incidents import Incident
+from alerts.incidents import Incident, opener_of
 from tailwatch.alerts_view import age, iso, json_value, printable
 
 #: An incident id as typed: digits, optionally after ``#`` (as the list shows them).
@@ -51,6 +51,9 @@ def incident_json(incident: Incident) -> dict[str, Any]:
         "started_at": iso(incident.started_at_seconds),
         "resolved_at": iso(incident.resolved_at_seconds),
         "value": json_value(incident.value),
+        "cause": incident.alert.cause,
+        "cause_scope": incident.alert.cause_scope,
+        "incident_group": incident.alert.incident_group,
     }
 
 
@@ -62,9 +65,29 @@ def labels_text(incident: Incident) -> str:
     )
 
 
+def cause_text(incident: Incident, incidents: list[Incident]) -> str:
+    """Triage's cause at firing, and for a symptom the incident it joined (``→ #12``)."""
+    opener = opener_of(incident, incidents)
+    joined = "" if opener is None else f" → #{opener.id}"
+    return (incident.cause or "-") + joined
+
+
 def incidents_table(incidents: list[Incident], now_seconds: float) -> Table:
-    table = Table(title=f"{len(incidents)} incident(s) at {iso(now_seconds)}")
-    for column in ("id", "state", "alertname", "severity", "labels", "started", "resolved"):
+    openers = sum(not i.is_symptom for i in incidents)
+    table = Table(
+        title=f"{len(incidents)} incident(s) at {iso(now_seconds)}, "
+        f"{openers} opened by a cause of their own (→ #N: a symptom that joined #N)"
+    )
+    for column in (
+        "id",
+        "state",
+        "alertname",
+        "severity",
+        "labels",
+        "cause",
+        "started",
+        "resolved",
+    ):
         table.add_column(column, overflow="fold")
     table.add_column("value", overflow="fold")
     table.add_column("summary", overflow="fold")
@@ -78,6 +101,7 @@ def incidents_table(incidents: list[Incident], now_seconds: float) -> Table:
             Text(printable(incident.alertname)),
             Text(printable(incident.severity)),
             Text(labels_text(incident)),
+            Text(printable(cause_text(incident, incidents))),
             Text(f"{iso(started)} ({age(now_seconds - started)} ago)"),
             Text(
                 "-" if resolved is None else f"{iso(resolved)} (lasted {age(resolved - started)})"

@@ -40,6 +40,9 @@ def encode_alert(alert: Alert) -> str:
             "value": alert.value,
             "generator_url": alert.generator_url,
             "keep_firing_since_seconds": alert.keep_firing_since_seconds,
+            "cause": alert.cause,
+            "cause_scope": alert.cause_scope,
+            "incident_group": alert.incident_group,
         }
     )
 
@@ -56,6 +59,10 @@ def decode_alert(text: str) -> Alert:
         value=data["value"],
         generator_url=data["generator_url"],
         keep_firing_since_seconds=data["keep_firing_since_seconds"],
+        # NOTE: absent from alerts stored before incidents were grouped
+        cause=data.get("cause", ""),
+        cause_scope=data.get("cause_scope", ""),
+        incident_group=data.get("incident_group", ""),
     )
 
 

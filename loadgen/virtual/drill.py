@@ -25,13 +25,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from alerts.builtin_rules import builtin_rule_set
 from alerts.evaluator import Evaluator
+from alerts.explain import triage_explainer
 from alerts.model import Alert, AlertState
 from alerts.rule_base import Rule
 from alerts.triage import TriageReport
 from engine.errors import ConfigError
 from engine.sim.offline import VIRTUAL_EPOCH
 from loadgen.drill import DrillResult, Samples
-from loadgen.drill_report import AlertDrillReport, DrillTiming, build_report, triage_alert
+from loadgen.drill_report import AlertDrillReport, DrillTiming, build_report
 from loadgen.errors import WorkloadError
 from loadgen.runner import RunState
 from loadgen.scenario import Phase, Scenario
@@ -166,8 +167,20 @@ class _Run:
         self.collector = VirtualCollector(store, replicas)
         self.rules = tuple(rules)
         scaled = [r.scaled(timing.window_scale) for r in self.rules]
+        explain = triage_explainer(
+            store.metrics,
+            store.requests,
+            store.alert_state,
+            scaled,
+            timing.window_scale,
+            on_triage=lambda alert, at, report: self.pages.append(Page(alert, at, report)),
+        )
         self.evaluator = Evaluator(
-            scaled, store.metrics, store.alert_state, clock=lambda: VIRTUAL_EPOCH + self.fleet.now
+            scaled,
+            store.metrics,
+            store.alert_state,
+            clock=lambda: VIRTUAL_EPOCH + self.fleet.now,
+            explain=explain,
         )
         self.pages: list[Page] = []
         self.num_evaluations = 0
@@ -178,20 +191,10 @@ class _Run:
         self.collector.scrape(at)
 
     def evaluate(self, at: float) -> None:
-        result = self.evaluator.evaluate_once(VIRTUAL_EPOCH + at)
+        """One evaluation; an alert that fires is triaged then (``self.pages``), grouped
+        with the incident of its cause and scope (``alerts.grouping``)."""
+        self.evaluator.evaluate_once(VIRTUAL_EPOCH + at)
         self.num_evaluations += 1
-        for t in result.transitions:
-            if t.to_state is AlertState.FIRING:
-                report = triage_alert(
-                    self.store.metrics,
-                    self.store.requests,
-                    self.store.alert_state,
-                    t.alert,
-                    t.at_seconds,
-                    self.timing.window_scale,
-                    self.rules,
-                )
-                self.pages.append(Page(t.alert, t.at_seconds, report))
 
     def phase_start(self, phase: Phase) -> None:
         self.boundary_scrapes.append([_samples(r) for r in self.fleet.replicas])

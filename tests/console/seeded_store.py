@@ -101,9 +101,11 @@ def seed(folder: Path) -> Seeded:
     # short window holds no traffic: evaluated again after that window has passed on the real
     # clock, so every transition is in the past when the console reads it. A few seconds of
     # traffic are ~18 requests: the rule's 100-observation floor is lowered to one, and it
-    # resolves at once (no keep_firing_for).
+    # resolves at once (no keep_firing_for). Fixed lines only (rise_min None): a few seconds
+    # of traffic have no past to compare with.
     rule = replace(
         BUILTIN_RULES[0], threshold_seconds=1e-6, median_max_seconds=60.0, for_seconds=0.0,
+        rise_min=None, median_rise_max=None,
         window_seconds=RULE_WINDOW_SECONDS, min_observations=1.0, keep_firing_for_seconds=0.0,
     )  # fmt: skip
     evaluator = Evaluator([rule], store, store.alert_state)

@@ -1,0 +1,75 @@
+"""One cause, one page: alerts that triage explains by the same cause, in the same scope and
+at the same time, belong to one incident.
+
+When an alert fires, :class:`Explainer` (triage over what is stored by then) says which
+cause it comes from and where (the fleet, or the replica it points at). The first firing
+alert of a cause and scope opens an incident; an alert that fires while that one is still
+firing, explained by the same cause in the same scope (or where either says ``fleet``),
+joins it as a symptom: its ``incident_group`` is the opener's fingerprint. An alert
+triage cannot explain ("no cause stands out", "not enough data") opens its own. Notifiers
+group by the incident (one webhook group per incident, as Alertmanager's ``group_by``
+groups), so the on-call engineer is paged once for one cause and sees the rest as its
+symptoms. Pure: alerts in, alerts out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from alerts.model import Alert
+
+FLEET = "fleet"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Triage's conclusion for one alert: its cause (empty: none stood out) and scope."""
+
+    cause: str
+    scope: str = FLEET
+
+
+#: What explains a firing alert at a time (Unix seconds); ``None``: it cannot say.
+Explainer = Callable[[Alert, float], Explanation | None]
+
+
+def _scopes_meet(a: str, b: str) -> bool:
+    return a == b or FLEET in (a, b)
+
+
+def group_fired(
+    fired: Sequence[Alert], firing: Iterable[Alert], explain: Explainer, now: float
+) -> list[Alert]:
+    """``fired`` (alerts that began firing at ``now``, in order) each with its explanation
+    and incident group, joining an incident of ``firing`` (alerts already firing, grouped
+    before) or one opened by an earlier alert of ``fired``."""
+    open_groups = [a for a in firing if a.cause]
+    out = []
+    for alert in fired:
+        explanation = explain(alert, now)
+        if explanation is None or not explanation.cause:
+            out.append(alert.explained("", "", alert.fingerprint))
+            continue
+        opener = next(
+            (
+                a
+                for a in open_groups
+                if a.cause == explanation.cause and _scopes_meet(a.cause_scope, explanation.scope)
+            ),
+            None,
+        )
+        group = alert.fingerprint if opener is None else opener.group
+        explained = alert.explained(explanation.cause, explanation.scope, group)
+        out.append(explained)
+        open_groups.append(explained)
+    return out
+
+
+def symptoms_of(opener: Alert, alerts: Iterable[Alert]) -> list[Alert]:
+    """The alerts that joined ``opener``'s incident (not ``opener`` itself)."""
+    return [
+        a
+        for a in alerts
+        if a.incident_group == opener.fingerprint and a.fingerprint != opener.fingerprint
+    ]

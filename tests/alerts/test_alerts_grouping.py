@@ -1,0 +1,155 @@
+"""One cause, one page: alerts triage explains by the same cause in the same scope join the
+incident the first of them opened; an unexplained one opens its own; the evaluator groups at
+firing and keeps the group through the alert's life; the store keeps it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from alerts.builtin_rules import BUILTIN_RULES
+from alerts.evaluator import Evaluator
+from alerts.grouping import Explanation, group_fired, symptoms_of
+from alerts.incidents import Incident, opener_of
+from alerts.model import Alert, AlertState
+from alerts.state import MemoryAlertState
+from collectors import canonical as c
+from collectors.canonical import CanonicalSample, Kind
+from collectors.store import ScrapeRecord
+from collectors.store.alert_codec import decode_alert, encode_alert
+from collectors.store.fake import FakeMetricsReader
+
+T0 = 1_800_000_000.0
+
+
+def _firing(name: str, at: float, **labels: str) -> Alert:
+    return Alert.pending({"alertname": name, **labels}, at - 10).fire(at)
+
+
+def _explain(table):
+    return lambda alert, now: table.get(alert.name)
+
+
+def test_alerts_of_one_cause_and_scope_join_the_first_ones_incident():
+    kv = _firing("kv-saturation", T0, target="r0")
+    queue = _firing("queue-growth", T0)
+    tail = _firing("tail-latency-incident", T0, metric="ttft")
+    table = {
+        "kv-saturation": Explanation("kv-exhaustion", "r0"),
+        "queue-growth": Explanation("kv-exhaustion", "r0"),
+        "tail-latency-incident": Explanation("kv-exhaustion", "fleet"),
+    }
+    grouped = group_fired([kv, queue, tail], [], _explain(table), T0)
+    assert [a.incident_group for a in grouped] == [kv.fingerprint] * 3
+    assert [a.cause for a in grouped] == ["kv-exhaustion"] * 3
+    assert symptoms_of(grouped[0], grouped) == grouped[1:]
+
+
+def test_another_cause_another_scope_or_no_cause_opens_its_own():
+    opened = group_fired(
+        [_firing("kv-saturation", T0, target="r0")],
+        [],
+        _explain({"kv-saturation": Explanation("kv-exhaustion", "r0")}),
+        T0,
+    )
+    later = [
+        _firing("kv-saturation", T0 + 5, target="r1"),
+        _firing("queue-growth", T0 + 5),
+        _firing("prefix-hit-drop", T0 + 5),
+    ]
+    table = {
+        "kv-saturation": Explanation("kv-exhaustion", "r1"),  # another replica
+        "queue-growth": Explanation("overload", "fleet"),  # another cause
+        "prefix-hit-drop": Explanation("", "fleet"),  # nothing stood out
+    }
+    grouped = group_fired(later, opened, _explain(table), T0 + 5)
+    assert [a.incident_group for a in grouped] == [a.fingerprint for a in later]
+    assert grouped[2].cause == "" and grouped[1].cause == "overload"
+
+
+def test_an_explainer_that_cannot_say_leaves_the_alert_on_its_own():
+    alert = _firing("queue-growth", T0)
+    (grouped,) = group_fired([alert], [], lambda a, now: None, T0)
+    assert (grouped.cause, grouped.incident_group) == ("", alert.fingerprint)
+
+
+def _running(t: float, up: bool, target: str) -> ScrapeRecord:
+    lab = (("model", "m"), ("target", target))
+    sample = CanonicalSample(c.REQUESTS_RUNNING, lab, 1.0, Kind.GAUGE)
+    return ScrapeRecord(target, t, (sample,) if up else (), is_up=up)
+
+
+def test_the_evaluator_groups_at_firing_and_the_group_lasts_to_resolution():
+    down = replace(next(r for r in BUILTIN_RULES if r.kind == "target-down"), for_seconds=0.0)
+    reader = FakeMetricsReader([_running(T0 - 1, True, t) for t in ("r0", "r1")])
+    calls = []
+
+    def explain(alert, now):
+        calls.append((alert.labels["target"], now))
+        return Explanation("slow-replica", "fleet")
+
+    state = MemoryAlertState()
+    evaluator = Evaluator([down], reader, state, explain=explain)
+    reader.write_scrapes([_running(T0, False, "r0"), _running(T0, True, "r1")])
+    evaluator.evaluate_once(T0)
+    reader.write_scrapes([_running(T0 + 15, False, "r0"), _running(T0 + 15, False, "r1")])
+    second = evaluator.evaluate_once(T0 + 15)
+    first_fp = next(a.fingerprint for a in second.firing if a.labels["target"] == "r0")
+    assert {a.labels["target"]: a.incident_group for a in second.firing} == {
+        "r0": first_fp,
+        "r1": first_fp,
+    }
+    assert calls == [("r0", T0), ("r1", T0 + 15)]  # once each, when it fired
+    reader.write_scrapes([_running(T0 + 30, True, "r0"), _running(T0 + 30, True, "r1")])
+    third = evaluator.evaluate_once(T0 + 30)
+    assert {a.incident_group for a in third.resolved} == {first_fp}
+    incidents = state.incidents()
+    opener = next(i for i in incidents if not i.is_symptom)
+    (symptom,) = [i for i in incidents if i.is_symptom]
+    assert opener_of(symptom, incidents) == opener
+    assert opener.cause == "slow-replica"
+
+
+def test_a_failing_explainer_never_fails_the_evaluation():
+    down = replace(next(r for r in BUILTIN_RULES if r.kind == "target-down"), for_seconds=0.0)
+    reader = FakeMetricsReader([_running(T0 - 1, True, "r0")])
+
+    def broken(alert, now):
+        raise RuntimeError("the store went away")
+
+    evaluator = Evaluator([down], reader, MemoryAlertState(), explain=broken)
+    reader.write_scrape(_running(T0, False, "r0"))
+    (alert,) = evaluator.evaluate_once(T0).firing
+    assert alert.state is AlertState.FIRING and alert.incident_group == alert.fingerprint
+
+
+def test_the_explanation_is_stored_and_read_back_and_old_records_read_empty():
+    alert = _firing("queue-growth", T0).explained("overload", "fleet", "abc")
+    assert decode_alert(encode_alert(alert)) == alert
+    old = (
+        encode_alert(_firing("queue-growth", T0))
+        .replace(',"cause":"","cause_scope":""', "")
+        .replace(',"incident_group":""', "")
+    )
+    assert "cause" not in old
+    assert decode_alert(old).cause == ""
+
+
+def test_an_incident_names_its_cause_with_its_scope():
+    alert = _firing("kv-saturation", T0, target="r0").explained("kv-exhaustion", "r0", "")
+    assert Incident(1, alert).cause == "kv-exhaustion on r0"
+    assert Incident(2, alert.explained("overload", "fleet", "")).cause == "overload"
+
+
+def test_a_webhook_gets_one_group_per_incident_under_the_openers_key():
+    from alerts.payloads import group_alerts, webhook_message
+
+    kv = _firing("kv-saturation", T0, target="r0").explained("kv-exhaustion", "r0", "f1")
+    queue = _firing("queue-growth", T0).explained("kv-exhaustion", "r0", "f1")
+    other = _firing("target-down", T0, target="r2")
+    groups = group_alerts([kv, queue, other], ("alertname",))
+    assert sorted(len(g.alerts) for g in groups) == [1, 2]
+    together = next(g for g in groups if len(g.alerts) == 2)
+    message = webhook_message(together.alerts, "hook")
+    assert message["groupLabels"] == {"incident": "f1"}
+    assert message["groupKey"] == '{}:{incident="f1"}'
+    assert message["alerts"][0]["annotations"]["cause"] == "kv-exhaustion on r0"
