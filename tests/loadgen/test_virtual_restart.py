@@ -135,3 +135,23 @@ def test_the_real_time_drill_refuses_a_restart_before_sending_anything():
     assert "\n" not in message
     assert message.startswith("phases[1] (perturbation).restart: replicas [0, 2]")
     assert "tailwatch scenario drill --virtual" in message
+
+
+def test_the_drill_command_runs_it_virtual_and_refuses_it_in_real_time(tmp_path):
+    import yaml
+    from typer.testing import CliRunner
+
+    from tailwatch.cli import app
+
+    path = tmp_path / "restart.yaml"
+    path.write_text(yaml.safe_dump(_raw(restart=[1])), encoding="utf-8")
+    runner = CliRunner()
+    virtual = runner.invoke(app, ["scenario", "drill", str(path), "--virtual", "--seed", "2"])
+    assert virtual.exit_code == 0, virtual.output
+    assert virtual.stdout.startswith("restart")
+    real = runner.invoke(app, ["scenario", "drill", str(path), "--workdir", str(tmp_path / "w")])
+    assert real.exit_code == 2 and real.stdout == ""
+    assert real.stderr.startswith("error: drill 'restart': phases[1] (perturbation).restart")
+    assert len(real.stderr.splitlines()) == 1 and not (tmp_path / "w").exists()
+    seeded = runner.invoke(app, ["scenario", "drill", str(path), "--seed", "2"])
+    assert seeded.exit_code == 2 and seeded.stderr.startswith("error: --seed: applies to")
