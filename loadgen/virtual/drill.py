@@ -1,8 +1,8 @@
 """A scenario drilled on the virtual fleet: the real evaluator and triage at virtual times.
 
 ``run_virtual_drill`` runs a scenario's phases (workloads, ``change``/``extra`` traffic,
-``restart``, ``admin`` patches, ``active_replicas``) on :class:`~loadgen.virtual.fleet.VirtualFleet`,
-with the virtual collector scraping every ``scrape_interval_seconds`` and the real
+``restart``, ``admin`` patches, ``active_replicas``) on
+:class:`~loadgen.virtual.fleet.VirtualFleet`, with the virtual collector scraping every ``scrape_interval_seconds`` and the real
 ``alerts.evaluator.Evaluator`` (the built-in rules, scaled by ``window_scale`` as
 ``alerts.window_scale`` scales them) evaluating every ``evaluation_interval_seconds``, on
 the scheduled ticks. When an alert fires, triage runs at once over what was stored by then,
