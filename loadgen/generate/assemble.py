@@ -64,7 +64,7 @@ def build_scenario(
     )
     assert incident.alert is not None and incident.signal is not None
     clock = rule_clock(incident.alert, timing)
-    plan = kind.plan(Draw(rng, base, magnitude, share, clock))
+    plan = kind.plan(Draw(rng, base, magnitude, share, clock, num_ramp))
     # NOTE: a warm-up of half a window by default: caches fill and queues settle before
     # the baseline the rules compare with
     warmup = max(0.5 * clock.window_seconds, plan.warmup_seconds or 0.0)
@@ -153,7 +153,7 @@ def _phases(kind: Kind, plan: Plan, d: Durations, num_ramp: int) -> list[dict[st
 
 def _description(kind: Kind, plan: Plan, replicas: int, model: str, load: float) -> str:
     return (
-        f"Generated {kind.name}: {kind.summary}. Magnitude {plan.magnitude:.2f} "
-        f"({kind.magnitude_means}); share {plan.share:.2f} ({kind.share_means}). "
+        f"Generated {kind.name}: {kind.summary}. Magnitude {plan.magnitude:.2f}: "
+        f"{kind.magnitude_means}. Share {plan.share:.2f}: {kind.share_means}. "
         f"{replicas} x {model}, the baseline at {load:.0%} of its estimated capacity."
     )

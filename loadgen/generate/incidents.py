@@ -175,7 +175,9 @@ def prefix_scatter(d: Draw) -> Plan:
     warm = min(b.replicas - 1, max(1, round(b.replicas / d.magnitude)))
     rate = b.rate(warm)
     per_new_replica = rate / b.replicas
+    # NOTE: a ramp's replicas join early and warm up before the perturbation
     cold_seconds = d.clock.window_seconds + d.clock.for_seconds
+    cold_seconds += d.clock.max_ramp_seconds(d.num_ramp)
     # NOTE: a replica that has taken n requests has seen about 1 - exp(-n / G) of G groups;
     # with G = 0.7 x its requests over the window and for:, a new replica's hit rate
     # averages about half its warm rate there. The warm replicas get two requests per

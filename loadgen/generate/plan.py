@@ -25,14 +25,16 @@ Fragment = dict[str, Any]
 @dataclass(frozen=True)
 class Draw:
     """What every kind drew: the fleet and traffic, the magnitude and share (from the
-    kind's ranges), the clock of the rule that should catch it, and the generator's rng
-    for what the kind draws itself."""
+    kind's ranges), the clock of the rule that should catch it, the number of ramp
+    sub-phases before the perturbation (0: a step onset), and the generator's rng for what
+    the kind draws itself."""
 
     rng: Random
     base: Base
     magnitude: float
     share: float
     clock: RuleClock
+    num_ramp: int = 0
 
 
 @dataclass(frozen=True)

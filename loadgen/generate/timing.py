@@ -23,6 +23,8 @@ from loadgen.virtual.drill import VirtualTiming
 #: simulation's cost; its ``generated.long_enough`` then says whether its rule could see it.
 MAX_RUN_SECONDS = 600.0
 _SLACK = 1e-6  # seconds: the rounding of durations to a tenth
+#: A ramp sub-phase's length, in rule windows.
+RAMP_WINDOWS = (0.25, 0.4)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class RuleClock:
     for_seconds: float
     baseline_window_seconds: float
     evaluation_interval_seconds: float
+
+    def max_ramp_seconds(self, num_ramp_phases: int) -> float:
+        """The longest ``num_ramp_phases`` ramp sub-phases can last together."""
+        return num_ramp_phases * RAMP_WINDOWS[1] * self.window_seconds
 
     @property
     def min_perturbation_seconds(self) -> float:
@@ -95,7 +101,7 @@ def draw_durations(
     durations = Durations(
         warmup=warmup_seconds,
         baseline=rng.uniform(2.0, 2.5) * window,
-        ramp=rng.uniform(0.25, 0.4) * window,
+        ramp=rng.uniform(*RAMP_WINDOWS) * window,
         perturbation=rng.uniform(1.0, 1.25) * clock.min_perturbation_seconds,
         recovery=rng.uniform(1.0, 1.25) * window,
     )

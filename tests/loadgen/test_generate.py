@@ -195,3 +195,16 @@ def test_the_capacity_estimate_is_what_a_replica_serves_or_a_little_under(choice
         assert served_low <= served <= served_high, (load, served)
         waiting = len(fleet.replicas[0].engine.scheduler.waiting)
         assert (waiting > 16) == (load > 1), (load, waiting)
+
+
+def test_the_format_keeps_generated_verbatim_and_takes_a_benign_expects():
+    mapping = generate(4, 1, benign_share=1.0)[0]
+    scenario = parse_scenario(mapping, "s")
+    assert scenario.expects.alert is None and scenario.expects.triage_cause is None
+    assert scenario.generated == mapping["generated"]
+    assert scenario.generated is not mapping["generated"]  # a copy: the file's, unchanged
+    assert scenario.scaled(0.5).generated == scenario.generated
+    with pytest.raises(WorkloadError, match=r"^s\.generated: must be a mapping"):
+        parse_scenario({**mapping, "generated": [1]}, "s")
+    hand_written = {k: v for k, v in mapping.items() if k != "generated"}
+    assert parse_scenario(hand_written, "s").generated is None
