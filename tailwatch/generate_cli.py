@@ -54,9 +54,11 @@ def generate(
         paths = write_scenarios(mappings, output_dir)
     except WorkloadError as error:
         raise cli_error(f"--output-dir {error}") from None
+    width = max(len(str(path)) for path in paths)
     for path, mapping in zip(paths, mappings, strict=True):
         g = mapping["generated"]
         typer.echo(
-            f"{path}  {g['kind']:20s} magnitude {g['magnitude']:.2f}  share {g['share']:.2f}  "
-            f"replicas {g['replicas']}  {g['model']} (tp {g['tensor_parallel_size']})"
+            f"{path!s:{width}s}  {g['kind']:20s} magnitude {g['magnitude']:.2f}  "
+            f"share {g['share']:.2f}  replicas {g['replicas']}  "
+            f"{g['model']} (tp {g['tensor_parallel_size']})"
         )
