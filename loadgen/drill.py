@@ -50,7 +50,8 @@ class DrillResult:
         is the old engine's, whose counters the new one does not continue."""
         index = next(i for i, (n, _, _) in enumerate(self.phase_bounds) if n == name)
         before, after = list(self.scrapes[index]), self.scrapes[index + 1]
-        for replica in self.scenario.phases[index].restart:
+        phase = next((p for p in self.scenario.phases if p.name == name), None)
+        for replica in phase.restart if phase is not None else ():
             before[replica] = {}
         return before, after
 
