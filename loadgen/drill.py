@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 
 from loadgen.admin import patch_knobs, scrape, total
-from loadgen.errors import TargetError
+from loadgen.errors import TargetError, WorkloadError
 from loadgen.record import RequestResult
 from loadgen.routing import Router
 from loadgen.runner import RunState, run_schedule
@@ -44,9 +44,19 @@ class DrillResult:
         start, end = next((s, e) for n, s, e in self.phase_bounds if n == name)
         return [r for r in self.state.results if start <= r.scheduled_seconds < end]
 
-    def server_delta(self, name: str, metric: str, replicas: list[int] | None = None) -> float:
+    def _boundaries(self, name: str) -> tuple[list[Samples], list[Samples]]:
+        """The readings at the start and the end of phase ``name``, per replica. A replica
+        that restarted at the phase's start counts the phase from zero: its start reading
+        is the old engine's, whose counters the new one does not continue."""
         index = next(i for i, (n, _, _) in enumerate(self.phase_bounds) if n == name)
-        before, after = self.scrapes[index], self.scrapes[index + 1]
+        before, after = list(self.scrapes[index]), self.scrapes[index + 1]
+        phase = next((p for p in self.scenario.phases if p.name == name), None)
+        for replica in phase.restart if phase is not None else ():
+            before[replica] = {}
+        return before, after
+
+    def server_delta(self, name: str, metric: str, replicas: list[int] | None = None) -> float:
+        before, after = self._boundaries(name)
         chosen = replicas if replicas is not None else range(len(self.urls))
         return sum(total(after[r], metric) - total(before[r], metric) for r in chosen)
 
@@ -55,8 +65,7 @@ class DrillResult:
     ) -> dict[float, float]:
         """Δ of histogram ``metric``'s cumulative buckets over phase ``name``, summed over
         the replicas (le → count), as ``sum by (le) (increase(...))`` would read them."""
-        index = next(i for i, (n, _, _) in enumerate(self.phase_bounds) if n == name)
-        before, after = self.scrapes[index], self.scrapes[index + 1]
+        before, after = self._boundaries(name)
         chosen = replicas if replicas is not None else range(len(self.urls))
         buckets: dict[float, float] = {}
         for r in chosen:
@@ -203,6 +212,7 @@ async def run_drill(
     state: RunState | None = None,
 ) -> DrillResult:
     """Run every phase of ``scenario`` against ``urls`` (one per replica it names)."""
+    check_real_time(scenario)
     if len(urls) < scenario.replicas:
         raise TargetError(
             f"scenario {scenario.name!r} needs {scenario.replicas} replica URLs, got {len(urls)}"
@@ -240,6 +250,18 @@ async def run_drill(
         # stragglers finished so the last phase counts them.
         result.scrapes[-1] = [await scrape(client, url) for url in urls]
     return result
+
+
+def check_real_time(scenario: Scenario) -> None:
+    """Refuse, before anything starts, what a drill over HTTP cannot do: restart a replica
+    (a bundled replica, or a server at a URL, is not ours to kill and start again)."""
+    for i, phase in enumerate(scenario.phases):
+        if phase.restart:
+            raise WorkloadError(
+                f"phases[{i}] ({phase.name}).restart",
+                f"replicas {list(phase.restart)} cannot be restarted by the real-time drill; "
+                "run this scenario on the virtual fleet (tailwatch scenario drill --virtual)",
+            )
 
 
 def _instance_id(samples: Samples) -> str | None:

@@ -3,9 +3,11 @@
 A scenario is a list of phases (a warm-up, a baseline, a perturbation, a recovery), the
 traffic each carries and what changes at its start: a traffic-shape change (a workload's
 fields, an extra stream), an admin knob or fault on one replica, or the set of replicas
-traffic is routed to. ``expects`` names, for tests, the engine signal the perturbation
-must move (compared between the ``baseline`` and ``perturbation`` phases), the alert it
-should raise and the cause triage should name.
+traffic is routed to, or replicas that restart (``restart``: the virtual fleet only).
+``expects`` names, for tests, the engine signal the perturbation must move (compared
+between the ``baseline`` and ``perturbation`` phases), the alert it should raise and the
+cause triage should name (both ``None`` for a benign run, whose signal is still measured).
+``generated`` keeps, verbatim, what ``loadgen.generate`` drew for a generated scenario.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class Phase:
     workloads: tuple[Workload, ...]
     admin: tuple[AdminChange, ...] = ()
     active_replicas: tuple[int, ...] | None = None  # None: all
+    #: replicas that restart at the phase's start: a fresh engine (counters at zero, a cold
+    #: prefix cache, a new instance id, the scenario's knobs); their in-flight requests fail
+    restart: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ class Scenario:
     #: ``virtual:`` — how the virtual fleet drills it when no timing is given
     #: (``time_scale``, ``window_scale``; see ``loadgen.virtual.drill.VirtualTiming``)
     virtual: Mapping[str, float] = field(default_factory=dict)
+    #: what the generator drew (kind, magnitude, share, …), kept verbatim; None: hand-written
+    generated: Mapping[str, Any] | None = None
 
     def scaled(self, time_scale: float) -> Scenario:
         """The same scenario with every phase ``time_scale`` times as long."""
@@ -164,6 +171,7 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
                 workloads,
                 admin,
                 tuple(active) if active is not None else None,
+                _restart(item.get("restart"), f"{at}.restart", replicas),
             )
         )
     names = {p.name for p in phases}
@@ -183,6 +191,9 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
             f"{expects['signal']} is read from the engines' /metrics, which know no client "
             "stream; drop stream, or name a client-side signal (itl_p99_ms)",
         )
+    generated = raw.get("generated")
+    if generated is not None and not isinstance(generated, Mapping):
+        raise WorkloadError(f"{where}.generated", f"must be a mapping, got {generated!r}")
     if expects.get("change") not in ("rise", "fall"):
         raise WorkloadError(
             f"{where}.expects.change", f"must be rise or fall, got {expects.get('change')!r}"
@@ -206,6 +217,7 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
             alert=_vocabulary(expects, "alert", AlertName, where),
             triage_cause=_vocabulary(expects, "triage_cause", Cause, where),
         ),
+        generated=copy.deepcopy(dict(generated)) if generated is not None else None,
     )
 
 
@@ -247,6 +259,21 @@ def _admin(raw: Any, where: str, replicas: int) -> AdminChange:
     if not isinstance(replica, int) or not 0 <= replica < replicas:
         raise WorkloadError(f"{where}.replica", f"must index 0..{replicas - 1}, got {replica!r}")
     return AdminChange(replica, dict(raw["patch"]))
+
+
+def _restart(raw: Any, where: str, replicas: int) -> tuple[int, ...]:
+    """A phase's ``restart:`` list: distinct replica indexes (an empty list or none: ())."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or any(
+        isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < replicas for r in raw
+    ):
+        raise WorkloadError(
+            where, f"must be a list of replica indexes 0..{replicas - 1}, got {raw!r}"
+        )
+    if len(set(raw)) != len(raw):
+        raise WorkloadError(where, f"names a replica twice: {raw!r}")
+    return tuple(raw)
 
 
 def load_scenario_file(path: str | Path) -> Scenario:

@@ -23,7 +23,7 @@ import yaml
 
 from alerts.model import AlertState
 from alerts.state import Transition
-from loadgen.drill import DrillResult, run_drill
+from loadgen.drill import DrillResult, check_real_time, run_drill
 from loadgen.drill_report import (
     CLEAN_SUFFIX,
     AlertDrillReport,
@@ -66,6 +66,7 @@ def run_alert_drill(
     """Run ``scenario`` (already compressed, if wanted) with a collector and evaluator
     attached; their store, config and logs stay in ``workdir`` (emptied first)."""
     timing = timing or DrillTiming()
+    check_real_time(scenario)  # NOTE: before the workdir is emptied and replicas start
     # NOTE: absolute, since the collector runs in workdir and reads the paths written here
     workdir = workdir.resolve()
     shutil.rmtree(workdir, ignore_errors=True)

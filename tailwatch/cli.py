@@ -14,6 +14,7 @@ from tailwatch.console_cli import console
 from tailwatch.demo import run_demo
 from tailwatch.drill_cli import drill
 from tailwatch.engine_cli import engine_app
+from tailwatch.generate_cli import generate
 from tailwatch.incident_cli import incident_app
 from tailwatch.init_cli import init
 from tailwatch.load_cli import load_app
@@ -36,6 +37,7 @@ app.add_typer(engine_app, name="engine")
 app.command()(collect)
 app.add_typer(load_app, name="load")
 scenario_app.command("drill")(drill)
+scenario_app.command("generate")(generate)
 app.add_typer(scenario_app, name="scenario")
 app.add_typer(rules_app, name="rules")
 alerts_app.command("run")(alerts_run)

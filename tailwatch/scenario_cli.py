@@ -63,7 +63,7 @@ def run(
     phase. Admin changes need TAILWATCH_ADMIN_TOKEN when --url is given. The replicas'
     ports and each phase's wall-clock start and end are printed and in OUTPUT.json, so a
     collector and evaluator run alongside can be checked against them."""
-    from loadgen.drill import run_drill
+    from loadgen.drill import check_real_time, run_drill
     from loadgen.errors import LoadgenError
     from loadgen.record import write_jsonl
     from loadgen.replicas import bundled_replicas
@@ -87,6 +87,7 @@ def run(
         scenario = load_scenario(name)
         if compressed:
             scenario = scenario.scaled(scenario.compressed_time_scale)
+        check_real_time(scenario)
         if replica_urls:
             token = os.environ.get("TAILWATCH_ADMIN_TOKEN")
             _announce(replica_urls, scenario.name, targets_file)

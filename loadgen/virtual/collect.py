@@ -128,6 +128,12 @@ class VirtualCollector:
             if done.output.timings is not None
         )
 
+    def replace_replica(self, replica: VirtualReplica) -> None:
+        """Scrape ``replica`` from now on in place of the one at its index (a restart).
+        NOTE: spans are built when received, so those of the old engine's requests that
+        were received before this keep its instance id."""
+        self.replicas[replica.index] = replica
+
     def scrape(self, at_seconds: float) -> None:
         """Scrape every replica at virtual ``at_seconds`` and write what was received."""
         records = [scrape_record(replica, at_seconds) for replica in self.replicas]

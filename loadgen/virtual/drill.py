@@ -1,8 +1,8 @@
 """A scenario drilled on the virtual fleet: the real evaluator and triage at virtual times.
 
 ``run_virtual_drill`` runs a scenario's phases (workloads, ``change``/``extra`` traffic,
-``admin`` patches, ``active_replicas``) on :class:`~loadgen.virtual.fleet.VirtualFleet`,
-with the virtual collector scraping every ``scrape_interval_seconds`` and the real
+``restart``, ``admin`` patches, ``active_replicas``) on
+:class:`~loadgen.virtual.fleet.VirtualFleet`, with the virtual collector scraping every ``scrape_interval_seconds`` and the real
 ``alerts.evaluator.Evaluator`` (the built-in rules, scaled by ``window_scale`` as
 ``alerts.window_scale`` scales them) evaluating every ``evaluation_interval_seconds``, on
 the scheduled ticks. When an alert fires, triage runs at once over what was stored by then,
@@ -198,6 +198,11 @@ class _Run:
 
     def phase_start(self, phase: Phase) -> None:
         self.boundary_scrapes.append([_samples(r) for r in self.fleet.replicas])
+        if phase.restart:
+            # NOTE: the old engines' finished requests become spans first, with their ids
+            self.collector.receive(self.fleet.take_log().finished)
+        for index in phase.restart:
+            self.collector.replace_replica(self.fleet.restart(index))
         if phase.active_replicas is not None:
             self.fleet.set_active(phase.active_replicas)
         for change in phase.admin:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from engine.outputs import RequestOutput
 from loadgen.record import RequestResult
 from loadgen.routing import Router
-from loadgen.virtual.replica import Finished, Refused, VirtualReplica
+from loadgen.virtual.replica import Finished, Refused, VirtualHandle, VirtualReplica
 from loadgen.workload import ScheduledRequest
 
 
@@ -89,6 +89,28 @@ def refused_result(refused: Refused) -> RequestResult:
     )
 
 
+#: The client's error for a request its replica lost by restarting (the stream broke).
+RESTART_ERROR = "replica_restarted"
+
+
+def lost_result(handle: VirtualHandle, at_seconds: float) -> RequestResult:
+    """The client's view of a request whose replica restarted under it at ``at_seconds``:
+    no complete response (status 0), an error, the time it waited for nothing."""
+    request = handle.request
+    return RequestResult(
+        index=request.index,
+        scheduled_seconds=request.at_seconds,
+        sent_seconds=request.at_seconds,
+        e2e_seconds=at_seconds - handle.arrival_seconds,
+        status=0,
+        error=RESTART_ERROR,
+        replica=f"replica-{handle.replica}",
+        tenant=request.tenant,
+        priority=request.priority,
+        stream=request.stream,
+    )
+
+
 class VirtualFleet:
     """``replicas`` behind a router of ``routing`` (``loadgen.routing.POLICIES``)."""
 
@@ -118,6 +140,29 @@ class VirtualFleet:
         """Route only to these replicas from now on (``None``: all)."""
         chosen = range(len(self.replicas)) if replicas is None else replicas
         self.router.set_active(list(chosen))
+
+    def restart(self, index: int) -> VirtualReplica:
+        """Replace replica ``index`` by a fresh engine at :attr:`now`: the scenario's knobs
+        (no patch survives), counters at zero, a cold prefix cache and the next instance
+        id. Every request it held (queued or running) is lost, as a killed process loses
+        them: the client records an error. Returns the new replica (the collector must
+        scrape it instead). NOTE: a request whose last step was computed before ``now``
+        but ends after it is already finished (a step is computed when it starts)."""
+        old = self.replicas[index]
+        new = VirtualReplica(
+            index,
+            old.initial_config,
+            old.initial_limits,
+            seed=old.seed,
+            fast=old.is_fast,
+            generation=old.generation + 1,
+        )
+        new.clock.advance_to(self.now)
+        for handle in old.in_flight():
+            self.router.finished(index)
+            self.results.append(lost_result(handle, self.now))
+        self.replicas[index] = new
+        return new
 
     def take_log(self) -> FleetLog:
         """What finished and was refused since the last call."""

@@ -117,8 +117,16 @@ def stable_hex(text: str, num_bytes: int) -> str:
     return hashlib.blake2b(text.encode(), digest_size=num_bytes).hexdigest()
 
 
+def instance_id(seed: int, index: int, generation: int = 0) -> str:
+    """The engine instance id of replica ``index`` after ``generation`` restarts (0: as
+    started), fixed by the seed, as ``tailwatch:engine_info`` and the spans carry it."""
+    name = f"{seed}/{index}" if generation == 0 else f"{seed}/{index}/restart-{generation}"
+    return f"virtual-{stable_hex(name, 8)}"
+
+
 class VirtualReplica:
-    """Replica ``index`` of a fleet (target ``replica-<index>``); see the module docstring."""
+    """Replica ``index`` of a fleet (target ``replica-<index>``); see the module docstring.
+    ``generation`` counts its restarts (:meth:`VirtualFleet.restart`)."""
 
     def __init__(
         self,
@@ -128,11 +136,16 @@ class VirtualReplica:
         *,
         seed: int = 0,
         fast: bool = True,
+        generation: int = 0,
     ) -> None:
         self.index = index
         self.target = f"replica-{index}"
-        self.instance_id = f"virtual-{stable_hex(f'{seed}/{index}', 8)}"
+        self.generation = generation
+        self.instance_id = instance_id(seed, index, generation)
         self.seed = seed
+        # NOTE: what a restart starts again from (the scenario's knobs, not the patched ones)
+        self.initial_config, self.initial_limits = config, dict(limits)
+        self.is_fast = fast
         self.clock = VirtualClock()
         self.engine = LLMEngine(
             config, clock=self.clock, wall_clock=lambda: VIRTUAL_EPOCH + self.clock.now
@@ -212,6 +225,11 @@ class VirtualReplica:
         return None
 
     # -- the engine loop -------------------------------------------------------------------
+
+    def in_flight(self) -> list[VirtualHandle]:
+        """Every request admitted and not finished (queued, running, or not yet added):
+        what a restart loses."""
+        return [*self.handles.values(), *self._pending]
 
     @property
     def is_busy(self) -> bool:
