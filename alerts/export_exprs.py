@@ -61,7 +61,11 @@ __all__ = [
 ]
 
 
-def _baseline(record: str, rule: TailLatencyRule | QueueGrowthRule | KVSaturationRule) -> str:
+#: The kinds that compare the window with the median over their baseline window.
+RelativeRule = TailLatencyRule | QueueGrowthRule | KVSaturationRule | PrefixHitDropRule
+
+
+def _baseline(record: str, rule: RelativeRule) -> str:
     """The median of ``record`` over the rule's baseline window, ending where its window
     starts, at a fifth of a window's resolution (``alerts.rule_baseline``)."""
     window = prom_duration(rule.window_seconds)
@@ -70,7 +74,7 @@ def _baseline(record: str, rule: TailLatencyRule | QueueGrowthRule | KVSaturatio
     return f"quantile_over_time(0.5, {record}[{base}:{step}] offset {window})"
 
 
-def _baseline_count(record: str, rule: TailLatencyRule | QueueGrowthRule | KVSaturationRule) -> str:
+def _baseline_count(record: str, rule: RelativeRule) -> str:
     """How many baseline values the median is over: it needs one window's length of them."""
     window = prom_duration(rule.window_seconds)
     base = prom_duration(rule.baseline_window_seconds)
@@ -140,6 +144,11 @@ def queue_growth(rule: QueueGrowthRule, names: EngineNames) -> list[PromRule]:
     if rule.rise_min is not None:
         parts.append(f"{mean.record} > {rule.rise_min!r} * {_baseline(mean.record, rule)}")
         parts.append(_baseline_count(mean.record, rule))
+    if rule.waiting_per_replica_min is not None:
+        waiting = reader.metric(c.REQUESTS_WAITING)
+        parts.append(
+            f"avg by ({by}) (avg_over_time({waiting}[{window}])) >= {rule.waiting_per_replica_min!r}"
+        )
     if rule.waiting_min is not None or rule.growth_min is not None:
         waiting = reader.metric(c.REQUESTS_WAITING)
         if rule.waiting_min is not None:
@@ -183,29 +192,21 @@ def prefix_hit_drop(rule: PrefixHitDropRule, names: EngineNames) -> list[PromRul
     hits = reader.metric(c.PREFIX_CACHE_HITS_TOTAL)
     queries = reader.metric(c.PREFIX_CACHE_QUERIES_TOTAL)
     window = prom_duration(rule.window_seconds)
-    base = prom_duration(rule.baseline_window_seconds)
     now = record_rule(
         reader,
         group_name(rule),
-        f"{PREFIX}prefix_cache_hit_rate:ratio_rate{window}",
-        f"sum by ({by}) (rate({hits}[{window}])) / sum by ({by}) (rate({queries}[{window}]))",
+        f"{PREFIX}{metric_token(rule.name)}:prefix_cache_hit_rate:ratio_rate{window}",
+        f"sum by ({by}) (rate({hits}[{window}])) / sum by ({by}) (rate({queries}[{window}]))\n"
+        f"{_evidence(by, queries, window, max(rule.min_queries, 1))}",
     )
-    # NOTE: the baseline ends where the window starts, so a drop is not its own baseline.
-    baseline = record_rule(
-        reader,
-        group_name(rule),
-        f"{PREFIX}prefix_cache_hit_rate:ratio_rate{base}_offset{window}",
-        f"sum by ({by}) (rate({hits}[{base}] offset {window})) / "
-        f"sum by ({by}) (rate({queries}[{base}] offset {window}))",
-    )
+    # NOTE: the baseline ends where the window starts, so a drop is not its own baseline
+    baseline = _baseline(now.record, rule)
     expr = (
-        f"{now.record} < {rule.ratio_max!r} * {baseline.record}\n"
-        f"and {baseline.record} >= {rule.baseline_hit_rate_min!r}\n"
-        f"{_evidence(by, queries, window, max(rule.min_queries, 1))}\n"
-        f"and on ({by}) sum by ({by}) (increase({queries}[{base}] offset {window})) "
-        f">= {float(max(rule.min_queries, 1))!r}"
+        f"{now.record} < {rule.ratio_max!r} * {baseline}\n"
+        f"and {baseline} >= {rule.baseline_hit_rate_min!r}\n"
+        f"and {_baseline_count(now.record, rule)}"
     )
-    return [now, baseline, alert_rule(rule, reader, group_name(rule), expr)]
+    return [now, alert_rule(rule, reader, group_name(rule), expr)]
 
 
 def replica_imbalance(rule: ReplicaImbalanceRule, names: EngineNames) -> list[PromRule]:

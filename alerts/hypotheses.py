@@ -106,7 +106,9 @@ def _prefill_interference(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 
 
 def _kv_exhaustion(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
-    preempt = _reason(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.02, 0.2)
+    # NOTE: a healthy engine does not preempt: one preemption in twenty requests is already a
+    # pool that does not hold the running sequences
+    preempt = _reason(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05)
     kv = _reason(rows, K.KV_USAGE_MAX, "incident", 0.8, 0.98, is_required=False)
     score = _sub(preempt) * (0.7 + 0.3 * _sub(kv))
     scope = rows[K.KV_USAGE_MAX].scope if K.KV_USAGE_MAX in rows else FLEET
@@ -128,7 +130,7 @@ def _prefix_scatter(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 
 def _overload(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     queue = _reason(rows, K.LEAST_QUEUE_SHARE, "incident", 0.25, 0.6, is_required=False)
-    growth = _reason(rows, K.ARRIVAL_RATE, "change", 1.25, 2.5, is_required=False)
+    growth = _reason(rows, K.ARRIVAL_RATE, "change", 1.1, 1.5, is_required=False)
     rejected = _reason(rows, K.REJECTED_SHARE, "incident", 0.01, 0.1, is_required=False)
     reasons = (queue, growth, rejected)
     if all(math.isnan(r.sub_score) for r in (queue, rejected)):
@@ -140,7 +142,11 @@ def _overload(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
             False,
             "not enough data: queue share of TTFT, 429 share of responses",
         )
-    score = max(_sub(queue) * (0.5 + 0.5 * _sub(growth)), _sub(rejected))
+    # NOTE: overload is arrivals above capacity: queueing or shedding without more arrivals
+    # means capacity fell (a squeezed KV pool, a slow replica, long prefills), which the
+    # other causes name; so the arrivals' rise weighs both (unknown arrivals: half weight)
+    weight = 0.5 if math.isnan(growth.sub_score) else _sub(growth)
+    score = weight * max(_sub(queue), _sub(rejected))
     return _hypothesis(Cause.OVERLOAD, score, reasons)
 
 

@@ -198,16 +198,20 @@ def queue_growth_case(rule: QueueGrowthRule, names: EngineNames, alert: PromRule
         (ttft, switched(4 * per, k, per * waited, n)),
     ]
     clean = [(queue, counter(per, n)), (count, counter(per, n)), (ttft, counter(4 * per, n))]
-    if rule.waiting_min is not None or rule.growth_min is not None:
+    if (
+        rule.waiting_per_replica_min is not None
+        or rule.waiting_min is not None
+        or rule.growth_min is not None
+    ):
         waiting = series(b.metric(c.REQUESTS_WAITING), b.labels())
         steps = w / b.interval
         rise = 2 * (rule.growth_min or 0.0) / steps
-        level = rule.waiting_min or 0.0
+        level = max(rule.waiting_min or 0.0, 2 * (rule.waiting_per_replica_min or 0.0))
         firing.append(
             (waiting, f"0x{k} {level:g}+{rise:g}x{n - k - 1}" if k else f"{level:g}+{rise:g}x{n}")
         )
         clean.append((waiting, gauge(0, n)))
-        if (rule.waiting_min or 0) <= 0 and rule.growth_min is None:
+        if level <= 0 and rule.growth_min is None:
             raise CaseError(f"rule {rule.name!r}: waiting_min 0 holds for an empty queue")
     mean, share = alert_records(alert)[:2]
     labels = {b.model: MODEL}
@@ -244,23 +248,19 @@ def kv_saturation_case(rule: KVSaturationRule, names: EngineNames, alert: PromRu
 
 def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: PromRule) -> Case:
     b = Builder(names, rule)
-    w, base, wait = rule.window_seconds, rule.baseline_window_seconds, rule.for_seconds
-    drop = base + w  # hits stop here; before it every query hits
-    evals = b.at_interval(drop + w + wait + 2 * b.interval)  # fmt: skip
-    if evals - w - drop > base * (1 - rule.baseline_hit_rate_min):
-        raise CaseError(f"rule {rule.name!r}: for: is too long for its baseline window")
+    w, base = rule.window_seconds, rule.baseline_window_seconds
+    k = _drop_index(b, rule, base, w)  # hits stop here; before it every query hits
+    evals = _relative_evals(b, rule, k, w, base)
     n = b.samples(evals)
-    k = round(drop / b.interval)
     per = max(10.0 * b.interval, math.ceil(2 * rule.min_queries * b.interval / w))
     queries = series(b.metric(c.PREFIX_CACHE_QUERIES_TOTAL), b.labels())
     hits = series(b.metric(c.PREFIX_CACHE_HITS_TOTAL), b.labels())
-    firing = [(queries, counter(per, n)), (hits, f"0+{per:g}x{k} {per * k:g}x{n - k}")]
+    firing = [(queries, counter(per, n)), (hits, switched(per, k, 0, n))]
     clean = [(queries, counter(per, n)), (hits, counter(per, n))]
-    now, baseline = alert_records(alert)[:2]
+    (now,) = alert_records(alert)[:1]
     labels = {b.model: MODEL}
     records = [
-        (now, drop, [(series(now, labels), 1.0)]),
-        (baseline, drop, [(series(baseline, labels), 1.0)]),
+        (now, k * b.interval, [(series(now, labels), 1.0)]),
         (now, evals, [(series(now, labels), 0.0)]),
     ]
     return _case(b, firing, clean, evals, [b.expect(**labels)], records)

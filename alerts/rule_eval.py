@@ -11,12 +11,13 @@ series that cannot be merged) propagate: the evaluator records them per rule.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 
 from alerts.burn_rate_rule import BurnRateRule
 from alerts.errors import RuleError
 from alerts.rule_base import Rule
-from alerts.rule_baseline import baseline_histograms, median, observations
+from alerts.rule_baseline import baseline_histograms, baseline_increases, median, observations
 from alerts.rule_eval_replica import gpu_health, kv_saturation, replica_imbalance, target_down
 from alerts.rule_read import FLEET_LABELS, Instance, groups, increases_by_label, latest_readings
 from alerts.rules import (
@@ -132,6 +133,16 @@ def queue_growth(rule: QueueGrowthRule, reader: MetricsReader, now: float) -> li
             if math.isnan(base):
                 continue
             holds = holds and mean > rule.rise_min * base
+        if rule.waiting_per_replica_min is not None:
+            means = [
+                statistics.fmean(x.value for x in samples)
+                for samples in reader.samples(c.REQUESTS_WAITING, selector, start, now).values()
+                if samples
+            ]
+            # NOTE: avg by (model) (avg_over_time(...)): a replica without readings is none
+            holds = (
+                holds and bool(means) and statistics.fmean(means) >= rule.waiting_per_replica_min
+            )
         if rule.waiting_min is not None or rule.growth_min is not None:
             waiting = sum(latest_readings(reader, c.REQUESTS_WAITING, selector, now).values())
             growth = 0.0
@@ -158,16 +169,30 @@ def _hit_rate(
 
 
 def prefix_hit_drop(rule: PrefixHitDropRule, reader: MetricsReader, now: float) -> list[Instance]:
+    """Per model: the window's hit rate against the median of the windowed hit rates over
+    the baseline (``alerts.rule_baseline``), each over at least ``min_queries`` looked-up
+    tokens. A median, not the baseline pooled: a fleet's first minutes (cold caches) in the
+    pooled hour pulled its baseline down and hid a scale-out's dip."""
     split = now - rule.window_seconds
+    floor = max(rule.min_queries, 1)
     out = []
     for key, selector in groups(reader, c.PREFIX_CACHE_QUERIES_TOTAL, FLEET_LABELS).items():
         current, queried = _hit_rate(reader, selector, split, now)
-        # NOTE: the baseline ends where the window starts, so a drop is not its own baseline.
-        start = split - rule.baseline_window_seconds
-        baseline, base_queried = _hit_rate(reader, selector, start, split)
-        if math.isnan(current) or math.isnan(baseline):
+        if math.isnan(current) or queried < floor:
             continue
-        if min(queried, base_queried) < max(rule.min_queries, 1):
+        # NOTE: the baseline ends where the window starts, so a drop is not its own baseline.
+        hits, queries = (
+            baseline_increases(
+                reader, family, selector, split, rule.window_seconds, rule.baseline_window_seconds
+            )
+            for family in (c.PREFIX_CACHE_HITS_TOTAL, c.PREFIX_CACHE_QUERIES_TOTAL)
+        )
+        rates = [
+            h / q if h is not None and q is not None and q >= floor else None
+            for h, q in zip(hits, queries, strict=True)
+        ]
+        baseline = median(rates)
+        if math.isnan(baseline):
             continue
         holds = current < rule.ratio_max * baseline and baseline >= rule.baseline_hit_rate_min
         out.append(Instance(dict(key), current, holds))

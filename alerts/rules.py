@@ -142,14 +142,19 @@ class QueueGrowthRule(Rule):
     not prefill, is what first tokens are made of), over at least ``min_observations``
     queued requests in each window.
 
-    ``waiting_min`` (the fleet's waiting requests now) and ``growth_min`` (their growth over
-    the window) add absolute conditions; ``rise_min`` set to ``None`` drops the baseline."""
+    Requests must also wait on every replica, not just in bursts: at least
+    ``waiting_per_replica_min`` waiting per replica on average over the window (a queue
+    that builds up, as arrivals above capacity make it; within capacity, bursts queue for a
+    few milliseconds and are gone at the next scrape). ``waiting_min`` (the fleet's waiting
+    requests now) and ``growth_min`` (their growth over the window) add absolute conditions;
+    ``rise_min`` set to ``None`` drops the baseline."""
 
     kind: ClassVar[str] = "queue-growth"
 
     rise_min: float | None = 2.0
     queue_share_min: float = 0.5
     min_observations: float = 50.0
+    waiting_per_replica_min: float | None = 1.0
     waiting_min: float | None = None
     growth_min: float | None = None
     window_seconds: float = 300.0
@@ -159,6 +164,7 @@ class QueueGrowthRule(Rule):
         _optional(self, "rise_min", low=1, low_open=True)
         check_number(self.name, "queue_share_min", self.queue_share_min, high=1, low_open=True, low=0)  # fmt: skip
         check_number(self.name, "min_observations", self.min_observations)
+        _optional(self, "waiting_per_replica_min")
         _optional(self, "waiting_min")
         _optional(self, "growth_min", low=0, low_open=True)
         _window(self, "window_seconds")
@@ -176,6 +182,8 @@ class QueueGrowthRule(Rule):
                 f"the mean queue time is above {_times(self.rise_min)} its "
                 f"{values['baseline_window']} baseline"
             )
+        if self.waiting_per_replica_min is not None:
+            parts.append(f"at least {self.waiting_per_replica_min:g} wait per replica")
         if self.waiting_min is not None:
             parts.append(f"at least {self.waiting_min:g} requests wait")
         if self.growth_min is not None:

@@ -126,6 +126,8 @@ def build_scenario(
         # NOTE: the durations are in units of the virtual drill's windows; the real-time
         # drill's are DrillTiming's, so its compressed form keeps the same proportions
         "compressed": {"time_scale": round(DrillTiming().window_scale / timing.window_scale, 6)},
+        # NOTE: the virtual drill runs it as written, on the windows it was sized for
+        "virtual": {"time_scale": 1.0, "window_scale": timing.window_scale},
         "expects": expects,
         "generated": generated,
     }

@@ -298,7 +298,7 @@ def test_annotations_follow_overrides_and_scaling():
     text = rules.get("queue-growth").annotations()["description"]
     assert text.startswith(
         "Over 3s: queueing is at least 50% of TTFT, the mean queue time is above 2x its 36s "
-        "baseline, at least 16 requests wait. "
+        "baseline, at least 1 wait per replica, at least 16 requests wait. "
     )
     burn = rules.get("slo-burn-rate:chat-ttft:page").annotations()["description"]
     assert burn == (

@@ -40,7 +40,7 @@ def test_the_documented_config_example_loads_and_exports():
     assert [n.kind for n in config.alerts.notifiers] == ["webhook", "alertmanager"]
     assert (config.alerts.evaluation_interval_seconds, config.alerts.in_collector) == (15, True)
     export = export_rules(rules, notes=config.alerts.notes)
-    assert (len(export.records()), len(export.alerts())) == (21, 22)  # the counts the doc shows
+    assert (len(export.records()), len(export.alerts())) == (20, 22)  # the counts the doc shows
 
 
 def test_the_builtin_table_lists_every_builtin_rule():
