@@ -283,11 +283,57 @@ def burn_rate_rules(slos: Sequence[SLOSpec]) -> tuple[tuple[BurnRateRule, ...], 
     return tuple(rules), tuple(notes)
 
 
+#: A tail that rose but stays under this share of its SLO's threshold tickets, not pages.
+INSIDE_SLO_SHARE = 0.5
+#: The name a tail rule's inside-the-SLO ticket twin takes after the rule's own.
+INSIDE_SLO_SUFFIX = ":inside-slo"
+
+
+def slo_severities(rules: Iterable[Rule], slos: Sequence[SLOSpec]) -> tuple[Rule, ...]:
+    """``rules`` with each paging tail-latency rule split by its metric's SLO, when one
+    (fleet-wide: no model or tenant selector) has a latency threshold: the page holds only
+    while the tail is above :data:`INSIDE_SLO_SHARE` of the threshold, and a ticket twin
+    (``<name>:inside-slo``) takes the rise that stays well inside it (a tail that tripled
+    from 25 to 75 ms under a 500 ms objective is worth a look, not a 3 a.m. call). With
+    several such SLOs on one metric, the tightest threshold counts."""
+    thresholds: dict[LatencyMetric, float] = {}
+    for spec in slos:
+        indicator = spec.indicator
+        if (
+            not isinstance(indicator, LatencyIndicator)
+            or spec.selector.model
+            or spec.selector.tenant
+        ):
+            continue
+        held = thresholds.get(indicator.metric)
+        if held is None or indicator.threshold_seconds < held:
+            thresholds[indicator.metric] = indicator.threshold_seconds
+    out: list[Rule] = []
+    for rule in rules:
+        threshold = thresholds.get(rule.metric) if isinstance(rule, TailLatencyRule) else None
+        if threshold is None or rule.severity != SEVERITY_PAGE or rule.tail_max_seconds is not None:
+            out.append(rule)
+            continue
+        line = INSIDE_SLO_SHARE * threshold
+        page_line = line if rule.threshold_seconds is None else max(line, rule.threshold_seconds)
+        out.append(replace(rule, threshold_seconds=page_line))
+        out.append(
+            replace(
+                rule,
+                name=f"{rule.name}{INSIDE_SLO_SUFFIX}",
+                severity=SEVERITY_TICKET,
+                tail_max_seconds=line,
+            )
+        )
+    return tuple(out)
+
+
 def builtin_rule_set(slos: Sequence[SLOSpec] = ()) -> tuple[RuleSet, tuple[str, ...]]:
-    """Burn-rate rules for ``slos``, the :data:`BUILTIN_RULES` and metric absent over them;
-    and the notes of :func:`burn_rate_rules`."""
+    """Burn-rate rules for ``slos``, the :data:`BUILTIN_RULES` (the paging tail rules split
+    by their SLOs, :func:`slo_severities`) and metric absent over them; and the notes of
+    :func:`burn_rate_rules`."""
     burn, notes = burn_rate_rules(slos)
-    rules = (*burn, *BUILTIN_RULES)
+    rules = (*burn, *slo_severities(BUILTIN_RULES, slos))
     return RuleSet((*rules, metric_absent_rule(rules))), notes
 
 

@@ -113,6 +113,8 @@ def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
         parts.append(_baseline_count(tail, rule))
     if rule.threshold_seconds is not None:
         parts.append(f"{tail} > {rule.threshold_seconds!r}")
+    if rule.tail_max_seconds is not None:
+        parts.append(f"{tail} <= {rule.tail_max_seconds!r}")
     if rule.median_max_seconds is not None:
         parts.append(f"{median} <= {rule.median_max_seconds!r}")
     # NOTE: the first condition's left side is the tail, so the alert's value is the tail

@@ -85,6 +85,8 @@ def tail_latency(rule: TailLatencyRule, reader: MetricsReader, now: float) -> li
                 holds = holds and median_now <= rule.median_rise_max * base_median
         if rule.threshold_seconds is not None:
             holds = holds and tail > rule.threshold_seconds
+        if rule.tail_max_seconds is not None:
+            holds = holds and tail <= rule.tail_max_seconds
         if rule.median_max_seconds is not None:
             holds = holds and median_now <= rule.median_max_seconds
         out.append(Instance(dict(key), tail, holds))

@@ -63,7 +63,9 @@ class TailLatencyRule(Rule):
 
     ``threshold_seconds`` and ``median_max_seconds`` add absolute conditions (the tail above,
     the median at most), for teams that want a fixed line; ``rise_min`` and
-    ``median_rise_max`` set to ``None`` leave only those. Every condition set must hold."""
+    ``median_rise_max`` set to ``None`` leave only those. ``tail_max_seconds`` (the tail at
+    most) makes the rule for a rise that stays inside an SLO (:func:`alerts.builtin_rules.
+    slo_severities`). Every condition set must hold."""
 
     kind: ClassVar[str] = "tail-latency"
 
@@ -73,6 +75,7 @@ class TailLatencyRule(Rule):
     median_rise_max: float | None = 1.5
     threshold_seconds: float | None = None
     median_max_seconds: float | None = None
+    tail_max_seconds: float | None = None
     min_observations: float = 100.0
     window_seconds: float = 300.0
     baseline_window_seconds: float = 3600.0
@@ -86,6 +89,7 @@ class TailLatencyRule(Rule):
         _optional(self, "median_rise_max", low=1)
         _optional(self, "threshold_seconds", low=0, low_open=True)
         _optional(self, "median_max_seconds", low=0, low_open=True)
+        _optional(self, "tail_max_seconds", low=0, low_open=True)
         if self.rise_min is None and self.threshold_seconds is None:
             raise RuleError(
                 self.name,
@@ -116,6 +120,8 @@ class TailLatencyRule(Rule):
             tail.append(f"above {_times(self.rise_min)} its {baseline} baseline")
         if self.threshold_seconds is not None:
             tail.append(f"above {self.threshold_seconds:g} s")
+        if self.tail_max_seconds is not None:
+            tail.append(f"at most {self.tail_max_seconds:g} s")
         if self.median_rise_max is not None:
             median.append(f"within {_times(self.median_rise_max)} its baseline")
         if self.median_max_seconds is not None:

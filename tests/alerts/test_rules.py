@@ -260,3 +260,35 @@ def test_every_scenario_expects_an_alert_a_builtin_rule_raises():
     for path in scenarios:
         expected = yaml.safe_load(path.read_text(encoding="utf-8"))["expects"]["alert"]
         assert expected in alerts, (path.name, expected)
+
+
+def test_a_tail_rise_well_inside_its_slo_tickets_and_above_half_of_it_pages():
+    from alerts.builtin_rules import INSIDE_SLO_SUFFIX, builtin_rule_set
+    from slo import load_slos
+
+    slos = load_slos(
+        {
+            "slos": [
+                {
+                    "name": name,
+                    "indicator": {"latency": {"metric": "itl", "threshold_seconds": t}},
+                    "target": 0.99,
+                    "period_days": 28,
+                }
+                for name, t in (("itl-loose", 0.4), ("itl", 0.1))
+            ]
+        }
+    )
+    rules, _ = builtin_rule_set(slos)
+    page = rules.get("tail-latency-itl")
+    ticket = rules.get("tail-latency-itl" + INSIDE_SLO_SUFFIX)
+    assert (page.severity, page.threshold_seconds, page.tail_max_seconds) == ("page", 0.05, None)
+    assert (ticket.severity, ticket.threshold_seconds, ticket.tail_max_seconds) == (
+        "ticket",
+        None,
+        0.05,
+    )
+    # a ticket rule and a TTFT rule without an SLO are left as they are
+    assert rules.get("tail-latency-ttft" + INSIDE_SLO_SUFFIX) is None
+    assert rules.get("tail-latency-ttft").threshold_seconds is None
+    assert builtin_rule_set()[0].get("tail-latency-itl" + INSIDE_SLO_SUFFIX) is None
