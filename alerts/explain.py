@@ -9,6 +9,7 @@ alert's condition hold (``alerts.triage_windows``) against the baseline before i
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from alerts.gather import gather
 from alerts.grouping import FLEET, Explainer, Explanation
@@ -19,6 +20,11 @@ from alerts.triage import TriageReport, triage
 from alerts.triage_windows import alert_triage_windows
 from collectors.replica_targets import replica_targets
 from collectors.store.protocols import MetricsReader, RequestReader
+
+if TYPE_CHECKING:
+    from alerts.evaluator import Evaluator
+    from alerts.rules_config import AlertsConfig
+    from collectors.store import Store
 
 #: Called with each alert triaged, the time, and the report (a drill keeps them).
 OnTriage = Callable[[Alert, float, TriageReport], None]
@@ -66,3 +72,21 @@ def triage_explainer(
         return Explanation(top.cause.value, top.scope)
 
     return explain
+
+
+def configured_evaluator(config: AlertsConfig, store: Store) -> Evaluator:
+    """The evaluator of ``tailwatch.yaml``'s ``alerts:`` over a store (its readers, alert
+    state and request records): the configured rules and notifiers, and triage when an
+    alert fires, so alerts of one cause open one incident (``tailwatch collect`` and
+    ``tailwatch alerts run`` both run this one)."""
+    from alerts.evaluator import Evaluator
+
+    return Evaluator(
+        config.rules,
+        store,
+        store.alert_state,
+        notifiers=[n.build() for n in config.notifiers],
+        explain=triage_explainer(
+            store, store, store.alert_state, config.rules, config.window_scale
+        ),
+    )

@@ -50,6 +50,14 @@ def _sliding(items: list[T | None], add: Callable[[list[T]], T]) -> list[T | Non
     return out
 
 
+def _steps(split: float, window_seconds: float, baseline_seconds: float) -> tuple[float, float]:
+    """(start, step) of the one step-series read a baseline takes: its earliest window's
+    start, so that the first ``STEPS_PER_WINDOW`` steps make the first whole window."""
+    step = baseline_step_seconds(window_seconds)
+    count = max(1, round(baseline_seconds / step))
+    return split - (count + STEPS_PER_WINDOW - 1) * step, step
+
+
 def baseline_histograms(
     reader: MetricsReader,
     family: str,
@@ -60,9 +68,7 @@ def baseline_histograms(
 ) -> list[ClassicHistogram | None]:
     """The histogram over ``(t - window, t]`` for every baseline step ``t`` in
     ``(split - baseline, split]``, oldest first, from one step-series read."""
-    step = baseline_step_seconds(window_seconds)
-    count = max(1, round(baseline_seconds / step))
-    start = split - (count + STEPS_PER_WINDOW - 1) * step
+    start, step = _steps(split, window_seconds, baseline_seconds)
     steps = reader.histogram_series(family, selector, start, split, step)
     return _sliding([h for _, h in steps], merge_histograms)
 
@@ -76,9 +82,7 @@ def baseline_increases(
     baseline_seconds: float,
 ) -> list[float | None]:
     """A counter's increase over ``(t - window, t]`` for every baseline step ``t``."""
-    step = baseline_step_seconds(window_seconds)
-    count = max(1, round(baseline_seconds / step))
-    start = split - (count + STEPS_PER_WINDOW - 1) * step
+    start, step = _steps(split, window_seconds, baseline_seconds)
     steps = reader.counter_series(family, selector, start, split, step)
     return _sliding([v for _, v in steps], sum)
 

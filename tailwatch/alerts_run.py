@@ -39,8 +39,7 @@ def run(
     """Evaluate the alert rules over the store every --interval: pending → firing after
     `for:`, resolved when the condition clears; state, history and silences are kept in the
     store, and firing and resolved alerts go to the configured notifiers (docs/alerts.md)."""
-    from alerts.evaluator import Evaluator
-    from alerts.explain import triage_explainer
+    from alerts.explain import configured_evaluator
     from collectors.config import ConfigError, load_config
     from tailwatch.alerts_cli import parse_duration
 
@@ -59,16 +58,7 @@ def run(
         typer.echo(f"note: {note}", err=True)
     clock_now = None if now is None else parse_now(now)
     with open_store(db if db is not None else settings.database_url) as store:
-        evaluator = Evaluator(
-            alerts.rules,
-            store,
-            store.alert_state,
-            notifiers=[n.build() for n in alerts.notifiers],
-            # NOTE: triage when an alert fires, so alerts of one cause open one incident
-            explain=triage_explainer(
-                store, store, store.alert_state, alerts.rules, alerts.window_scale
-            ),
-        )
+        evaluator = configured_evaluator(alerts, store)
         if once:
             try:
                 result = evaluator.evaluate_once(clock_now)

@@ -78,22 +78,12 @@ class CollectorEvaluation:
 def collector_evaluation(settings: TailwatchConfig, store: Store) -> CollectorEvaluation | None:
     """The evaluation when ``alerts.in_collector`` is set (its notes and schedule echoed),
     else ``None``."""
-    from alerts.evaluator import Evaluator
-    from alerts.explain import triage_explainer
+    from alerts.explain import configured_evaluator
 
     alerts = settings.alerts
     if alerts is None or not alerts.in_collector:
         return None
-    evaluator = Evaluator(
-        alerts.rules,
-        store,
-        store.alert_state,
-        notifiers=[n.build() for n in alerts.notifiers],
-        # NOTE: triage when an alert fires, so alerts of one cause open one incident
-        explain=triage_explainer(
-            store, store, store.alert_state, alerts.rules, alerts.window_scale
-        ),
-    )
+    evaluator = configured_evaluator(alerts, store)
     evaluation = CollectorEvaluation(
         evaluator,
         alerts.evaluation_interval_seconds,
