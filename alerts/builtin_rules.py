@@ -130,8 +130,10 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         # NOTE: the mean (sum over count), not a bucketed p50: vLLM's e2e buckets start at
         # 0.3 s, so short requests on a GPU put every replica's p50 in the first bucket
         signal="e2e_mean",
-        ratio_min=1.5,
-        min_observations=10.0,
+        # NOTE: below the 1.5x a replica must be caught at, by the noise of a mean of 20
+        # requests whose lengths vary (a few percent), not at it
+        ratio_min=1.3,
+        min_observations=20.0,
         for_seconds=300.0,
         summary="one replica's mean latency is above {ratio_min:g}x the fleet's",
         description="A replica's mean e2e latency over {window} is above {ratio_min:g}x the "

@@ -3,10 +3,13 @@ at the same time, belong to one incident.
 
 When an alert fires, :class:`Explainer` (triage over what is stored by then) says which
 cause it comes from and where (the fleet, or the replica it points at). The first firing
-alert of a cause and scope opens an incident; an alert that fires while that one is still
-firing, explained by the same cause in the same scope (or where either says ``fleet``),
-joins it as a symptom: its ``incident_group`` is the opener's fingerprint. An alert
-triage cannot explain ("no cause stands out", "not enough data") opens its own. Notifiers
+alert of a cause in a fleet (the ``model`` its rules group by) opens an incident; an alert
+that fires while that one is still firing, explained by the same cause in the same fleet,
+joins it as a symptom: its ``incident_group`` is the opener's fingerprint. The replica a
+cause points at is kept (``cause_scope``) but does not split an incident: two replicas
+slowed or squeezed at once are one thing to handle (a generated incident slowing two of
+five replicas opened two incidents when it did). An alert triage cannot explain ("no cause
+stands out", "not enough data") opens its own. Notifiers
 group by the incident (one webhook group per incident, as Alertmanager's ``group_by``
 groups), so the on-call engineer is paged once for one cause and sees the rest as its
 symptoms. Pure: alerts in, alerts out.
@@ -34,8 +37,15 @@ class Explanation:
 Explainer = Callable[[Alert, float], Explanation | None]
 
 
-def _scopes_meet(a: str, b: str) -> bool:
-    return a == b or FLEET in (a, b)
+#: The label that names a fleet (the rules group by it).
+FLEET_LABEL = "model"
+
+
+def _same_fleet(a: Alert, b: Alert) -> bool:
+    """Whether two alerts are of one fleet: their ``model`` labels agree where both have one
+    (an alert of every model, such as ``target-down``, is of each)."""
+    ma, mb = a.labels.get(FLEET_LABEL), b.labels.get(FLEET_LABEL)
+    return ma is None or mb is None or ma == mb
 
 
 def group_fired(
@@ -52,11 +62,7 @@ def group_fired(
             out.append(alert.explained("", "", alert.fingerprint))
             continue
         opener = next(
-            (
-                a
-                for a in open_groups
-                if a.cause == explanation.cause and _scopes_meet(a.cause_scope, explanation.scope)
-            ),
+            (a for a in open_groups if a.cause == explanation.cause and _same_fleet(a, alert)),
             None,
         )
         group = alert.fingerprint if opener is None else opener.group

@@ -100,9 +100,18 @@ def _hypothesis(
 
 
 def _prefill_interference(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
-    itl = _reason(rows, K.ITL_P99, "change", 1.2, 2.0)
+    # NOTE: long prompts show first in the first tokens (theirs take their prefill, the
+    # others' queue behind it) and then in the token gaps of every decode in their steps;
+    # at the first page the ITL tail may not have moved yet, so either tail counts
+    itl = _reason(rows, K.ITL_P99, "change", 1.2, 2.0, is_required=False)
+    ttft = _reason(rows, K.TTFT_P95, "change", 1.2, 2.0, is_required=False)
     prompt = _reason(rows, K.PROMPT_P95, "change", 1.5, 4.0)
-    return _hypothesis(Cause.PREFILL_INTERFERENCE, _sub(itl) * _sub(prompt), (itl, prompt))
+    reasons = (itl, ttft, prompt)
+    if all(math.isnan(r.sub_score) for r in (itl, ttft)):
+        note = "not enough data: ITL p99, TTFT p95"
+        return Hypothesis(Cause.PREFILL_INTERFERENCE, 0.0, reasons, FLEET, False, note)
+    score = max(_sub(itl), _sub(ttft)) * _sub(prompt)
+    return _hypothesis(Cause.PREFILL_INTERFERENCE, score, reasons)
 
 
 def _kv_exhaustion(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
@@ -119,7 +128,12 @@ def _prefix_break(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: the drop is read on replicas that served in both windows, so cold replicas added
     # since the baseline (prefix-scatter) do not count as a broken prefix.
     drop = _reason(rows, K.STEADY_HIT_RATE, "change", 0.1, 0.4, falls=True)
-    return _hypothesis(Cause.PREFIX_BREAK, _sub(drop), (drop,))
+    # NOTE: a prompt change that breaks the prefix keeps the prompts' lengths; new traffic of
+    # long unshared prompts dilutes the token-weighted hit rate instead (long prompts
+    # surging read as a broken prefix before this), so a shift of the lengths halves it
+    shift = _reason(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
+    score = _sub(drop) * (1.0 - 0.5 * _sub(shift))
+    return _hypothesis(Cause.PREFIX_BREAK, score, (drop, shift))
 
 
 def _prefix_scatter(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:

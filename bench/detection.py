@@ -188,13 +188,16 @@ def run_one(mapping: dict[str, Any]) -> dict[str, Any]:
     outcome.detected = True
     outcome.first_alert = first.alert.name
     outcome.first_severity = first.alert.labels.get(SEVERITY, "")
-    rule = _rule_of(first.alert, rules.values())
+    # NOTE: the delay is the expected rule's when it fired (a side effect that shows later,
+    # such as an ITL tail behind a broken prefix's longer prefills, is not the rule's delay)
+    timed = next((t for t in during if t.alert.name == outcome.expected_alert), first)
+    rule = _rule_of(timed.alert, rules.values())
     # NOTE: the first evaluation at which the rule could fire on a clear signal: once its
     # window lies wholly in the incident, and its for: has passed
     window = 0.0 if rule is None else rule.lookback_seconds() * timing.window_scale
     for_seconds = 0.0 if rule is None else rule.for_seconds * timing.window_scale
     earliest = onset_at + window + for_seconds
-    late = (first.at_seconds - earliest) / timing.evaluation_interval_seconds
+    late = (timed.at_seconds - earliest) / timing.evaluation_interval_seconds
     outcome.delay_evaluations = max(0.0, math.ceil(late - 1e-9))
     page = next((p for p in drill.pages if p.at_seconds == first.at_seconds), None)
     if page is not None and page.triage is not None and outcome.cause is not None:

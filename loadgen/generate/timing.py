@@ -100,7 +100,7 @@ def draw_durations(
     window = clock.window_seconds
     durations = Durations(
         warmup=warmup_seconds,
-        baseline=rng.uniform(2.0, 2.5) * window,
+        baseline=rng.uniform(1.0, 1.25) * min_baseline_seconds(clock, warmup_seconds),
         ramp=rng.uniform(*RAMP_WINDOWS) * window,
         perturbation=rng.uniform(1.0, 1.25) * clock.min_perturbation_seconds,
         recovery=rng.uniform(1.0, 1.25) * window,
@@ -115,12 +115,22 @@ def total_seconds(durations: Durations, num_ramp_phases: int) -> float:
     return d.warmup + d.baseline + num_ramp_phases * d.ramp + d.perturbation + d.recovery
 
 
+def min_baseline_seconds(clock: RuleClock, warmup_seconds: float) -> float:
+    """The shortest baseline: two windows, and more than the warm-up and the incident's
+    first window, ``for:`` and two evaluations together: the relative rules compare with
+    the median of their windows over the past (``alerts.rule_baseline``), which in a run
+    this short holds the warm-up's cold windows and the incident's own; the baseline's
+    must outnumber them while the rule could first fire."""
+    return max(2 * clock.window_seconds, warmup_seconds + clock.min_perturbation_seconds)
+
+
 def long_enough(durations: Durations, clock: RuleClock) -> bool:
     """Whether the rule could page on this run: the perturbation (at full magnitude) holds
-    window + ``for:`` + two evaluations, the baseline two windows, the recovery one."""
+    window + ``for:`` + two evaluations, the baseline :func:`min_baseline_seconds`, the
+    recovery a window."""
     return (
         durations.perturbation >= clock.min_perturbation_seconds - _SLACK
-        and durations.baseline >= 2 * clock.window_seconds - _SLACK
+        and durations.baseline >= min_baseline_seconds(clock, durations.warmup) - _SLACK
         and durations.recovery >= clock.window_seconds - _SLACK
     )
 

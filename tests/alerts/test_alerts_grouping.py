@@ -44,26 +44,36 @@ def test_alerts_of_one_cause_and_scope_join_the_first_ones_incident():
     assert symptoms_of(grouped[0], grouped) == grouped[1:]
 
 
-def test_another_cause_another_scope_or_no_cause_opens_its_own():
+def test_another_cause_another_fleet_or_no_cause_opens_its_own():
     opened = group_fired(
-        [_firing("kv-saturation", T0, target="r0")],
+        [_firing("kv-saturation", T0, target="r0", model="m")],
         [],
         _explain({"kv-saturation": Explanation("kv-exhaustion", "r0")}),
         T0,
     )
     later = [
-        _firing("kv-saturation", T0 + 5, target="r1"),
-        _firing("queue-growth", T0 + 5),
-        _firing("prefix-hit-drop", T0 + 5),
+        _firing("queue-growth", T0 + 5, model="m"),
+        _firing("prefix-hit-drop", T0 + 5, model="m"),
+        _firing("tail-latency-incident", T0 + 5, model="other"),
     ]
     table = {
-        "kv-saturation": Explanation("kv-exhaustion", "r1"),  # another replica
         "queue-growth": Explanation("overload", "fleet"),  # another cause
         "prefix-hit-drop": Explanation("", "fleet"),  # nothing stood out
+        "tail-latency-incident": Explanation("kv-exhaustion", "r9"),  # another model's fleet
     }
     grouped = group_fired(later, opened, _explain(table), T0 + 5)
     assert [a.incident_group for a in grouped] == [a.fingerprint for a in later]
-    assert grouped[2].cause == "" and grouped[1].cause == "overload"
+    assert grouped[1].cause == "" and grouped[0].cause == "overload"
+
+
+def test_two_replicas_of_one_cause_are_one_incident_and_keep_their_own_scope():
+    first = _firing("kv-saturation", T0, target="r0", model="m")
+    second = _firing("kv-saturation", T0 + 5, target="r1", model="m")
+    table = {"kv-saturation": Explanation("kv-exhaustion", "r0")}
+    (opened,) = group_fired([first], [], _explain(table), T0)
+    table["kv-saturation"] = Explanation("kv-exhaustion", "r1")
+    (joined,) = group_fired([second], [opened], _explain(table), T0 + 5)
+    assert joined.incident_group == first.fingerprint and joined.cause_scope == "r1"
 
 
 def test_an_explainer_that_cannot_say_leaves_the_alert_on_its_own():

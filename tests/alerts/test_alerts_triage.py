@@ -43,11 +43,16 @@ def test_each_scenario_ranks_its_cause_first(scenario: str) -> None:
 def test_scores_carry_the_numbers_behind_them() -> None:
     report = triage(tc.long_prompt_surge())
     top = report.hypotheses[0]
-    itl, prompt = top.reasons
-    assert (itl.key, prompt.key) == (EvidenceKey.ITL_P99, EvidenceKey.PROMPT_P95)
+    itl, ttft, prompt = top.reasons
+    assert (itl.key, ttft.key, prompt.key) == (
+        EvidenceKey.ITL_P99,
+        EvidenceKey.TTFT_P95,
+        EvidenceKey.PROMPT_P95,
+    )
     assert itl.value == pytest.approx(0.1949 / 0.070)  # ITL p99 ratio
     assert prompt.value == pytest.approx(480 / 32)
-    assert top.score == pytest.approx(ramp(itl.value, 1.2, 2.0) * ramp(prompt.value, 1.5, 4.0))
+    tail = max(ramp(itl.value, 1.2, 2.0), ramp(ttft.value, 1.2, 2.0))
+    assert top.score == pytest.approx(tail * ramp(prompt.value, 1.5, 4.0))
 
 
 def test_slow_replica_names_the_replica_and_the_action_applies_to_it() -> None:
