@@ -17,8 +17,8 @@ Each :meth:`Evaluator.evaluate_once`:
 4. marks the silenced alerts (an active silence mutes notification; the alert still exists)
    and the inhibited ones (a firing page inhibits the ticket for the same SLO);
 5. explains every alert that began firing (``explain``: triage over what is stored by then)
-   and groups it with the firing alerts of the same cause and scope (``alerts/grouping.py``:
-   one cause, one incident);
+   and groups it with the firing alerts of the same cause (``alerts/grouping.py``: one
+   cause, one incident); a firing alert triage could not explain yet is explained again;
 6. saves the active alerts, the transitions (which open and close incidents) and the rules'
    errors in one ``state.save_evaluation``; only then does the evaluator's own state move
    on, so a failed save is retried from the old state;
@@ -231,16 +231,23 @@ class Evaluator:
         self, active: dict[str, dict[str, Alert]], transitions: list[Transition], now: float
     ) -> list[Transition]:
         """``active`` (changed in place) and ``transitions`` with every alert that began
-        firing explained and grouped (step 5 of the module docstring)."""
+        firing explained and grouped (step 5 of the module docstring). A firing alert that
+        triage could not explain yet (its evidence was thin when it fired) is explained
+        again, and joins its cause's incident once the cause shows."""
         fired = [t.alert for t in transitions if t.to_state is AlertState.FIRING]
-        if not fired:
-            return transitions
         new = {a.fingerprint for a in fired}
         firing = [
             a for alerts in active.values() for a in alerts.values()
             if a.is_firing and a.fingerprint not in new
         ]  # fmt: skip
-        grouped = {a.fingerprint: a for a in group_fired(fired, firing, self._explain, now)}
+        unexplained = [a for a in firing if not a.cause]
+        if not fired and not unexplained:
+            return transitions
+        explained = [a for a in firing if a.cause]
+        grouped = {
+            a.fingerprint: a
+            for a in group_fired([*fired, *unexplained], explained, self._explain, now)
+        }
         for alerts in active.values():
             for fingerprint in alerts.keys() & grouped.keys():
                 alerts[fingerprint] = grouped[fingerprint]

@@ -56,6 +56,38 @@ def _kv_row(data: TriageInput) -> EvidenceRow:
     )
 
 
+def _preemptions_row(data: TriageInput) -> EvidenceRow:
+    """Preemptions per request on the replica that preempts most, against its own baseline
+    (the fleet's without per-replica data): a pool squeezed on some replicas preempts
+    there, and the fleet's rate, diluted by the healthy ones, hid it behind the skew those
+    replicas' slowness makes."""
+    what, kind = "preemptions per request", ChangeKind.DIFFERENCE
+    known = []
+    for target, pair in data.replicas.items():
+        rate = preemptions_per_request(pair.incident)
+        if rate.is_known:
+            known.append((-rate.value, target))
+    if not known:
+        fleet = data.fleet
+        return make_row(
+            EvidenceKey.PREEMPTIONS_PER_REQUEST,
+            what,
+            preemptions_per_request(fleet.incident),
+            preemptions_per_request(fleet.baseline),
+            kind,
+        )
+    target = sorted(known)[0][1]
+    pair = data.replicas[target]
+    return make_row(
+        EvidenceKey.PREEMPTIONS_PER_REQUEST,
+        what,
+        preemptions_per_request(pair.incident),
+        preemptions_per_request(pair.baseline),
+        kind,
+        scope=target,
+    )
+
+
 def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
     inc, base = data.fleet.incident, data.fleet.baseline
     R, D = ChangeKind.RATIO, ChangeKind.DIFFERENCE
@@ -103,13 +135,7 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
             base.arrival_rate_per_second,
             R,
         ),
-        make_row(
-            EvidenceKey.PREEMPTIONS_PER_REQUEST,
-            "preemptions per request",
-            preemptions_per_request(inc),
-            preemptions_per_request(base),
-            D,
-        ),
+        _preemptions_row(data),
         _kv_row(data),
         make_row(EvidenceKey.PREFIX_HIT_RATE, "prefix hit rate", hit_rate(inc), hit_rate(base), D),
         make_row(

@@ -9,7 +9,9 @@ joins it as a symptom: its ``incident_group`` is the opener's fingerprint. The r
 cause points at is kept (``cause_scope``) but does not split an incident: two replicas
 slowed or squeezed at once are one thing to handle (a generated incident slowing two of
 five replicas opened two incidents when it did). An alert triage cannot explain ("no cause
-stands out", "not enough data") opens its own. Notifiers
+stands out", "not enough data") opens its own, and the evaluator explains it again at each
+evaluation while it fires: one that fired on the first 1 % of a tail, before the evidence
+showed its cause, joins its cause's incident once it does. Notifiers
 group by the incident (one webhook group per incident, as Alertmanager's ``group_by``
 groups), so the on-call engineer is paged once for one cause and sees the rest as its
 symptoms. Pure: alerts in, alerts out.

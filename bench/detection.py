@@ -9,9 +9,11 @@ replicas, the collector's parser and store, the real evaluator and triage on one
 clock). For every run it records:
 
 - whether anything fired while the incident lasted, which alert first, and its severity;
-- the delay: evaluation intervals from the first evaluation at which the rule that fired
-  could have fired on a clear signal (once its window lies wholly in the incident and its
-  ``for:`` has passed: onset + window + ``for:``) to when it did (0 when it fired sooner);
+- the delay: evaluation intervals from the first evaluation at which the rule that should
+  catch the kind (the first alert when it did not fire) could have fired on a clear signal
+  (once its window lies wholly in the incident at its full magnitude and its ``for:`` has
+  passed: the perturbation phase's start + window + ``for:``; a ramp's steps before it are
+  the incident building up) to when it did (0 when it fired sooner);
 - the rank of the true cause in triage as it read when that alert fired;
 - the incidents opened during the incident (one cause should open one);
 - for a benign run, every page at all.
@@ -192,6 +194,11 @@ def run_one(mapping: dict[str, Any]) -> dict[str, Any]:
     # such as an ITL tail behind a broken prefix's longer prefills, is not the rule's delay)
     timed = next((t for t in during if t.alert.name == outcome.expected_alert), first)
     rule = _rule_of(timed.alert, rules.values())
+    # NOTE: a ramp reaches its drawn magnitude at the phase named perturbation: the delay
+    # counts from there (from the first ramp step, a rule whose threshold the ramp crosses
+    # halfway would count the ramp's own length as its delay); a step starts there anyway
+    full = next(s for n, s, _ in report.drill.phase_bounds if n == "perturbation")
+    onset_at = VIRTUAL_EPOCH + full
     # NOTE: the first evaluation at which the rule could fire on a clear signal: once its
     # window lies wholly in the incident, and its for: has passed
     window = 0.0 if rule is None else rule.lookback_seconds() * timing.window_scale

@@ -163,3 +163,30 @@ def test_a_webhook_gets_one_group_per_incident_under_the_openers_key():
     assert message["groupLabels"] == {"incident": "f1"}
     assert message["groupKey"] == '{}:{incident="f1"}'
     assert message["alerts"][0]["annotations"]["cause"] == "kv-exhaustion on r0"
+
+
+def test_an_alert_fired_before_its_cause_showed_joins_the_incident_once_it_does():
+    down = replace(next(r for r in BUILTIN_RULES if r.kind == "target-down"), for_seconds=0.0)
+    reader = FakeMetricsReader([_running(T0 - 1, True, t) for t in ("r0", "r1")])
+    answers = {
+        "r0": [None, None, Explanation("slow-replica", "r0")],
+        "r1": [Explanation("slow-replica", "r1")],
+    }
+
+    def explain(alert, now):
+        return answers[alert.labels["target"]].pop(0)
+
+    evaluator = Evaluator([down], reader, MemoryAlertState(), explain=explain)
+    reader.write_scrapes([_running(T0, False, "r0"), _running(T0, True, "r1")])
+    (first,) = evaluator.evaluate_once(T0).firing
+    assert first.cause == "" and first.incident_group == first.fingerprint
+    reader.write_scrapes([_running(T0 + 15, False, "r0"), _running(T0 + 15, False, "r1")])
+    second = {a.labels["target"]: a for a in evaluator.evaluate_once(T0 + 15).firing}
+    # r1 fired explained and opened the cause's incident; r0 was asked again, still unsure
+    assert second["r1"].incident_group == second["r1"].fingerprint
+    assert second["r0"].cause == ""
+    reader.write_scrapes([_running(T0 + 30, False, "r0"), _running(T0 + 30, False, "r1")])
+    third = {a.labels["target"]: a for a in evaluator.evaluate_once(T0 + 30).firing}
+    assert third["r0"].cause == "slow-replica"
+    assert third["r0"].incident_group == second["r1"].fingerprint
+    assert answers == {"r0": [], "r1": []}  # each explained until it had a cause, no more
