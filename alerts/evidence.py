@@ -121,6 +121,14 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
             base.prompt_tokens_p95,
             R,
         ),
+        # NOTE: a minority of very long prompts moves the mean before it moves the p95
+        make_row(
+            EvidenceKey.PROMPT_MEAN,
+            "prompt length mean (tokens)",
+            inc.prompt_tokens_mean,
+            base.prompt_tokens_mean,
+            R,
+        ),
         make_row(
             EvidenceKey.OUTPUT_MEAN,
             "output length mean (tokens)",
@@ -197,6 +205,16 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
             EvidenceKey.E2E_MEAN_SKEW,
             "e2e mean, replica / median of the others",
             lambda m: m.e2e_mean_seconds,
+            over,
+            ChangeKind.RATIO,
+        ),
+        # NOTE: token gaps are observed as they are made, requests only once they finish:
+        # a replica that turned slow shows in its ITL before its e2e
+        skew_row(
+            data,
+            EvidenceKey.ITL_MEAN_SKEW,
+            "ITL mean, replica / median of the others",
+            lambda m: m.itl_mean_seconds,
             over,
             ChangeKind.RATIO,
         ),

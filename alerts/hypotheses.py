@@ -102,15 +102,22 @@ def _hypothesis(
 def _prefill_interference(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: long prompts show first in the first tokens (theirs take their prefill, the
     # others' queue behind it) and then in the token gaps of every decode in their steps;
-    # at the first page the ITL tail may not have moved yet, so either tail counts
+    # at the first page the ITL tail may not have moved yet, so either tail counts; and a
+    # minority of very long prompts moves the prompts' mean before their p95
     itl = _reason(rows, K.ITL_P99, "change", 1.2, 2.0, is_required=False)
     ttft = _reason(rows, K.TTFT_P95, "change", 1.2, 2.0, is_required=False)
-    prompt = _reason(rows, K.PROMPT_P95, "change", 1.5, 4.0)
-    reasons = (itl, ttft, prompt)
-    if all(math.isnan(r.sub_score) for r in (itl, ttft)):
-        note = "not enough data: ITL p99, TTFT p95"
+    prompt = _reason(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
+    mean = _reason(rows, K.PROMPT_MEAN, "change", 1.5, 4.0, is_required=False)
+    reasons = (itl, ttft, prompt, mean)
+    missing = [
+        what
+        for what, pair in (("ITL p99, TTFT p95", (itl, ttft)), ("prompt length", (prompt, mean)))
+        if all(math.isnan(r.sub_score) for r in pair)
+    ]
+    if missing:
+        note = "not enough data: " + ", ".join(missing)
         return Hypothesis(Cause.PREFILL_INTERFERENCE, 0.0, reasons, FLEET, False, note)
-    score = max(_sub(itl), _sub(ttft)) * _sub(prompt)
+    score = max(_sub(itl), _sub(ttft)) * max(_sub(prompt), _sub(mean))
     return _hypothesis(Cause.PREFILL_INTERFERENCE, score, reasons)
 
 
@@ -164,21 +171,29 @@ def _overload(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     return _hypothesis(Cause.OVERLOAD, score, reasons)
 
 
+def _skew_reason(rows: dict[EvidenceKey, EvidenceRow], key: EvidenceKey) -> Reason:
+    """A replica's skew against the others; relative to that replica's own baseline skew
+    when that was above 1 (a replica that was always slower, other hardware, is no
+    incident)."""
+    row = rows.get(key)
+    if row is not None and math.isfinite(row.baseline) and row.baseline > 1.0:
+        return _reason(rows, key, "change", 1.25, 2.0)
+    return _reason(rows, key, "incident", 1.25, 2.0)
+
+
 def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
-    # NOTE: the mean (the histogram's sum over its count) first: a bucketed p50 of short
-    # requests cannot tell a replica twice as slow, and a mean moves as soon as part of a
-    # window is slow (at page time the incident window still holds some of the onset's
-    # before); the p50 only where no mean is known.
-    mean = rows.get(K.E2E_MEAN_SKEW)
-    key = K.E2E_MEAN_SKEW if mean is not None and mean.is_known else K.E2E_P50_SKEW
-    skew = _reason(rows, key, "incident", 1.25, 2.0)
-    base = rows.get(key)
-    # NOTE: a replica that was already that much slower in the baseline (other hardware) is no
-    # incident: the skew counts relative to its own baseline skew when that is known.
-    if base is not None and math.isfinite(base.baseline) and base.baseline > 1.0:
-        skew = _reason(rows, key, "change", 1.25, 2.0)
-    scope = base.scope if base is not None else FLEET
-    return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), scope)
+    # NOTE: means (a histogram's sum over its count): a bucketed p50 of short requests
+    # cannot tell a replica twice as slow, and a mean moves as soon as part of a window is
+    # slow; the ITL's first (token gaps are observed as they are made, a request's e2e only
+    # when it finishes), the e2e's for a replica that queues; the e2e p50 where neither is
+    # known
+    candidates = [
+        _skew_reason(rows, key)
+        for key in (K.ITL_MEAN_SKEW, K.E2E_MEAN_SKEW)
+        if rows.get(key) is not None and rows[key].is_known
+    ] or [_skew_reason(rows, K.E2E_P50_SKEW)]
+    skew = max(candidates, key=lambda r: -1.0 if math.isnan(r.sub_score) else r.sub_score)
+    return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), skew.scope)
 
 
 _RULES = (

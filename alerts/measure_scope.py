@@ -245,6 +245,8 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
         e2e_p50_seconds=reader.quantile(c.E2E_SECONDS, 0.5, lambda r: r.e2e_seconds),
         e2e_mean_seconds=reader.mean(c.E2E_SECONDS, lambda r: r.e2e_seconds),
         prompt_tokens_p95=reader.quantile(c.PROMPT_TOKENS, 0.95, lambda r: r.input_tokens),
+        prompt_tokens_mean=reader.mean(c.PROMPT_TOKENS, lambda r: r.input_tokens),
+        itl_mean_seconds=reader.mean(c.ITL_SECONDS, lambda r: r.tpot_seconds),
         output_tokens_mean=reader.mean(c.GENERATION_TOKENS, lambda r: r.output_tokens),
         num_preemptions=_counter_measure(reader.counter(c.PREEMPTIONS_TOTAL)),
         kv_usage_max=Measure(max(kv), Source.GAUGE) if kv else Measure(),

@@ -69,6 +69,8 @@ class Measurements:
     e2e_p50_seconds: Measure = UNKNOWN
     e2e_mean_seconds: Measure = UNKNOWN
     prompt_tokens_p95: Measure = UNKNOWN
+    prompt_tokens_mean: Measure = UNKNOWN
+    itl_mean_seconds: Measure = UNKNOWN
     output_tokens_mean: Measure = UNKNOWN
     num_preemptions: Measure = UNKNOWN
     kv_usage_max: Measure = UNKNOWN  # a 0..1 fraction

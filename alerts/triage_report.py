@@ -45,7 +45,7 @@ def format_value(key: EvidenceKey, x: float) -> str:
         return f"{x:.0f}"
     if key is K.ARRIVAL_RATE:
         return f"{x:.2f}/s"
-    if key in (K.E2E_P50_SKEW, K.E2E_MEAN_SKEW):
+    if key in (K.E2E_P50_SKEW, K.E2E_MEAN_SKEW, K.ITL_MEAN_SKEW):
         return f"{x:.2f}×"
     return f"{x:.3g}"
 

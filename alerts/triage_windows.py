@@ -1,7 +1,7 @@
-"""Which windows triage compares for an alert: the incident, from the start of the data that
-first made its condition hold to when it resolved (or now), against an equal baseline just
-before it; both widened to a floor so a short blip still has data, and scaled with the
-rules (drills)."""
+"""Which windows triage compares for an alert: the incident, from when its condition first
+held to when it resolved (or now), against an equal baseline that ends where the data that
+first made the condition hold begins (the rule's window before); both widened to a floor so
+a short blip still has data, and scaled with the rules (drills)."""
 
 from __future__ import annotations
 
@@ -22,14 +22,18 @@ def triage_windows(
     start: float, end: float, *, lookback_seconds: float = 0.0, scale: float = 1.0
 ) -> tuple[TimeWindow, TimeWindow]:
     """(incident, baseline) for an alert whose condition held from ``start`` to ``end``
-    (Unix seconds), computed over ``lookback_seconds`` of data (``Rule.lookback_seconds``):
-    the incident window reaches back that far, so it holds the onset, and the baseline ends
-    there. The floors are times ``scale``, as the rules' windows are under
-    ``alerts.window_scale``."""
-    start -= lookback_seconds
+    (Unix seconds), computed over ``lookback_seconds`` of data (``Rule.lookback_seconds``).
+    The incident window starts where the condition first held: what follows is the
+    trouble itself. The baseline ends a lookback earlier: the data that made the condition
+    hold reaches back that far, so the onset lies in between and counts for neither side.
+    NOTE: an incident window that reached back over the lookback held mostly the calm
+    before the onset when triaged at page time (a replica slowed on a ramp read 1.2x its
+    peers, under any cause's ramp, while the ITL tail had already paged). The floors are
+    times ``scale``, as the rules' windows are under ``alerts.window_scale``."""
     end = max(end, start + MIN_INCIDENT_SECONDS * scale)
+    baseline_end = start - lookback_seconds
     length = max(end - start, MIN_BASELINE_SECONDS * scale)
-    return TimeWindow(start, end), TimeWindow(start - length, start)
+    return TimeWindow(start, end), TimeWindow(baseline_end - length, baseline_end)
 
 
 def onset_seconds(

@@ -43,15 +43,17 @@ def test_each_scenario_ranks_its_cause_first(scenario: str) -> None:
 def test_scores_carry_the_numbers_behind_them() -> None:
     report = triage(tc.long_prompt_surge())
     top = report.hypotheses[0]
-    itl, ttft, prompt = top.reasons
-    assert (itl.key, ttft.key, prompt.key) == (
+    itl, ttft, prompt, mean = top.reasons
+    assert (itl.key, ttft.key, prompt.key, mean.key) == (
         EvidenceKey.ITL_P99,
         EvidenceKey.TTFT_P95,
         EvidenceKey.PROMPT_P95,
+        EvidenceKey.PROMPT_MEAN,
     )
     assert itl.value == pytest.approx(0.1949 / 0.070)  # ITL p99 ratio
     assert prompt.value == pytest.approx(480 / 32)
     tail = max(ramp(itl.value, 1.2, 2.0), ramp(ttft.value, 1.2, 2.0))
+    assert math.isnan(mean.value)  # the case gives no mean: the p95 alone counts
     assert top.score == pytest.approx(tail * ramp(prompt.value, 1.5, 4.0))
 
 

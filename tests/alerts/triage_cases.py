@@ -31,6 +31,8 @@ _SOURCES = {
     "itl_p99_seconds": Source.HISTOGRAM,
     "e2e_p50_seconds": Source.REQUEST_RECORDS,
     "e2e_mean_seconds": Source.HISTOGRAM,
+    "itl_mean_seconds": Source.HISTOGRAM,
+    "prompt_tokens_mean": Source.HISTOGRAM,
     "prompt_tokens_p95": Source.HISTOGRAM,
     "output_tokens_mean": Source.HISTOGRAM,
     "num_preemptions": Source.COUNTER,
