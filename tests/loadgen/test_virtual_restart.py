@@ -99,9 +99,7 @@ def test_the_restarted_replica_has_a_new_instance_id_and_the_scenarios_knobs(dri
     served = [
         r
         for r in drill.report.drill.state.results
-        if r.replica == "replica-1"
-        and r.scheduled_seconds > _restarted_at(drill)
-        and r.succeeded
+        if r.replica == "replica-1" and r.scheduled_seconds > _restarted_at(drill) and r.succeeded
     ]
     assert served
     # the 20 ms step delay went with the old engine: gaps are a GPU's again
