@@ -3,7 +3,7 @@
 A benchmark is a module ``bench/<name>.py`` with a ``main() -> None`` that prints a
 table of figures measured side by side in one run. Figures go to docs/benchmarks.md
 together with the command that produced them. Options after one name go to that
-benchmark (``python -m bench detection --seed 7001 --count 20``) when its ``main`` takes
+benchmark (``python -m bench detection --seed 8001 --count 20``) when its ``main`` takes
 an argument list.
 """
 

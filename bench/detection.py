@@ -42,10 +42,13 @@ from typing import Any
 
 from bench._report import nearest_rank, print_table
 
-#: Seeds no test judges detection on, and none the rules were tuned on (development used
-#: 9001-9003); the tests run fixed small seeds and hypothesis-drawn ones for the generator's
-#: own checks, never a detection outcome.
-DEFAULT_SEEDS = (7001, 7002, 7003)
+#: Seeds no test judges detection on and no rule or triage change was tuned on: 8001-8003.
+#: Development used 9001-9005; 7001-7003 were the first held-out measurement, and the
+#: triage changes after it (page-time windows, the ITL-mean skew) saw their misses, so they
+#: are development seeds now (docs/benchmarks.md, section 14, gives both). The tests run
+#: fixed small seeds and hypothesis-drawn ones for the generator's own checks, never a
+#: detection outcome.
+DEFAULT_SEEDS = (8001, 8002, 8003)
 DEFAULT_COUNT = 60
 #: The benchmark's clock: production's 5 m windows and 30 s scrapes and evaluations
 #: (kube-prometheus's default interval) at a tenth, the generated phases as drawn.
@@ -387,7 +390,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench detection", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--seed", type=int, action="append", help="repeatable; default 7001-7003")
+    parser.add_argument("--seed", type=int, action="append", help="repeatable; default 8001-8003")
     parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help="scenarios per seed")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--kinds", default="", help="comma-separated generator kinds")
