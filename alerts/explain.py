@@ -15,6 +15,7 @@ from alerts.gather import gather
 from alerts.grouping import FLEET, Explainer, Explanation
 from alerts.model import Alert
 from alerts.rule_base import Rule
+from alerts.sql import alert_state_of
 from alerts.state import AlertStateStore
 from alerts.triage import TriageReport, triage
 from alerts.triage_windows import alert_triage_windows
@@ -84,9 +85,9 @@ def configured_evaluator(config: AlertsConfig, store: Store) -> Evaluator:
     return Evaluator(
         config.rules,
         store,
-        store.alert_state,
+        alert_state_of(store),
         notifiers=[n.build() for n in config.notifiers],
         explain=triage_explainer(
-            store, store, store.alert_state, config.rules, config.window_scale
+            store, store, alert_state_of(store), config.rules, config.window_scale
         ),
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError
+from alerts.sql import alert_state_of
 from alerts.state import Transition
 from bench._report import print_table
 from collectors.store import Store, sqlite_url
@@ -28,7 +29,7 @@ INTERVAL = 15.0
 def cycle_cpu_seconds(firing: int, folder: Path) -> float:
     store = Store(sqlite_url(folder / f"save-{firing}.db"))
     try:
-        state = store.alert_state
+        state = alert_state_of(store)
         alerts = [
             Alert.pending({"alertname": "KVSaturation", "target": f"r{i}"}, START).fire(START, value=0.0)
             for i in range(firing)

@@ -13,7 +13,7 @@ from collectors.canonical import (
     RawSample,
 )
 from collectors.collector import Collector
-from collectors.config import CollectorConfig, TailwatchConfig, load_config
+from collectors.config import CollectorConfig
 from collectors.dialect_rules import Dialect
 from collectors.dialects import detect_dialects, normalise, primary_dialect
 from collectors.scrape import Scraper, Target
@@ -30,10 +30,8 @@ __all__ = [
     "Normalised",
     "RawSample",
     "Scraper",
-    "TailwatchConfig",
     "Target",
     "detect_dialects",
-    "load_config",
     "normalise",
     "primary_dialect",
 ]

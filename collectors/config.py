@@ -1,4 +1,6 @@
-"""``tailwatch.yaml``: validated once, at the edge, into frozen dataclasses.
+"""``tailwatch.yaml``: validated once, at the edge, into frozen dataclasses. This module
+validates the ``collector:`` and ``store:`` sections; the application's
+:mod:`tailwatch.config` reads the file and puts every section together.
 
 ```yaml
 database_url: sqlite:///.tailwatch/tailwatch.db   # TAILWATCH_DB_URL overrides
@@ -46,7 +48,6 @@ Every error is a :class:`ConfigError` naming the key path and the offending valu
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,9 +67,7 @@ from collectors.scrape import (
     SCRAPE_PROTOCOLS,
     Target,
 )
-from collectors.store.connection import DB_URL_ENV
 from collectors.store.retention import MIN_RETENTION_SECONDS, RetentionPolicy
-from slo import SLOSpec, SLOSpecError, load_slos
 
 DEFAULT_LISTEN = "127.0.0.1:4318"
 GPU_MODES = ("auto", "on", "off")
@@ -139,35 +138,6 @@ class StoreConfig:
         )
 
 
-@dataclass(frozen=True)
-class TailwatchConfig:
-    """``database_url`` ``None``: the store's default (SQLite at ``.tailwatch/tailwatch.db``,
-    whose folder is made only when the store opens)."""
-
-    database_url: str | None
-    collector: CollectorConfig
-    store: StoreConfig = field(default_factory=StoreConfig)
-    #: ``slos:``, validated by ``slo.load_slos`` (docs/slo.md, "The SLO model").
-    slos: tuple[SLOSpec, ...] = ()
-    #: ``alerts:``, validated by ``alerts.rules_config.load_alerts`` (docs/alerts.md);
-    #: ``None`` only for a config built without :func:`parse_config`.
-    alerts: Any = None
-
-
-def load_config(path: str | os.PathLike[str] | None) -> TailwatchConfig:
-    """Read and validate ``path`` (``None``: defaults only). ``TAILWATCH_DB_URL``, when set,
-    overrides ``database_url``; no URL at all leaves it ``None`` (the store's default)."""
-    data: Any = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as error:
-            raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
-        data = load_yaml(text, str(path))
-    base_dir = Path(path).parent if path is not None else None
-    return parse_config({} if data is None else data, base_dir=base_dir)
-
-
 def load_yaml(text: str, source: str) -> Any:
     """``yaml.safe_load`` with a :class:`ConfigError` naming ``source`` and the line."""
     try:
@@ -178,28 +148,8 @@ def load_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{source}: not valid YAML{at}") from None
 
 
-def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:
-    """Validate an already-loaded mapping (see the module docstring for the shape).
-    ``base_dir``: the config file's folder, which a relative ``targets_file`` is under."""
-    root = _mapping(data, "(top level)", {"database_url", "collector", "store", "slos", "alerts"})
-    database_url = os.environ.get(DB_URL_ENV) or _optional_str(root, "database_url", "")
-    collector = _collector(root.get("collector", {}), "collector", base_dir)
-    store = _store(root.get("store", {}), "store")
-    try:
-        slos = load_slos(root)
-    except SLOSpecError as error:  # NOTE: chained, so .slo_name and .field stay reachable
-        raise ConfigError(f"slos: {error}") from error
-    from alerts.rules_config import load_alerts  # NOTE: here, so collectors loads without alerts
-
-    try:
-        alerts = load_alerts(root.get("alerts"), slos)
-    except ValueError as error:  # NOTE: chained, so .rule and .field stay reachable
-        raise ConfigError(f"alerts: {error}") from error
-    return TailwatchConfig(database_url or None, collector, store, slos, alerts)
-
-
-def _store(data: Any, key: str) -> StoreConfig:
-    section = _mapping(
+def parse_store_section(data: Any, key: str) -> StoreConfig:
+    section = check_mapping(
         data,
         key,
         {
@@ -277,7 +227,7 @@ def target_from_url(
         name = parts.netloc
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{key}.name: expected a non-empty string, got {name!r}")
-    label_map = _mapping({} if labels is None else labels, f"{key}.labels", None)
+    label_map = check_mapping({} if labels is None else labels, f"{key}.labels", None)
     checked: dict[str, str] = {}
     for label, value in label_map.items():
         if not isinstance(label, str) or not label or not set(label) <= _LABEL_NAME_CHARS:
@@ -290,7 +240,7 @@ def target_from_url(
     return TargetConfig(url, name, MappingProxyType(checked))
 
 
-def _collector(data: Any, key: str, base_dir: Path | None = None) -> CollectorConfig:
+def parse_collector_section(data: Any, key: str, base_dir: Path | None = None) -> CollectorConfig:
     known = {
         "targets_file",
         "gpu",
@@ -302,7 +252,7 @@ def _collector(data: Any, key: str, base_dir: Path | None = None) -> CollectorCo
         "listen",
         "targets",
     }
-    section = _mapping(data, key, known)
+    section = check_mapping(data, key, known)
     interval = _positive(section, "scrape_interval_seconds", key, DEFAULT_INTERVAL_SECONDS)
     if not math.isfinite(interval):
         raise ConfigError(
@@ -327,7 +277,7 @@ def _collector(data: Any, key: str, base_dir: Path | None = None) -> CollectorCo
     targets = []
     for index, item in enumerate(raw_targets):
         item_key = f"{key}.targets[{index}]"
-        entry = _mapping(item, item_key, {"url", "name", "labels"})
+        entry = check_mapping(item, item_key, {"url", "name", "labels"})
         if "url" not in entry:
             raise ConfigError(f"{item_key}.url: required")
         targets.append(
@@ -407,7 +357,7 @@ def _prometheus_sources(data: Any, key: str) -> tuple[PrometheusSourceConfig, ..
     sources = []
     for index, item in enumerate(data):
         item_key = f"{key}[{index}]"
-        entry = _mapping(item, item_key, known)
+        entry = check_mapping(item, item_key, known)
         if "url" not in entry:
             raise ConfigError(f"{item_key}.url: required")
         # NOTE: a source's URL and labels follow the same rules as a scrape target's.
@@ -421,7 +371,7 @@ def _prometheus_sources(data: Any, key: str) -> tuple[PrometheusSourceConfig, ..
             or not all(isinstance(m, str) and m.strip() for m in match)
         ):
             raise ConfigError(f"{item_key}.match: expected series selectors, got {match!r}")
-        headers = _mapping(entry.get("headers", {}), f"{item_key}.headers", None)
+        headers = check_mapping(entry.get("headers", {}), f"{item_key}.headers", None)
         for name, value in headers.items():
             if not isinstance(name, str) or not isinstance(value, str):
                 raise ConfigError(f"{item_key}.headers: expected strings, got {name!r}: {value!r}")
@@ -464,7 +414,7 @@ def check_unique_names(targets: list[TargetConfig], key: str) -> None:
         seen.add(target.name)
 
 
-def _mapping(data: Any, key: str, known: set[str] | None) -> Mapping[Any, Any]:
+def check_mapping(data: Any, key: str, known: set[str] | None) -> Mapping[Any, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{key}: expected a mapping, got {data!r}")
     if known is not None:
@@ -484,7 +434,7 @@ def _positive(section: Mapping[Any, Any], name: str, key: str, default: float) -
     return float(value)
 
 
-def _optional_str(section: Mapping[Any, Any], name: str, default: str) -> str:
+def optional_str(section: Mapping[Any, Any], name: str, default: str) -> str:
     value = section.get(name, default)
     if not isinstance(value, str):
         raise ConfigError(f"{name}: expected a string, got {value!r}")

@@ -212,7 +212,7 @@ def proposals_yaml(report: ProposalReport) -> str:
     """The report as a ``slos:`` section: a header naming the window and the rule, then per
     indicator a comment with its attainment over the window and observation count, and the
     SLO itself (or, with no proposal, a comment saying why). Loads with
-    :func:`collectors.config.parse_config` as it is."""
+    :func:`tailwatch.config.parse_config` as it is."""
     targets = ", ".join(f"{t:g}" for t in PROPOSAL_TARGETS)
     lines = [
         f"# Proposed by `tailwatch slo propose` from {format_utc(report.start)} to",

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from alerts.sql import alert_state_of
 from collectors import canonical as c
-from collectors.config import ConfigError, load_config
+from collectors.config import ConfigError
 from collectors.store import SchemaOutOfDateError, Store
 from collectors.store.lab_records import LabRunKind
 from collectors.store.protocols import LabReader
@@ -29,6 +30,7 @@ from console import lab_ab as lab_ab_module
 from console.filters import Filters, step_for
 from console.settings import LIVE_ENV, ConsoleSettings, load_settings
 from slo import GoodputResult, Objectives, QuantileResult, SLOSpec
+from tailwatch.config import load_config
 
 #: Seconds a cached read is reused; the live refresh interval is about as long.
 TTL_SECONDS = 15
@@ -296,19 +298,19 @@ def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def annotations(url: str, start: float, end: float) -> pd.DataFrame:
     store = _store(url)
-    return incidents.annotation_frame(store.alert_state, store, start, end)
+    return incidents.annotation_frame(alert_state_of(store), store, start, end)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def incident_list(url: str, start: float, end: float, at: float) -> pd.DataFrame:
     """The stored incidents open or resolved in ``[start, end]``, open first, newest first."""
-    chosen = incidents.listed_incidents(_store(url).alert_state, start, end)
+    chosen = incidents.listed_incidents(alert_state_of(_store(url)), start, end)
     return incidents.incident_frame(chosen, at)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def latest_incident_of(url: str, fingerprint: str) -> int | None:
-    return incidents.latest_incident_of(_store(url).alert_state, fingerprint)
+    return incidents.latest_incident_of(alert_state_of(_store(url)), fingerprint)
 
 
 @st.cache_resource(ttl=60, max_entries=8, show_spinner=False)
@@ -332,18 +334,20 @@ def incident_detail(
     """Incident ``incident_id`` triaged over the windows of ``tailwatch incident show``."""
     store = _store(url)
     rules, scale, _ = alert_rules(config_path)
-    return incidents.incident_detail(store.alert_state, store, store, incident_id, rules, scale, at)
+    return incidents.incident_detail(
+        alert_state_of(store), store, store, incident_id, rules, scale, at
+    )
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
 def evaluation_health(url: str):
     """The evaluator's stored health (``alerts.rule_errors.EvaluationHealth``)."""
-    return _store(url).alert_state.evaluation_health()
+    return alert_state_of(_store(url)).evaluation_health()
 
 
 def save_silence(url: str, silence) -> None:
     """Store a silence (the page has checked the admin token) and drop cached alert reads."""
-    _store(url).alert_state.save_silence(silence)
+    alert_state_of(_store(url)).save_silence(silence)
     incident_list.clear()
     incident_detail.clear()
 

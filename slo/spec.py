@@ -1,6 +1,6 @@
 """The SLO model: typed and validated once, at the edge, from the ``slos:`` section of an
 already parsed ``tailwatch.yaml``. Reading the file is the application's job
-(``collectors.config.load_config``); nothing in ``slo`` does I/O.
+(``tailwatch.config.load_config``); nothing in ``slo`` does I/O.
 
 .. code-block:: yaml
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from alerts.model import AlertState
+from alerts.sql import alert_state_of
 from alerts.state import Transition
 from loadgen.drill import DrillResult, check_real_time, run_drill
 from loadgen.drill_report import (
@@ -117,7 +118,7 @@ def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTi
         while time.monotonic() < deadline:
             episodes = {
                 t.fingerprint: t.to_state
-                for t in history(store.alert_state, drill.state.started_at, time.time())
+                for t in history(alert_state_of(store), drill.state.started_at, time.time())
                 if t.alert.name == wanted and t.to_state in (AlertState.FIRING, AlertState.RESOLVED)
             }
             if all(state is AlertState.RESOLVED for state in episodes.values()) and (
@@ -135,7 +136,7 @@ def stored_transitions(db_url: str, since: float) -> tuple[Transition, ...]:
 
     store = Store(db_url, migrate=False)
     try:
-        return history(store.alert_state, since, time.time())
+        return history(alert_state_of(store), since, time.time())
     finally:
         store.close()
 
@@ -146,6 +147,6 @@ def read_report(db_url: str, drill: DrillResult, timing: DrillTiming) -> AlertDr
 
     store = Store(db_url, migrate=False)
     try:
-        return build_report(store, store, store.alert_state, drill, timing, time.time())
+        return build_report(store, store, alert_state_of(store), drill, timing, time.time())
     finally:
         store.close()

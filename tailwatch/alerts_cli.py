@@ -1,5 +1,5 @@
 """``tailwatch alerts list`` and ``tailwatch alerts silence add|list|expire``: the alert states,
-history and silences the evaluator keeps in the store (``Store.alert_state``). Options and
+history and silences the evaluator keeps in the store (``alerts.sql.alert_state_of(store)``). Options and
 store access only; the rows are built in :mod:`tailwatch.alerts_view`, the semantics are
 ``alerts/``'s.
 
@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from alerts.sql import alert_state_of
 from tailwatch.cli_options import cli_error, typer_app
 
 alerts_app = typer_app(
@@ -128,8 +129,8 @@ def list_alerts(
     since_seconds = parse_duration("--since", since)
     at = parse_now(now)
     with open_store(db) as store:
-        rows = alert_rows(store.alert_state, at, since_seconds, state)
-        health = store.alert_state.evaluation_health()
+        rows = alert_rows(alert_state_of(store), at, since_seconds, state)
+        health = alert_state_of(store).evaluation_health()
     if as_json:
         print_json([alert_json(row) for row in rows])
     else:
@@ -148,7 +149,7 @@ def list_errors(as_json: JsonOption = False, db: DbOption = None, now: NowOption
 
     at = parse_now(now)
     with open_store(db) as store:
-        health = store.alert_state.evaluation_health()
+        health = alert_state_of(store).evaluation_health()
     if as_json:
         print_json(health_json(health))
     else:
@@ -192,7 +193,7 @@ def add_silence(
         )
         raise cli_error(f"{flag}: {error}") from None
     with open_store(db) as store:
-        store.alert_state.save_silence(silence)
+        alert_state_of(store).save_silence(silence)
     typer.echo(silence.id)
 
 
@@ -203,7 +204,7 @@ def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOpti
 
     at = parse_now(now)
     with open_store(db) as store:
-        silences = store.alert_state.silences()
+        silences = alert_state_of(store).silences()
     if as_json:
         print_json([silence_json(s, at) for s in silences])
     else:
@@ -222,7 +223,7 @@ def expire_silence(
 
     at = parse_now(now)
     with open_store(db) as store:
-        state = store.alert_state
+        state = alert_state_of(store)
         found = [s for s in state.silences() if s.id == silence_id]
         if not found:
             raise cli_error(

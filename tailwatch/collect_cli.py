@@ -67,11 +67,11 @@ def collect(
     from collectors.config import (
         ConfigError,
         check_unique_names,
-        load_config,
         parse_listen,
         target_from_url,
         with_interval,
     )
+    from tailwatch.config import load_config
 
     try:
         path = config_path(config)

@@ -21,11 +21,11 @@ import typer
 
 if TYPE_CHECKING:
     from collectors.collector_metrics import MaintenanceMetrics
-    from collectors.config import TailwatchConfig
     from collectors.gpu import GpuTelemetry
     from collectors.promql import PrometheusSource
     from collectors.store import Store
     from collectors.store.retention import RetentionPolicy
+    from tailwatch.config import TailwatchConfig
 
 
 async def run_daemon(

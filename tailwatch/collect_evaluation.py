@@ -20,9 +20,10 @@ import typer
 
 if TYPE_CHECKING:
     from alerts.evaluator import Evaluator
-    from collectors.config import CollectorConfig, TailwatchConfig
+    from collectors.config import CollectorConfig
     from collectors.first_round import FirstRound
     from collectors.store import Store
+    from tailwatch.config import TailwatchConfig
 
 LOG = logging.getLogger("tailwatch.collect")
 

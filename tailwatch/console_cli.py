@@ -32,9 +32,10 @@ def console(
 ) -> None:
     """Serve the console: Overview, Incidents, Traces, SLOs & goodput, Cost and Capacity over
     the store (opened without migrating: an old schema shows how to migrate it)."""
-    from collectors.config import ConfigError, load_config
+    from collectors.config import ConfigError
     from collectors.store import default_url
     from console.launch import console_environment, streamlit_command
+    from tailwatch.config import load_config
 
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from alerts.sql import alert_state_of
 from tailwatch.alerts_cli import (
     DbOption,
     JsonOption,
@@ -58,7 +59,7 @@ def list_incidents(
     count = parse_limit(limit)
     at = parse_now(now)
     with open_store(db) as store:
-        incidents = store.alert_state.incidents(since_seconds=at - since_seconds, limit=count)
+        incidents = alert_state_of(store).incidents(since_seconds=at - since_seconds, limit=count)
     if as_json:
         print_json([incident_json(i) for i in incidents])
     else:
@@ -85,9 +86,10 @@ def show(
     from alerts.triage import triage
     from alerts.triage_report import render_text
     from alerts.triage_windows import alert_triage_windows
-    from collectors.config import ConfigError, load_config
+    from collectors.config import ConfigError
     from collectors.replica_targets import replica_targets
     from slo.window import format_utc
+    from tailwatch.config import load_config
     from tailwatch.incident_view import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
 
     try:
@@ -101,7 +103,7 @@ def show(
         raise cli_error(str(error)) from None
     at = parse_now(now)
     with open_store(db) as store:
-        incident = None if wanted is None else store.alert_state.incident(wanted)
+        incident = None if wanted is None else alert_state_of(store).incident(wanted)
         if incident is None:
             raise cli_error(f"ID {incident_id!r}: no incident has that id ({LIST_HINT})")
         start = incident.pending_since_seconds
@@ -112,7 +114,7 @@ def show(
             end,
             alerts.rules,
             scale=alerts.window_scale,
-            state=store.alert_state,
+            state=alert_state_of(store),
         )
         mapping = replica_targets(store).unique()
         try:

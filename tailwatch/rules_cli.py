@@ -19,7 +19,8 @@ _CONFIG_HELP = "tailwatch.yaml with slos: and alerts: (default: the built-in rul
 
 
 def _load(config: Path | None):  # type: ignore[no-untyped-def]
-    from collectors.config import ConfigError, load_config
+    from collectors.config import ConfigError
+    from tailwatch.config import load_config
 
     try:
         return load_config(config)

@@ -62,8 +62,9 @@ def propose(
     0.9/0.95/0.99/0.995/0.999 that the attainment there (its 95% lower bound) met with the
     margin to spare. Prints them as slos: YAML, each with the attainment and observations
     it had over the window."""
-    from collectors.config import ConfigError, load_config
+    from collectors.config import ConfigError
     from collectors.slo_proposals import ProposalError, proposals_yaml, propose_slos
+    from tailwatch.config import load_config
     from tailwatch.replay_cli import parse_time
 
     if not (math.isfinite(margin) and 0 <= margin < 1):

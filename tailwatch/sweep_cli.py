@@ -167,8 +167,9 @@ def build_sweep_plan(options: dict[str, Any]):
 
 
 def _store_url(db: str | None, config: Path | None) -> str:
-    from collectors.config import ConfigError, load_config
+    from collectors.config import ConfigError
     from collectors.store import default_url
+    from tailwatch.config import load_config
 
     if db is not None:
         if not db.strip():

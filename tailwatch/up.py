@@ -122,7 +122,7 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
 
     configured, known_targets = None, set()
     if options.config is not None:
-        from collectors.config import load_config
+        from tailwatch.config import load_config
 
         settings = load_config(options.config)
         configured = settings.database_url

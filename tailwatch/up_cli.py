@@ -70,7 +70,8 @@ def up(
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
     if config is not None:
-        from collectors.config import ConfigError, load_config
+        from collectors.config import ConfigError
+        from tailwatch.config import load_config
 
         try:
             load_config(config)

@@ -73,7 +73,8 @@ def config_text(config: Mapping[str, Any], header: str, report: ProposalReport |
     """``config`` as YAML under the comment ``header``, with ``report``'s ``slos:`` section
     (its comments included) in place of any ``slos:`` it had; validated before it is
     returned (a ``collectors.config.ConfigError`` otherwise)."""
-    from collectors.config import load_yaml, parse_config
+    from collectors.config import load_yaml
+    from tailwatch.config import parse_config
 
     rest = {key: value for key, value in config.items() if key != "slos"}
     text = "".join(f"# {line}\n" for line in header.splitlines())

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from collectors import canonical as c
-from collectors.config import load_config, parse_config
 from collectors.store import Store, sqlite_url
 from slo import LatencyIndicator, LatencyMetric
 from tailwatch.cli import app
+from tailwatch.config import load_config, parse_config
 from tests.collectors.latency_store import (
     INTERVAL_SECONDS,
     ITL_STEP,

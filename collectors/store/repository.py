@@ -5,12 +5,14 @@ layout bounds, series selection), :mod:`~collectors.store.writer` (scrape writes
 :mod:`~collectors.store.reads` (series, readings, scrapes, exemplars),
 :mod:`~collectors.store.windows` (windows and step series over raw rows and roll-ups),
 :mod:`~collectors.store.maintenance` (roll-ups and retention) and
-:mod:`~collectors.store.traces` (spans and request records); ``Store.alert_state`` is
-:mod:`~collectors.store.alert_state` (alert states, history, silences); the knob lab's runs
-and points are :mod:`~collectors.store.lab_sql`. ``Store`` implements the protocols of
+:mod:`~collectors.store.traces` (spans and request records); the knob lab's runs and
+points are :mod:`~collectors.store.lab_sql`. ``Store`` implements the protocols of
 :mod:`collectors.store.protocols` (``MetricsReader``, ``RequestReader``, ``ScrapeStore``,
 ``TraceStore``, ``LabStore``, ``LabReader``); a consumer should depend on those, not on this
 class.
+The alert evaluator's tables are on its schema too, but their reads and writes live with
+alerts (``alerts.sql.alert_state_of(store)``, over :attr:`Store.sessions` and
+:attr:`Store.write_lock`): the store knows nothing of alerts.
 It returns plain data (``slo`` types, named tuples); no SQLAlchemy object leaves the store.
 """
 
@@ -21,11 +23,10 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 
 from sqlalchemy import Engine
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from collectors.canonical import Labels
 from collectors.request_records import RequestRecord, SpanRecord
-from collectors.store.alert_state import SQLAlertState
 from collectors.store.catalog import Catalog
 from collectors.store.connection import default_url, make_engine
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
@@ -88,14 +89,21 @@ class Store:
         self._windows = Windows(sessions, catalog, vectorised=vectorised)
         self._maintenance = Maintenance(sessions, write_lock)
         self._traces = Traces(sessions, write_lock)
-        self._alert_state = SQLAlertState(sessions, write_lock)
+        self._sessions = sessions
+        self._write_lock = write_lock
         self._lab = SQLLab(sessions, write_lock)
 
     @property
-    def alert_state(self) -> SQLAlertState:
-        """The evaluator's alert states, history and silences (an
-        ``alerts.state.AlertStateStore``; see :mod:`collectors.store.alert_state`)."""
-        return self._alert_state
+    def sessions(self) -> sessionmaker[Session]:
+        """The store's session factory, for the parts kept beside it (``alerts.sql``'s alert
+        state) that read and write their own tables of its schema."""
+        return self._sessions
+
+    @property
+    def write_lock(self) -> threading.Lock:
+        """The store's one write lock: a part writing its own tables takes it as the scrape,
+        span and maintenance writers do (SQLite takes one writer per file)."""
+        return self._write_lock
 
     def close(self) -> None:
         """Release the connection pool."""

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from alerts.sql import alert_state_of
 from alerts.state import AlertStateStore, MemoryAlertState
 from collectors.dialects import normalise
 from collectors.request_records import SpanEvent, SpanRecord, request_records
@@ -58,7 +59,7 @@ class VirtualStore:
         from collectors.store import Store
 
         store = Store(url)
-        return cls(store, store, store.alert_state, store.close)
+        return cls(store, store, alert_state_of(store), store.close)
 
     def close(self) -> None:
         if self.closer is not None:

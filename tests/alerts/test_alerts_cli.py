@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from alerts.model import Alert, AlertState
 from alerts.silences import Silence
+from alerts.sql import alert_state_of
 from alerts.state import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.connection import make_engine
@@ -40,7 +41,7 @@ def db(tmp_path: Path) -> Iterator[str]:
         .resolve(NOW - 120, value=math.nan)
     )
     old = Alert.pending({"alertname": "Old"}, NOW - 9000).fire(NOW - 8000).resolve(NOW - 7200)
-    store.alert_state.save_evaluation(
+    alert_state_of(store).save_evaluation(
         [pending, firing],
         [
             Transition(NOW - 7200, old.fingerprint, AlertState.FIRING, old.state, old),
@@ -49,7 +50,7 @@ def db(tmp_path: Path) -> Iterator[str]:
             ),
         ],
     )
-    store.alert_state.save_silence(
+    alert_state_of(store).save_silence(
         Silence("sil-1", 'target="r2"', NOW - 60, NOW + 3600, "oncall", "drain r2")
     )
     store.close()
@@ -230,7 +231,7 @@ def test_list_reads_the_whole_history_window_in_batches(
         alert = Alert.pending({"alertname": f"R{i}"}, NOW - 500).fire(NOW - 400)
         alert = alert.resolve(NOW - 300 + i)
         steps.append(Transition(NOW - 300 + i, alert.fingerprint, AlertState.FIRING, alert.state, alert))  # fmt: skip
-    store.alert_state.save_evaluation(store.alert_state.active_alerts(), steps)
+    alert_state_of(store).save_evaluation(alert_state_of(store).active_alerts(), steps)
     store.close()
     monkeypatch.setattr(view, "HISTORY_BATCH", 2)
     names = [r["alertname"] for r in _listed(db, "--state", "resolved")]

@@ -14,6 +14,7 @@ import pytest
 from alerts.dispatch import notifier_key
 from alerts.evaluator import Evaluator
 from alerts.notifiers import WebhookNotifier
+from alerts.sql import alert_state_of
 from alerts.state import MemoryAlertState
 from collectors.store import Store, sqlite_url
 from tests.alerts.test_alerts_evaluator import DOWN, T0, Switch
@@ -42,22 +43,24 @@ class Hook:
 def test_a_restarted_evaluator_on_the_same_store_does_not_page_again(tmp_path) -> None:
     url, switch, hook = sqlite_url(tmp_path / "tw.db"), Switch(), Hook()
     store = Store(url)
-    Evaluator([RULE], switch.reader, store.alert_state, notifiers=[hook.notifier()]).evaluate_once(
-        switch.at(T0, True)
-    )
-    (had,) = store.alert_state.notified()
+    Evaluator(
+        [RULE], switch.reader, alert_state_of(store), notifiers=[hook.notifier()]
+    ).evaluate_once(switch.at(T0, True))
+    (had,) = alert_state_of(store).notified()
     assert had.notifier == notifier_key(hook.notifier()) and had.state.value == "firing"
     assert "s3cret" not in had.notifier  # a digest of the URL is kept, never its token
     store.close()
     assert [states for _, states in hook.received] == [["firing"]]
     store = Store(url, migrate=False)  # the restart: a new process on the same database
     try:
-        evaluator = Evaluator([RULE], switch.reader, store.alert_state, notifiers=[hook.notifier()])
+        evaluator = Evaluator(
+            [RULE], switch.reader, alert_state_of(store), notifiers=[hook.notifier()]
+        )
         evaluator.evaluate_once(switch.at(T0 + 15, True))
         assert len(hook.received) == 1  # the firing alert was had: not sent again
         evaluator.evaluate_once(switch.at(T0 + 30, False))  # resolved: sent to who had it
         assert [states for _, states in hook.received] == [["firing"], ["resolved"]]
-        assert store.alert_state.notified() == []  # nothing left to remember
+        assert alert_state_of(store).notified() == []  # nothing left to remember
     finally:
         store.close()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from alerts.rule_errors import EvaluationError
+from alerts.sql import alert_state_of
 from collectors.store import Store, sqlite_url
 from tailwatch.cli import app
 
@@ -20,7 +21,7 @@ def _store(tmp_path: Path, evaluations: list[tuple[float, list[EvaluationError]]
     url = sqlite_url(tmp_path / "tw.db")
     store = Store(url)
     for at, errors in evaluations:
-        store.alert_state.save_evaluation([], [], errors, at)
+        alert_state_of(store).save_evaluation([], [], errors, at)
     store.close()
     return url
 

@@ -11,11 +11,11 @@ from alerts.evaluator import Evaluator
 from alerts.grouping import Explanation, group_fired, symptoms_of
 from alerts.incidents import Incident, opener_of
 from alerts.model import Alert, AlertState
+from alerts.sql.codec import decode_alert, encode_alert
 from alerts.state import MemoryAlertState
 from collectors import canonical as c
 from collectors.canonical import CanonicalSample, Kind
 from collectors.store import ScrapeRecord
-from collectors.store.alert_codec import decode_alert, encode_alert
 from collectors.store.fake import FakeMetricsReader
 
 T0 = 1_800_000_000.0

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from alerts.model import Alert, AlertState
+from alerts.sql import alert_state_of
 from alerts.state import Transition
 from collectors.store import Store, sqlite_url
 from tailwatch.cli import app
@@ -32,7 +33,7 @@ def db(tmp_path: Path) -> Iterator[str]:
     alert (no incident)."""
     url = sqlite_url(tmp_path / "tw.db")
     store = Store(url)
-    state = store.alert_state
+    state = alert_state_of(store)
     old = Alert.pending({"alertname": "Old"}, NOW - 9000).fire(NOW - 8000)
     down = Alert.pending({"alertname": "TargetDown", "target": "r1"}, NOW - 900).fire(NOW - 850)
     kv = Alert.pending(

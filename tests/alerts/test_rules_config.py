@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from alerts.rules import QueueGrowthRule, TailLatencyRule
 from alerts.rules_config import parse_duration
-from collectors.config import ConfigError, parse_config
+from collectors.config import ConfigError
+from tailwatch.config import parse_config
 
 SLOS = [
     {

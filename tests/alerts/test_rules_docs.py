@@ -12,7 +12,7 @@ from alerts.builtin_rules import BUILTIN_RULES
 from alerts.export import export_rules
 from alerts.export_names import prom_duration
 from alerts.rules import QueueGrowthRule, TailLatencyRule
-from collectors.config import parse_config
+from tailwatch.config import parse_config
 
 DOC = Path(__file__).parents[2] / "docs" / "alerts.md"
 

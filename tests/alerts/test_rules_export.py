@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from alerts.export import export_rules
 from alerts.export_names import EngineNames, engines_exposing, prom_duration
 from alerts.promtool_tests import promtool_test_files
-from collectors.config import load_config
 from collectors.dialect_rules import Dialect
 from tailwatch.cli import app
+from tailwatch.config import load_config
 from tests.services import promtool_binary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rules_export"
@@ -226,7 +226,8 @@ def test_cli_export_reports_a_bad_config(tmp_path):
 
 @pytest.mark.parametrize("scale", [1e-300, 0.3333, 1e-4, 7.0, 1e6])
 def test_any_window_scale_exports_or_reports_why_not(scale):
-    from collectors.config import ConfigError, parse_config
+    from collectors.config import ConfigError
+    from tailwatch.config import parse_config
 
     try:
         config = parse_config({"slos": [], "alerts": {"window_scale": scale}})
@@ -240,7 +241,7 @@ def test_any_window_scale_exports_or_reports_why_not(scale):
 
 
 def test_two_slos_with_one_metric_token_are_reported_not_merged():
-    from collectors.config import parse_config
+    from tailwatch.config import parse_config
 
     slo = {"indicator": {"errors": {"source": "requests"}}, "target": 0.99, "period_days": 30}
     config = parse_config({"slos": [{"name": "a-b", **slo}, {"name": "a_b", **slo}]})
@@ -284,7 +285,8 @@ def test_two_slos_with_one_metric_token_are_reported_not_merged():
     value=st.floats(min_value=1e-6, max_value=1e6) | st.integers(min_value=1, max_value=10**6),
 )
 def test_any_valid_override_exports_and_gets_promtool_tests_or_a_reason(rule, key, value):
-    from collectors.config import ConfigError, parse_config
+    from collectors.config import ConfigError
+    from tailwatch.config import parse_config
 
     try:
         config = parse_config({"slos": [], "alerts": {"rules": {rule: {key: value}}}})

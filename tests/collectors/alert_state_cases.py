@@ -15,6 +15,7 @@ from alerts.matchers import Matcher, MatchType
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError
 from alerts.silences import Silence
+from alerts.sql import alert_state_of
 from alerts.state import AlertStateStore, MemoryAlertState, Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.alert_models import (
@@ -61,7 +62,7 @@ def fresh_states(request: pytest.FixtureRequest, tmp_path) -> Iterator[Fresh]:
                 connection.execute(text("DELETE FROM sqlite_sequence"))
             else:
                 connection.execute(text("ALTER SEQUENCE alert_incidents_id_seq RESTART WITH 1"))
-        return store.alert_state
+        return alert_state_of(store)
 
     try:
         yield empty

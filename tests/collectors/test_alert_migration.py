@@ -10,6 +10,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from alerts.model import Alert, AlertState
+from alerts.sql import alert_state_of
 from alerts.state import Transition
 from collectors.canonical import CanonicalSample, Kind
 from collectors.store import SchemaOutOfDateError, ScrapeRecord, Store, sqlite_url
@@ -73,7 +74,7 @@ def test_a_0003_store_with_data_upgrades_and_keeps_it(old_url: str) -> None:
         sample = CanonicalSample("prompt_tokens_total", (("target", "a"),), 5.0, Kind.COUNTER)
         assert writer.write_scrape(ScrapeRecord("a", 20.0, samples=(sample,)))
         alert = Alert.pending({"alertname": "KV"}, 30.0)
-        writer.alert_state.save_evaluation(
+        alert_state_of(writer).save_evaluation(
             [alert], [Transition(30.0, alert.fingerprint, AlertState.INACTIVE, alert.state, alert)]
         )
     finally:
@@ -81,7 +82,7 @@ def test_a_0003_store_with_data_upgrades_and_keeps_it(old_url: str) -> None:
     reader = Store(old_url, migrate=False)
     try:
         assert [s.timestamp_seconds for s in reader.scrapes("a")] == [10.0, 20.0]
-        assert reader.alert_state.active_alerts() == [alert]
-        assert [t.alert for t in reader.alert_state.history(0, 100)] == [alert]
+        assert alert_state_of(reader).active_alerts() == [alert]
+        assert [t.alert for t in alert_state_of(reader).history(0, 100)] == [alert]
     finally:
         reader.close()

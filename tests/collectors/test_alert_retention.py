@@ -10,6 +10,7 @@ import math
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError
 from alerts.silences import Silence
+from alerts.sql import alert_state_of
 from alerts.state import Notified, Transition
 from collectors.store import RetentionPolicy, Store
 from collectors.store.retention import DEFAULT_ALERT_RETENTION_SECONDS
@@ -26,7 +27,7 @@ def _seed(store: Store) -> Alert:
     """An old episode (resolved 40 days ago), a recent one (resolved 1 day ago), and an alert
     firing for 60 days (its incident is open, however old); failures and notifier records
     old and new; silences that expired 40 days and 1 day ago. Returns the long-firing alert."""
-    state = store.alert_state
+    state = alert_state_of(store)
     old = Alert.pending({"alertname": "Old"}, NOW - 41 * DAY).fire(NOW - 41 * DAY)
     recent = Alert.pending({"alertname": "Recent"}, NOW - 2 * DAY).fire(NOW - 2 * DAY)
     long = Alert.pending({"alertname": "Long"}, NOW - 60 * DAY).fire(NOW - 60 * DAY)
@@ -67,7 +68,7 @@ def test_the_default_keeps_30_days() -> None:
 
 def test_alert_records_past_the_retention_are_deleted_and_live_ones_kept(store: Store) -> None:
     long = _seed(store)
-    state = store.alert_state
+    state = alert_state_of(store)
     report = store.maintain(NOW)
     assert (
         report.alert_transitions_deleted,
@@ -103,6 +104,6 @@ def test_a_batch_limit_leaves_the_rest_for_the_next_call(store: Store) -> None:
     assert first.alert_transitions_deleted == 1 and first.more_to_do
     while store.maintain(NOW, policy).more_to_do:
         pass
-    names = [t.alert.name for t in store.alert_state.history(-math.inf, math.inf)]
+    names = [t.alert.name for t in alert_state_of(store).history(-math.inf, math.inf)]
     assert names == ["Recent", "Recent"]
     assert RetentionPolicy(alert_retention_seconds=7 * DAY).alert_retention_seconds == 7 * DAY

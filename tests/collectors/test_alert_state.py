@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from alerts.model import Alert, AlertState
 from alerts.silences import Silence
+from alerts.sql import alert_state_of
 from alerts.state import AlertStateStore, MemoryAlertState, Transition
 from collectors.store import Store, sqlite_url
 from tests.collectors.alert_state_cases import (
@@ -114,7 +115,7 @@ def test_history_paging_with_a_name_filter_is_complete(fresh: Fresh) -> None:
 def test_bad_transitions_are_refused_and_nothing_is_written(tmp_path) -> None:
     store = Store(sqlite_url(tmp_path / "tw.db"))
     try:
-        state = store.alert_state
+        state = alert_state_of(store)
         alert = _pending("KV", 1.0)
         for bad, message in (
             (
@@ -134,8 +135,10 @@ def test_nul_is_escaped_in_json_and_replaced_in_plain_columns(tmp_path) -> None:
     store = Store(sqlite_url(tmp_path / "tw.db"))
     try:
         alert = _pending("a\x00b", 5.0, note="x\x00y")
-        store.alert_state.save_evaluation([alert], [_moved(alert, 5.0, AlertState.INACTIVE)])
-        store.alert_state.save_silence(Silence("i\x00d", 'a="\x00"', 0.0, 1.0, "m\x00", "c\x00"))
+        alert_state_of(store).save_evaluation([alert], [_moved(alert, 5.0, AlertState.INACTIVE)])
+        alert_state_of(store).save_silence(
+            Silence("i\x00d", 'a="\x00"', 0.0, 1.0, "m\x00", "c\x00")
+        )
         with store.engine.connect() as connection:
             name, payload = connection.execute(
                 text("SELECT alertname, alert_json FROM alert_transitions")
@@ -145,7 +148,7 @@ def test_nul_is_escaped_in_json_and_replaced_in_plain_columns(tmp_path) -> None:
             ).one()
         assert name == "a\ufffdb" and "\x00" not in payload and "a\\u0000b" in payload
         assert tuple(silence) == ("i\ufffdd", '{a="\ufffd"}', "m\ufffd", "c\ufffd")
-        assert store.alert_state.silences()[0].id == "i\x00d"
+        assert alert_state_of(store).silences()[0].id == "i\x00d"
     finally:
         store.close()
 
@@ -221,15 +224,17 @@ def test_a_new_store_on_the_same_database_resumes_the_saved_state(store_url: str
     silence = Silence("s1", 'alertname="KV"', 0.0, 500.0, "me", "drain")
     first = Store(store_url)
     try:
-        first.alert_state.save_evaluation([pending, held], [_moved(held, 80.0, AlertState.PENDING)])
-        first.alert_state.save_silence(silence)
+        alert_state_of(first).save_evaluation(
+            [pending, held], [_moved(held, 80.0, AlertState.PENDING)]
+        )
+        alert_state_of(first).save_silence(silence)
     finally:
         first.close()
     second = Store(store_url, migrate=False)
     try:
-        assert second.alert_state.active_alerts() == [pending, held]
-        assert second.alert_state.active_alerts()[1].keep_firing_since_seconds == 120.0
-        assert second.alert_state.silences() == [silence]
-        assert [t.alert for t in second.alert_state.history(0, 100)] == [held]
+        assert alert_state_of(second).active_alerts() == [pending, held]
+        assert alert_state_of(second).active_alerts()[1].keep_firing_since_seconds == 120.0
+        assert alert_state_of(second).silences() == [silence]
+        assert [t.alert for t in alert_state_of(second).history(0, 100)] == [held]
     finally:
         second.close()

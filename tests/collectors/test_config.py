@@ -10,16 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from collectors.config import (
-    DEFAULT_TIMEOUT_SHARE,
-    CollectorConfig,
-    ConfigError,
-    load_config,
-    parse_config,
-    with_interval,
-)
+from collectors.config import DEFAULT_TIMEOUT_SHARE, CollectorConfig, ConfigError, with_interval
 from collectors.store import DB_URL_ENV
 from tailwatch.cli import app
+from tailwatch.config import load_config, parse_config
 
 EXAMPLE = """
 database_url: sqlite:///example.db

@@ -15,6 +15,7 @@ import pytest
 
 from alerts.builtin_rules import BUILTIN_RULES, metric_absent_rule
 from alerts.evaluator import Evaluator
+from alerts.sql import alert_state_of
 from alerts.state import MemoryAlertState
 from collectors import canonical as c
 from collectors.canonical import CanonicalSample, Kind
@@ -118,7 +119,7 @@ def test_the_round_is_stored_only_once_every_target_has_a_scrape_in_the_store(st
 
 
 def test_the_collectors_evaluator_first_evaluates_once_every_target_is_stored(store) -> None:
-    evaluator = RecordingEvaluator(store, store.alert_state, ("fast", "slow"))
+    evaluator = RecordingEvaluator(store, alert_state_of(store), ("fast", "slow"))
     evaluation = CollectorEvaluation(evaluator, 0.05, first_round_timeout_seconds=WAIT_SECONDS)
 
     async def scenario() -> int:

@@ -12,9 +12,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import insert
 
 from alerts.model import Alert, AlertState
+from alerts.sql import alert_state_of
+from alerts.sql.codec import encode_alert
 from alerts.state import Transition
 from collectors.store import SchemaOutOfDateError, Store, sqlite_url
-from collectors.store.alert_codec import encode_alert
 from collectors.store.connection import make_engine
 from collectors.store.models import AlertStateRow, AlertTransitionRow
 from collectors.store.schema import alembic_config, upgrade_schema
@@ -94,7 +95,7 @@ def test_a_0004_store_upgrades_with_its_episodes_as_incidents(old_url: str) -> N
         Store(old_url, migrate=False)
     writer = Store(old_url)  # migrates
     try:
-        state = writer.alert_state
+        state = alert_state_of(writer)
         listed = [(i.id, i.alertname, i.state, i.started_at_seconds) for i in state.incidents()]
         # ids in order of start; open ones listed first, newest first
         assert listed == [(3, "KV", "firing", 1_060.0), (2, "Queue", "firing", 960.0), (1, "KV", "resolved", 160.0)]  # fmt: skip

@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from collectors import canonical as c
-from collectors.config import parse_config
 from collectors.slo_proposals import (
     ProposalError,
     latency_models,
@@ -21,6 +20,7 @@ from collectors.slo_proposals import (
 )
 from collectors.store.fake import FakeMetricsReader
 from slo import LatencyIndicator, LatencyMetric, Selector
+from tailwatch.config import parse_config
 from tests.collectors.latency_store import (
     INTERVAL_SECONDS,
     ITL_BOUNDS,

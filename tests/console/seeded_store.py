@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from alerts.sql import alert_state_of
+
 #: A tenant label that is markup: the console must show it as text.
 HOSTILE_TENANT = '<script>alert("tw")</script><b>bold</b>'
 TENANTS = ("acme", HOSTILE_TENANT)
@@ -108,15 +110,15 @@ def seed(folder: Path) -> Seeded:
         rise_min=None, median_rise_max=None,
         window_seconds=RULE_WINDOW_SECONDS, min_observations=1.0, keep_firing_for_seconds=0.0,
     )  # fmt: skip
-    evaluator = Evaluator([rule], store, store.alert_state)
+    evaluator = Evaluator([rule], store, alert_state_of(store))
     evaluator.evaluate_once(start + (end - start) / 2)  # mid-run: the window holds traffic
     time.sleep(max(0.0, end + RULE_WINDOW_SECONDS + 1.0 - time.time()))
     evaluator.evaluate_once(time.time())
-    history = store.alert_state.history(0, math.inf)
+    history = alert_state_of(store).history(0, math.inf)
     fired = [t for t in history if t.to_state.value == "firing"]
     resolved = [t for t in history if t.to_state.value == "resolved"]
     assert fired and resolved, f"the incident did not fire and resolve: {history}"
-    (incident,) = store.alert_state.incidents()
+    (incident,) = alert_state_of(store).incidents()
     assert incident.fingerprint == fired[0].fingerprint and not incident.is_open
     from tests.console.lab_seed import seed_lab
 

@@ -21,6 +21,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import pytest
 
+from alerts.sql import alert_state_of
 from tests.console.seeded_store import HOSTILE_TENANT, Seeded
 from tests.services import free_port, missing_service, stop_process
 
@@ -212,7 +213,7 @@ def test_a_failing_rule_is_seen_on_incidents_and_overview(browser_page, seeded, 
     error = EvaluationError(
         "tail-latency-ttft", at, "LayoutChangeError", "a series' bucket layout changed: r0"
     )
-    store.alert_state.save_evaluation([], [], [error], at_seconds=at)
+    alert_state_of(store).save_evaluation([], [], [error], at_seconds=at)
     store.close()
     _, page, _ = browser_page
     with console_server(replace(seeded, url=url)) as base:

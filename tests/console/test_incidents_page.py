@@ -13,6 +13,7 @@ from hypothesis import settings as hypothesis_settings
 from typer.testing import CliRunner
 
 from alerts.rule_errors import EvaluationError
+from alerts.sql import alert_state_of
 from collectors.store import Store, sqlite_url
 from console.incidents import parse_incident_param
 from console.page_kit import INCIDENTS_PAGE, OVERVIEW_PAGE
@@ -114,7 +115,7 @@ def _store_with_health(tmp_path, *, failing: bool, age_seconds: float) -> str:
         if failing
         else []
     )
-    store.alert_state.save_evaluation([], [], errors, at_seconds=at)
+    alert_state_of(store).save_evaluation([], [], errors, at_seconds=at)
     store.close()
     return url
 
@@ -170,8 +171,8 @@ def test_hostile_incident_labels_are_text(tmp_path, health_env):
     labels = {"alertname": "<b>boom</b>", "target": "[x](javascript:alert(1))", "severity": "<i>"}
     alert = Alert.pending(labels, now - 60, {"summary": "<script>alert(1)</script>"}).fire(now - 30)
     moved = Transition(now - 30, alert.fingerprint, AlertState.PENDING, AlertState.FIRING, alert)
-    store.alert_state.save_evaluation([alert], [moved], at_seconds=now - 30)
-    (incident,) = store.alert_state.incidents()
+    alert_state_of(store).save_evaluation([alert], [moved], at_seconds=now - 30)
+    (incident,) = alert_state_of(store).incidents()
     store.close()
     health_env(url)
     from streamlit.testing.v1 import AppTest

@@ -15,6 +15,7 @@ from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
 
 from alerts.model import Alert, AlertState
+from alerts.sql import alert_state_of
 from alerts.state import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.lab_records import LabRunKind, LabRunStatus
@@ -229,11 +230,11 @@ def test_the_page_range_and_an_incident_are_windows_of_the_form(page_env, monkey
     store = Store(page_env, migrate=False)
     try:
         alert = Alert.pending({"alertname": "TTFTHigh"}, fired - 60.0).fire(fired, value=2.0)
-        store.alert_state.save_evaluation(
+        alert_state_of(store).save_evaluation(
             [alert], [Transition(fired, alert.fingerprint, AlertState.PENDING, alert.state, alert)]
         )
         gone = alert.resolve(resolved, value=0.1)
-        store.alert_state.save_evaluation(
+        alert_state_of(store).save_evaluation(
             [], [Transition(resolved, gone.fingerprint, AlertState.FIRING, gone.state, gone)]
         )
     finally:

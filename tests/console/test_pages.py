@@ -14,6 +14,7 @@ from hypothesis import settings as hypothesis_settings
 from streamlit.testing.v1 import AppTest
 
 import slo
+from alerts.sql import alert_state_of
 from collectors import canonical as c
 from collectors.store import Store
 from console.filters import RANGES, floor_to_step, step_for
@@ -209,7 +210,7 @@ def test_silencing_without_the_token_changes_nothing(seeded, monkeypatch):
     assert any("Not silenced" in e.value for e in at.error)
     store = Store(seeded.url, migrate=False)
     try:
-        assert store.alert_state.silences() == []
+        assert alert_state_of(store).silences() == []
     finally:
         store.close()
 

@@ -1,5 +1,5 @@
 """``slo`` is pure: plain data in, plain data out. No YAML, no files, no database, no network,
-no UI and no torch; the application reads files (``collectors.config``) and hands ``slo``
+no UI and no torch; the application reads files (``tailwatch.config``) and hands ``slo``
 parsed mappings. Enforced on the source, so a new import shows up here."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import slo
-from collectors.config import ConfigError, load_config, parse_config
+from collectors.config import ConfigError
 from slo import (
     ErrorRatioIndicator,
     ErrorSource,
@@ -25,6 +25,7 @@ from slo import (
     SLOSpec,
     load_slos,
 )
+from tailwatch.config import load_config, parse_config
 
 SETTINGS = settings(max_examples=60, deadline=None)
 LATENCY = {"latency": {"metric": "ttft", "threshold_seconds": 0.5}}

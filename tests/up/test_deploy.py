@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from collectors.config import load_config
+from tailwatch.config import load_config
 from tests.services import missing_service, promtool_binary
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from collectors.config import load_config
 from tailwatch.cli import app
+from tailwatch.config import load_config
 
 runner = CliRunner()
 

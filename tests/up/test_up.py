@@ -18,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.config import parse_config
+from tailwatch.config import parse_config
 from tailwatch.up import UpOptions, collector_config, taken_port
 from tests.services import free_port
 

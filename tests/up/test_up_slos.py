@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 from collectors import canonical as c
-from collectors.config import ConfigError, load_config, parse_config
+from collectors.config import ConfigError
 from collectors.slo_proposals import IndicatorProposal, ProposalReport
 from collectors.store import Store, sqlite_url
 from slo import LatencyMetric, LatencyProposal
+from tailwatch.config import load_config, parse_config
 from tailwatch.up import UpOptions, collector_config
 from tailwatch.up_demo import CALIBRATION_BASELINE_SECONDS, CYCLE_ENV, Demo
 from tailwatch.up_processes import Stack

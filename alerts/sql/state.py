@@ -29,15 +29,15 @@ from alerts.matchers import format_matchers
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError, EvaluationHealth
 from alerts.silences import Silence
-from alerts.state import Notified, Transition, check_evaluation_times, check_notified
-from collectors.store import alert_records
-from collectors.store.alert_codec import (
+from alerts.sql import records as alert_records
+from alerts.sql.codec import (
     decode_alert,
     decode_silence,
     encode_alert,
     encode_silence,
     plain_text,
 )
+from alerts.state import Notified, Transition, check_evaluation_times, check_notified
 from collectors.store.codec import digest
 from collectors.store.models import AlertStateRow, AlertTransitionRow, SilenceRow
 

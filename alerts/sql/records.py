@@ -1,6 +1,6 @@
 """The SQL side of incidents, rule failures, the last evaluation time and what each notifier
 has had (tables of revision 0005, ``collectors/store/alert_models.py``): functions on an open
-session, so :class:`~collectors.store.alert_state.SQLAlertState` runs them inside the
+session, so :class:`~alerts.sql.state.SQLAlertState` runs them inside the
 transaction of the save they belong to. The semantics are ``alerts/``'s
 (:func:`alerts.incidents.episodes`, :func:`alerts.rule_errors.recorded`), shared with
 ``MemoryAlertState``."""
@@ -22,14 +22,14 @@ from alerts.rule_errors import (
     latest_first,
     recorded,
 )
-from alerts.state import Notified, Transition
-from collectors.store.alert_codec import (
+from alerts.sql.codec import (
     decode_alert,
     decode_failure,
     encode_alert,
     encode_failure,
     plain_text,
 )
+from alerts.state import Notified, Transition
 from collectors.store.alert_models import (
     EvaluatorStateRow,
     IncidentRow,
