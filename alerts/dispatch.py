@@ -39,7 +39,7 @@ from typing import NamedTuple, Protocol
 from alerts.model import Alert, AlertState
 from alerts.notifiers import Notifier
 from alerts.payloads import group_alerts
-from alerts.state import Notified
+from alerts.transitions import Notified
 
 LOG = logging.getLogger(__name__)
 #: Resend interval of a notifier without ``resend_delay_seconds`` (Alertmanager's default

@@ -54,7 +54,8 @@ from alerts.rule_errors import EvaluationError
 from alerts.rule_eval import evaluate_rule
 from alerts.schedule import run_ticks
 from alerts.silences import silenced_alerts
-from alerts.state import AlertStateStore, Transition
+from alerts.state import AlertStateStore
+from alerts.transitions import Transition
 from collectors.store.protocols import MetricsReader
 from collectors.store.records import SemanticsMismatchError
 from collectors.store.window_semantics import LayoutChangeError

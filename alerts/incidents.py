@@ -13,14 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from alerts.conventions import SEVERITY
 from alerts.labels import LabelSet
 from alerts.model import Alert, AlertState
-
-if TYPE_CHECKING:
-    from alerts.state import Transition
+from alerts.transitions import Transition
 
 #: The largest incident id a store hands out or looks up (PostgreSQL's ``bigint``).
 MAX_INCIDENT_ID = 2**63 - 1

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from alerts.labels import LabelSet, fingerprint_hex
 from alerts.model import Alert, AlertState
-from alerts.state import Transition
+from alerts.transitions import Transition
 
 
 class Step(NamedTuple):

@@ -3,14 +3,15 @@ pending ``for:`` and a firing alert instead of starting over), the history of tr
 incidents (one per firing episode, :mod:`alerts.incidents`), the rules that failed
 (:mod:`alerts.rule_errors`), what each notifier has had (so a restart does not send again) and
 silences. The SQL store implements :class:`AlertStateStore`; :class:`MemoryAlertState` keeps
-the same in memory, for tests and for an evaluator run without a database.
+the same in memory, for tests and for an evaluator run without a database. The records it
+keeps (:class:`~alerts.transitions.Transition`, :class:`~alerts.transitions.Notified`) are
+plain values in :mod:`alerts.transitions`; import them from there.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from alerts.incidents import (
@@ -31,33 +32,7 @@ from alerts.rule_errors import (
     recorded,
 )
 from alerts.silences import Silence
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One change of an alert's state, as the history keeps it: which alert (fingerprint and
-    the alert as it was after the change), from which state to which, and when."""
-
-    at_seconds: float
-    fingerprint: str
-    from_state: AlertState
-    to_state: AlertState
-    alert: Alert
-
-
-@dataclass(frozen=True)
-class Notified:
-    """What one notifier has had of one alert (the dispatcher's memory, kept across restarts):
-    ``state`` FIRING: it took the alert firing, last at ``at_seconds`` (resent once the
-    resend interval has passed); RESOLVED: the alert's resolution failed to reach it and is
-    retried (``at_seconds``: when the alert resolved). ``notifier`` is the dispatcher's key
-    for the notifier (``alerts.dispatch.notifier_key``)."""
-
-    notifier: str
-    fingerprint: str
-    state: AlertState
-    at_seconds: float
-    alert: Alert
+from alerts.transitions import Notified, Transition
 
 
 def check_evaluation_times(errors: Sequence[EvaluationError], at_seconds: float | None) -> None:

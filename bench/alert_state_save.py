@@ -16,7 +16,7 @@ from pathlib import Path
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError
 from alerts.sql import alert_state_of
-from alerts.state import Transition
+from alerts.transitions import Transition
 from bench._report import print_table
 from collectors.store import Store, sqlite_url
 

@@ -22,7 +22,8 @@ from alerts.gather import gather, knob_changes
 from alerts.incidents import Incident, opener_of
 from alerts.model import Alert, AlertState
 from alerts.rule_base import Rule
-from alerts.state import AlertStateStore, Transition
+from alerts.state import AlertStateStore
+from alerts.transitions import Transition
 from alerts.triage import TriageReport, triage
 from alerts.triage_data import TimeWindow
 from alerts.triage_windows import alert_triage_windows

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from alerts.model import Alert, AlertState
-from alerts.state import AlertStateStore, Transition
+from alerts.state import AlertStateStore
+from alerts.transitions import Transition
 from alerts.triage import TriageReport
 from collectors.store.protocols import MetricsReader, RequestReader
 from loadgen.drill import DrillResult

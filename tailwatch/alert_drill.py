@@ -23,7 +23,7 @@ import yaml
 
 from alerts.model import AlertState
 from alerts.sql import alert_state_of
-from alerts.state import Transition
+from alerts.transitions import Transition
 from loadgen.drill import DrillResult, check_real_time, run_drill
 from loadgen.drill_report import (
     CLEAN_SUFFIX,

@@ -29,7 +29,7 @@ from alerts.sql.codec import (
     encode_failure,
     plain_text,
 )
-from alerts.state import Notified, Transition
+from alerts.transitions import Notified, Transition
 from collectors.store.alert_models import (
     EvaluatorStateRow,
     IncidentRow,

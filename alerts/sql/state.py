@@ -37,7 +37,8 @@ from alerts.sql.codec import (
     encode_silence,
     plain_text,
 )
-from alerts.state import Notified, Transition, check_evaluation_times, check_notified
+from alerts.state import check_evaluation_times, check_notified
+from alerts.transitions import Notified, Transition
 from collectors.store.codec import digest
 from collectors.store.models import AlertStateRow, AlertTransitionRow, SilenceRow
 

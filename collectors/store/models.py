@@ -247,7 +247,7 @@ class AlertStateRow(Base):
 
 
 class AlertTransitionRow(Base):
-    """One change of an alert's state (``alerts.state.Transition``), oldest id first."""
+    """One change of an alert's state (``alerts.transitions.Transition``), oldest id first."""
 
     __tablename__ = "alert_transitions"
     __table_args__ = (Index("ix_alert_transitions_alertname_at", "alertname", "at_seconds"),)

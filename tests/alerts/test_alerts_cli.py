@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from alerts.model import Alert, AlertState
 from alerts.silences import Silence
 from alerts.sql import alert_state_of
-from alerts.state import Transition
+from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.connection import make_engine
 from collectors.store.schema import upgrade_schema

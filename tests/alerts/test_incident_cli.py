@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from alerts.model import Alert, AlertState
 from alerts.sql import alert_state_of
-from alerts.state import Transition
+from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from tailwatch.cli import app
 

@@ -16,7 +16,8 @@ from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError
 from alerts.silences import Silence
 from alerts.sql import alert_state_of
-from alerts.state import AlertStateStore, MemoryAlertState, Transition
+from alerts.state import AlertStateStore, MemoryAlertState
+from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.alert_models import (
     EvaluatorStateRow,

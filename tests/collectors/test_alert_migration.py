@@ -11,7 +11,7 @@ from alembic.script import ScriptDirectory
 
 from alerts.model import Alert, AlertState
 from alerts.sql import alert_state_of
-from alerts.state import Transition
+from alerts.transitions import Transition
 from collectors.canonical import CanonicalSample, Kind
 from collectors.store import SchemaOutOfDateError, ScrapeRecord, Store, sqlite_url
 from collectors.store.connection import make_engine

@@ -12,7 +12,7 @@ import pytest
 from alerts.incidents import MAX_INCIDENT_ID
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError
-from alerts.state import Notified, Transition
+from alerts.transitions import Notified, Transition
 from tests.collectors.alert_state_cases import IMPLEMENTATIONS, Fresh, fresh_states
 
 

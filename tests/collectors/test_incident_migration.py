@@ -14,7 +14,7 @@ from sqlalchemy import insert
 from alerts.model import Alert, AlertState
 from alerts.sql import alert_state_of
 from alerts.sql.codec import encode_alert
-from alerts.state import Transition
+from alerts.transitions import Transition
 from collectors.store import SchemaOutOfDateError, Store, sqlite_url
 from collectors.store.connection import make_engine
 from collectors.store.models import AlertStateRow, AlertTransitionRow

@@ -163,7 +163,7 @@ def test_a_stale_evaluation_is_shown_and_a_fresh_healthy_one_is_not(tmp_path, he
 
 def test_hostile_incident_labels_are_text(tmp_path, health_env):
     from alerts.model import Alert, AlertState
-    from alerts.state import Transition
+    from alerts.transitions import Transition
 
     url = sqlite_url(tmp_path / "hostile.db")
     store = Store(url)

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from alerts.model import Alert, AlertState
 from alerts.sql import alert_state_of
-from alerts.state import Transition
+from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.lab_records import LabRunKind, LabRunStatus
 from console import lab_replay_jobs
