@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from engine.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
-    from engine.engine_loop import EngineObserver
     from engine.llm_engine import LLMEngine
+    from engine.observer import EngineObserver
 
 __all__ = ["Admission", "EngineDrainingError", "QueueFullError"]
 

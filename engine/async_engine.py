@@ -21,12 +21,13 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from engine.admission import Admission, EngineDrainingError, QueueFullError
-from engine.engine_loop import EngineLoop, EngineObserver
+from engine.engine_loop import EngineLoop
 from engine.live_knobs import (
     apply_knob_changes,
     knobs_in_force,
 )
 from engine.llm_engine import KnobChange, LLMEngine
+from engine.observer import EngineObserver
 from engine.outputs import RequestOutput
 from engine.request_stream import RequestHandle, RequestStream
 from engine.sampling_params import SamplingParams
@@ -171,7 +172,7 @@ class AsyncEngine:
         when done — closing an unfinished stream aborts the request.
         """
         handle, token_ids = self._admit(prompt, params, request_id, tenant, priority)
-        stream = RequestStream(self, handle)
+        stream = RequestStream(handle, release=self._release)
         try:
             if on_admitted is not None:
                 on_admitted(handle)

@@ -13,11 +13,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
 from engine.errors import EngineError
-from engine.llm_engine import KnobChange, LLMEngine
+from engine.llm_engine import LLMEngine
+from engine.observer import EngineObserver
 from engine.outputs import RequestOutput
 from engine.request_stream import RequestHandle
 from engine.step_failures import EngineDeadError, FailureStreak, fail_batch, fail_in_flight
@@ -25,21 +25,6 @@ from engine.step_failures import EngineDeadError, FailureStreak, fail_batch, fai
 __all__ = ["EngineLoop", "EngineObserver"]
 
 logger = logging.getLogger("tailwatch.engine")
-
-
-class EngineObserver(Protocol):
-    """Hooks called from the engine thread (metrics, tracing)."""
-
-    def on_step(
-        self,
-        engine: LLMEngine,
-        outputs: Sequence[RequestOutput],
-        handles: Mapping[str, RequestHandle],
-    ) -> None: ...
-
-    def on_knob_changes(self, changes: Sequence[KnobChange]) -> None: ...
-
-    def on_rejected(self, reason: str, tenant: str | None) -> None: ...
 
 
 class EngineLoop:

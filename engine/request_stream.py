@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
-
-if TYPE_CHECKING:
-    from engine.async_engine import AsyncEngine
 
 
 @dataclass(eq=False)
@@ -41,11 +38,13 @@ class RequestStream:
     """An admitted request's outputs, the finished one last (iterate once).
 
     ``close()`` — or leaving ``with stream:`` — aborts the request unless it has
-    finished, before the engine's next step; it is idempotent.
+    finished, before the engine's next step; it is idempotent. ``release`` is what
+    closing does, given by the front end that admitted the request (``AsyncEngine``
+    frees the tenant's slot and aborts an unfinished request), called once.
     """
 
-    def __init__(self, front: AsyncEngine, handle: RequestHandle) -> None:
-        self._front = front
+    def __init__(self, handle: RequestHandle, *, release: Callable[[RequestHandle], None]) -> None:
+        self._release = release
         self.handle = handle
         self._is_closed = False
 
@@ -62,7 +61,7 @@ class RequestStream:
     def close(self) -> None:
         if not self._is_closed:
             self._is_closed = True
-            self._front._release(self.handle)
+            self._release(self.handle)
 
     def __enter__(self) -> RequestStream:
         return self

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.engine_loop import EngineObserver
     from engine.llm_engine import LLMEngine
+    from engine.observer import EngineObserver
     from engine.request_stream import RequestHandle
 
 __all__ = [
