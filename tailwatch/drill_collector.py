@@ -13,12 +13,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 
-if TYPE_CHECKING:
-    from tailwatch.alert_drill import DrillTiming
+from loadgen.drill_report import DrillTiming
 
 #: How long the collector may take to start and to scrape every replica once.
 START_TIMEOUT_SECONDS = 120.0
