@@ -79,6 +79,12 @@ def test_the_console_takes_only_the_config_loader_from_the_cli() -> None:
     assert borrowed - CONSOLE_FROM_TAILWATCH <= CONSOLE_STILL_BORROWS, "the console borrows more"
 
 
+def test_no_module_imports_itself_round_a_circle() -> None:
+    """Arrows run one way between files too: no two modules import each other, directly or
+    round a longer circle (docs/architecture.md)."""
+    assert architecture.circles(_edges()) == []
+
+
 def test_the_graph_reader_sees_arrows_and_circles(tmp_path) -> None:
     """The reader itself: an import inside a function counts, a relative import resolves, and
     two modules importing each other are a circle."""
