@@ -62,7 +62,7 @@ class EvaluatorStateRow(Base):
 
 
 class NotifiedRow(Base):
-    """What one notifier has had of one alert (``alerts.state.Notified``)."""
+    """What one notifier has had of one alert (``alerts.transitions.Notified``)."""
 
     __tablename__ = "alert_notified"
 
