@@ -63,7 +63,7 @@ async def run_daemon(
         app = daemon_app(collector.registry, traces.on_spans, collector.target_statuses)
         server = _quiet_server(uvicorn.Config(app, log_level="warning"))
         typer.echo(_start_line(config, sock), err=True)
-        evaluation = collector_evaluation(settings, store)
+        evaluation = collector_evaluation(settings, store, collector.registry)
         with _stop_on_signals(stop, server):
             traces.start()
             serving = asyncio.create_task(server.serve(sockets=[sock]))

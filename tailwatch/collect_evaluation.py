@@ -6,7 +6,9 @@ It starts once the collection's first round of scrapes is in the store
 (``collectors.first_round``), so its first evaluation already sees every configured target
 (no ``metric-absent`` for the start-up); if that takes longer than
 :func:`first_round_timeout_seconds` (the database refuses the writes, say), it starts anyway
-and says so.
+and says so. Each evaluation counts in the collector's own ``/metrics``
+(``tailwatch_collector_alert_evaluations_total``), which is how a launcher (the alert
+drill) reads the evaluator's progress: :func:`evaluations_of`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import threading
 from typing import TYPE_CHECKING
 
 import typer
+from prometheus_client import CollectorRegistry, Counter
+
+from alerts.schedule import run_ticks
 
 if TYPE_CHECKING:
     from alerts.evaluator import Evaluator
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("tailwatch.collect")
 
+#: The evaluations counter on the collector's ``/metrics`` (exposed as ``..._total``).
+EVALUATIONS = "tailwatch_collector_alert_evaluations"
 #: The shortest wait for the first round: a few seconds even at a drill's sub-second interval.
 MIN_FIRST_ROUND_TIMEOUT_SECONDS = 10.0
 
@@ -45,11 +52,27 @@ class CollectorEvaluation:
     end (or ``first_round_timeout_seconds`` after the start) until the daemon stops."""
 
     def __init__(
-        self, evaluator: Evaluator, interval_seconds: float, first_round_timeout_seconds: float
+        self,
+        evaluator: Evaluator,
+        interval_seconds: float,
+        first_round_timeout_seconds: float,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.evaluator = evaluator
         self.interval_seconds = interval_seconds
         self.first_round_timeout_seconds = first_round_timeout_seconds
+        self.evaluations = Counter(
+            EVALUATIONS,
+            "Alert evaluations the collector's evaluator has run (alerts.in_collector), "
+            "failed ones included.",
+            registry=registry if registry is not None else CollectorRegistry(),
+        )
+
+    def _evaluate(self, at_seconds: float) -> None:
+        try:
+            self.evaluator.evaluate_once(at_seconds)
+        finally:
+            self.evaluations.inc()
 
     async def run(self, stop: asyncio.Event, first_round: FirstRound) -> int:
         """Wait for ``first_round`` (bounded), then evaluate until ``stop`` is set; returns
@@ -64,8 +87,11 @@ class CollectorEvaluation:
         cycles = 0
         if not stop.is_set():
             halt = threading.Event()
+            # NOTE: Evaluator.run's schedule, with each evaluation counted on /metrics.
             running = asyncio.create_task(
-                asyncio.to_thread(self.evaluator.run, halt, self.interval_seconds)
+                asyncio.to_thread(
+                    run_ticks, self._evaluate, halt, self.interval_seconds, self.evaluator.clock
+                )
             )
             try:
                 await stop.wait()
@@ -76,9 +102,11 @@ class CollectorEvaluation:
         return cycles
 
 
-def collector_evaluation(settings: TailwatchConfig, store: Store) -> CollectorEvaluation | None:
-    """The evaluation when ``alerts.in_collector`` is set (its notes and schedule echoed),
-    else ``None``."""
+def collector_evaluation(
+    settings: TailwatchConfig, store: Store, registry: CollectorRegistry | None = None
+) -> CollectorEvaluation | None:
+    """The evaluation when ``alerts.in_collector`` is set (its notes and schedule echoed;
+    its count in ``registry``, the collector's), else ``None``."""
     from alerts.explain import configured_evaluator
 
     alerts = settings.alerts
@@ -89,6 +117,7 @@ def collector_evaluation(settings: TailwatchConfig, store: Store) -> CollectorEv
         evaluator,
         alerts.evaluation_interval_seconds,
         first_round_timeout_seconds(settings.collector),
+        registry,
     )
     for note in alerts.notes:
         typer.echo(f"note: {note}", err=True)
@@ -98,3 +127,22 @@ def collector_evaluation(settings: TailwatchConfig, store: Store) -> CollectorEv
         err=True,
     )
     return evaluation
+
+
+def evaluations_of(collector_url: str) -> int:
+    """How many evaluations the evaluator inside the collector at ``collector_url`` has run,
+    from its ``/metrics`` (0 without an evaluator); raises ``httpx.HTTPError`` when it does
+    not answer."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{collector_url}/metrics", timeout=5).text
+    return int(
+        sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name == EVALUATIONS
+            for sample in family.samples
+            if sample.name == f"{EVALUATIONS}_total"
+        )
+    )

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from alerts.builtin_rules import BUILTIN_RULES, metric_absent_rule
 from alerts.evaluator import Evaluator
@@ -24,7 +25,7 @@ from collectors.first_round import FirstRound
 from collectors.scrape import Target
 from collectors.store import ScrapeRecord
 from collectors.store.fake import FakeMetricsReader
-from tailwatch.collect_evaluation import CollectorEvaluation
+from tailwatch.collect_evaluation import EVALUATIONS, CollectorEvaluation
 from tests.collectors.waiting import WAIT_SECONDS, wait_until
 
 TARGETS = (Target("fast", "http://127.0.0.1:1/metrics"), Target("slow", "http://127.0.0.1:2/metrics"))  # fmt: skip
@@ -146,7 +147,8 @@ def test_the_collectors_evaluator_first_evaluates_once_every_target_is_stored(st
 
 def test_without_its_round_in_time_the_evaluator_starts_anyway_and_says_why(caplog) -> None:
     evaluator = RecordingEvaluator(FakeMetricsReader([]), MemoryAlertState(), ("slow",))
-    evaluation = CollectorEvaluation(evaluator, 0.05, first_round_timeout_seconds=0.0)
+    registry = CollectorRegistry()
+    evaluation = CollectorEvaluation(evaluator, 0.05, 0.0, registry)
     first = FirstRound()
     first.track(["slow"])  # never stored
 
@@ -158,7 +160,10 @@ def test_without_its_round_in_time_the_evaluator_starts_anyway_and_says_why(capl
         return await asyncio.wait_for(evaluating, WAIT_SECONDS)
 
     with caplog.at_level(logging.WARNING, logger="tailwatch.collect"):
-        assert asyncio.run(scenario()) >= 1
+        cycles = asyncio.run(scenario())
+        assert cycles >= 1
+    # Each evaluation counts on the collector's /metrics (how a launcher reads the progress).
+    assert registry.get_sample_value(f"{EVALUATIONS}_total") == cycles == len(evaluator.seen)
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "tailwatch.collect"]
     assert "without a stored first scrape of slow after 0 s" in warning
     assert evaluator.seen[0] == (set(), ["metric-absent"])  # what waiting for the round avoids
