@@ -56,7 +56,8 @@ class AlertDrillReport:
     fired: Alert | None
     resolved_at_seconds: float | None
     triage: TriageReport | None
-    #: How many times the collector's evaluator ran (from its last log line).
+    #: How many times the collector's evaluator ran (the real-time drill reads its count
+    #: from the collector's /metrics just before the collector stops).
     evaluations: int = 0
 
     @property

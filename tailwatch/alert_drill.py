@@ -12,10 +12,13 @@ resolution is the condition clearing, not the targets going away.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,13 +39,15 @@ from loadgen.drill_report import (
 )
 from loadgen.replicas import bundled_replicas, write_targets_file
 from loadgen.scenario import Scenario
-from tailwatch.drill_collector import (
-    DrillError,
-    collector,
+from tailwatch.collect_evaluation import evaluations_of
+from tailwatch.processes import (
+    CollectorClock,
+    Stack,
+    StartError,
     collector_config,
-    evaluations,
     free_port,
-    wait_scraped,
+    tailwatch_command,
+    targets_up,
 )
 
 #: How long the replicas may take to export their last spans to the collector after the
@@ -54,11 +59,50 @@ __all__ = [
     "DrillError",
     "DrillTiming",
     "clean_twin",
+    "drill_collector_config",
     "read_report",
     "report_json",
     "run_alert_drill",
+    "running_collector",
     "stored_transitions",
 ]
+
+
+class DrillError(RuntimeError):
+    """The drill could not run: the collector did not start or did not scrape in time."""
+
+
+def drill_collector_config(db_url: str, targets: Path, timing: DrillTiming) -> dict:
+    """The drill's collector: the replicas from the file_sd ``targets`` file, scraped and
+    evaluated on ``timing``'s compressed clock (a scrape may take its whole interval)."""
+    clock = CollectorClock(
+        scrape_interval_seconds=timing.scrape_interval_seconds,
+        scrape_timeout_seconds=timing.scrape_interval_seconds,
+        window_scale=timing.window_scale,
+        evaluation_interval_seconds=timing.evaluation_interval_seconds,
+    )
+    # NOTE: given unscaled; the collector scales every rule by window_scale
+    rules = {"target-down": {"for": timing.target_down_for_seconds / timing.window_scale}}
+    return collector_config(db_url, targets, clock, gpu="off", rules=rules)
+
+
+@contextlib.contextmanager
+def running_collector(config: Path, workdir: Path, port: int, num_targets: int) -> Iterator[str]:
+    """``tailwatch collect --config config --listen 127.0.0.1:port``, run in ``workdir`` and
+    logging to ``workdir/collector.log`` (:mod:`tailwatch.processes`); yields its base URL
+    once ``GET /targets`` shows ``num_targets`` targets up, and stops it with SIGTERM (it
+    writes what it holds first) on the way out."""
+    base = f"http://127.0.0.1:{port}"
+    command = tailwatch_command("collect", "--config", str(config.resolve()))
+    command += ["--listen", f"127.0.0.1:{port}"]
+    with Stack(workdir) as stack:
+        try:
+            stack.start(
+                "collector", command, os.environ, targets_up(base, num_targets), cwd=workdir
+            )
+        except StartError as error:
+            raise DrillError(str(error)) from None
+        yield base
 
 
 def run_alert_drill(
@@ -75,7 +119,7 @@ def run_alert_drill(
     db_url = f"sqlite:///{workdir / 'store.db'}"
     targets = workdir / "targets.json"
     config = workdir / "tailwatch.yaml"
-    config.write_text(yaml.safe_dump(collector_config(db_url, targets, timing)), "utf-8")
+    config.write_text(yaml.safe_dump(drill_collector_config(db_url, targets, timing)), "utf-8")
     token = secrets.token_hex(16)
     # NOTE: replicas first, the collector second and stopped first: its first evaluation
     # already sees the targets (no metric-absent for the start-up), and its last one sees
@@ -91,15 +135,16 @@ def run_alert_drill(
         engine_servers=servers,
     ) as urls:
         write_targets_file(targets, urls, scenario.name)
-        with collector(config, workdir, port):
-            wait_scraped(base, len(urls))
+        with running_collector(config, workdir, port, len(urls)):
             drill = asyncio.run(run_drill(scenario, urls, admin_token=token))
             for server in servers:
                 if not server.tracer.flush(SPAN_FLUSH_TIMEOUT_SECONDS):
                     raise DrillError("the replicas' last spans did not reach the collector")
             _settle(db_url, scenario, drill, timing)
+            # NOTE: from the collector's own /metrics, just before it stops (not its log).
+            num_evaluations = evaluations_of(base)
     report = read_report(db_url, drill, timing)
-    report = replace(report, evaluations=evaluations(workdir / "collector.log"))
+    report = replace(report, evaluations=num_evaluations)
     figures = {**report_json(report), "verdict": drill.verdict()}
     (workdir / "drill.json").write_text(json.dumps(figures, indent=2, default=str) + "\n")
     return report

@@ -11,7 +11,7 @@
    stack's first traffic, written into the configuration it runs on, and the collector
    restarted to alert on them (:mod:`tailwatch.up_slos`).
 
-SIGINT or SIGTERM stops it all in reverse order (:mod:`tailwatch.up_processes`). Every
+SIGINT or SIGTERM stops it all in reverse order (:mod:`tailwatch.processes`). Every
 port is checked before anything starts; the pids and URLs are written to
 ``.tailwatch/up.json`` while it runs.
 """
@@ -22,16 +22,23 @@ import json
 import os
 import secrets
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
-from tailwatch.up_processes import ENGINE_PREFIX, Stack, StartError, answers_200, port_is_free
+from tailwatch.processes import (
+    ENGINE_PREFIX,
+    CollectorClock,
+    Stack,
+    StartError,
+    answers_200,
+    port_is_free,
+    tailwatch_command,
+    targets_up,
+)
+from tailwatch.processes import collector_config as launched_collector_config
 
 if TYPE_CHECKING:
     from tailwatch.up_slos import OwnSLOs
@@ -85,35 +92,14 @@ def taken_port(options: UpOptions) -> str | None:
 
 def collector_config(options: UpOptions, engine_urls: list[str], db_url: str) -> dict:
     """The configuration written to ``.tailwatch/up.yaml`` when the user gives none."""
-    alerts: dict = {"in_collector": True}
-    scrape = 5.0
+    clock = CollectorClock()
     if options.demo:
-        alerts |= {
-            "window_scale": DEMO_WINDOW_SCALE,
-            "evaluation_interval": DEMO_EVALUATION_INTERVAL_SECONDS,
-        }
-        scrape = DEMO_SCRAPE_INTERVAL_SECONDS
-    targets = [
-        {"url": f"{url}/metrics", "name": f"replica-{i}", "labels": {"replica": str(i)}}
-        for i, url in enumerate(engine_urls)
-    ]
-    return {
-        "database_url": db_url,
-        "collector": {"scrape_interval_seconds": scrape, "gpu": "auto", "targets": targets},
-        "alerts": alerts,
-    }
-
-
-def _tailwatch(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tailwatch.cli", *args]
-
-
-def _targets_up(collector_url: str, count: int) -> Callable[[], bool]:
-    def check() -> bool:
-        body = httpx.get(f"{collector_url}/targets", timeout=2).json()
-        return sum(t["health"] == "up" for t in body["targets"]) >= count
-
-    return check
+        clock = CollectorClock(
+            scrape_interval_seconds=DEMO_SCRAPE_INTERVAL_SECONDS,
+            window_scale=DEMO_WINDOW_SCALE,
+            evaluation_interval_seconds=DEMO_EVALUATION_INTERVAL_SECONDS,
+        )
+    return launched_collector_config(db_url, engine_urls, clock)
 
 
 def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
@@ -162,14 +148,17 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
             # (`tailwatch init` already lists the first replica, 127.0.0.1:8000).
             extra = [f"{url}/metrics" for url in engine_urls]
             collect += [a for url in extra if url not in known_targets for a in ("--target", url)]
-        collector_up = _targets_up(collector_url, len(engine_urls))
-        stack.start("collector", _tailwatch(*collect), env, collector_up)
+        collector_up = targets_up(collector_url, len(engine_urls))
+        stack.start("collector", tailwatch_command(*collect), env, collector_up)
         say(f"starting the console at {console_url} ...")
         # NOTE: the file the collector reads, so the console shows the same SLOs.
         console = ["console", "--db", db_url, "--port", str(options.console_port)]
         console += ["--config", str(config)]
         stack.start(
-            "console", _tailwatch(*console), env, answers_200(f"{console_url}/_stcore/health")
+            "console",
+            tailwatch_command(*console),
+            env,
+            answers_200(f"{console_url}/_stcore/health"),
         )
         _write_state(stack, engine_urls, collector_url, console_url, db_url)
         say(_ready_text(engine_urls, collector_url, console_url, db_url, log_dir, options.demo))
@@ -190,7 +179,7 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
                 # NOTE: the evaluator builds its burn-rate rules from slos: when it starts;
                 # its alert state is in the store, so a restart loses none (up_slos.py).
                 say("restarting the collector so its evaluator alerts on these SLOs ...")
-                stack.restart("collector", _tailwatch(*collect), env, collector_up, say)
+                stack.restart("collector", tailwatch_command(*collect), env, collector_up, say)
                 _write_state(stack, engine_urls, collector_url, console_url, db_url)
                 own = None
             dead = stack.exited()
@@ -254,7 +243,7 @@ def _engine_command(port: int, collector_url: str, demo: bool) -> list[str]:
     # NOTE: the drills' engine (loadgen/scenarios): a 512-token context and 256 KV blocks.
     command += ["--max-model-len", "512", "--num-gpu-blocks", "256"] if demo else []
     command += ["--max-waiting-requests", "64", "--drain-timeout", "5"]
-    return _tailwatch(*command)
+    return tailwatch_command(*command)
 
 
 def _write_state(stack: Stack, engines, collector, console, db_url) -> None:

@@ -182,7 +182,7 @@ def test_bad_options_are_one_error_before_anything_starts(tmp_path, monkeypatch,
 
 def test_the_engines_stop_after_the_console_and_before_the_collector(tmp_path: Path) -> None:
     """An engine exports its last spans while it drains: the collector must still be up."""
-    from tailwatch.up_processes import Child, Stack
+    from tailwatch.processes import Child, Stack
 
     stack = Stack(tmp_path)
     for name in ("engine-0", "engine-1", "collector", "console"):

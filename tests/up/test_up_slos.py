@@ -18,9 +18,9 @@ from collectors.slo_proposals import IndicatorProposal, ProposalReport
 from collectors.store import Store, sqlite_url
 from slo import LatencyMetric, LatencyProposal
 from tailwatch.config import load_config, parse_config
+from tailwatch.processes import Stack
 from tailwatch.up import UpOptions, collector_config
 from tailwatch.up_demo import CALIBRATION_BASELINE_SECONDS, CYCLE_ENV, Demo
-from tailwatch.up_processes import Stack
 from tailwatch.up_slos import (
     HISTORY_SECONDS,
     CalibrationPlan,

@@ -1,7 +1,12 @@
-"""The children of ``tailwatch up``: each one started in a process group of its own, logging
-to ``.tailwatch/logs/<name>.log``, gated on a health URL, and stopped with SIGTERM to its
-whole group (SIGKILL after a timeout); :class:`Stack` holds them in start order, stops them
-in dependency order and restarts one in its place.
+"""Every child process Tailwatch starts, started one way: ``tailwatch up``'s engines,
+collector and console, and the alert drill's collector (``tailwatch.alert_drill``).
+
+Each child runs in a process group of its own, logging to ``<log_dir>/<name>.log``, is gated
+on its HTTP health (a URL answering 200, or the collector's ``GET /targets`` showing its
+targets ``up``), and is stopped with SIGTERM to its whole group (SIGKILL after a grace
+period); :class:`Stack` holds them in start order, stops them in dependency order and
+restarts one in its place. :func:`collector_config` is the one ``tailwatch.yaml`` mapping a
+launched collector reads.
 
 NOTE: a group of its own, not the supervisor's: a terminal sends Ctrl-C to its whole
 foreground group, and the collector would then stop while the engines still flushed their
@@ -15,10 +20,12 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -27,6 +34,8 @@ import httpx
 START_TIMEOUT_SECONDS = 180.0
 #: How long a child gets to drain after SIGTERM before its group is killed.
 STOP_TIMEOUT_SECONDS = 30.0
+#: The children named ``engine-0``, ``engine-1``, ...
+ENGINE_PREFIX = "engine-"
 
 
 class StartError(RuntimeError):
@@ -44,8 +53,19 @@ class Child:
         return self.process.pid
 
 
+def tailwatch_command(*args: str) -> list[str]:
+    """``tailwatch ARGS...`` on this interpreter (the checkout or venv running now)."""
+    return [sys.executable, "-m", "tailwatch.cli", *args]
+
+
 def spawn(
-    name: str, command: list[str], log_dir: Path, env: Mapping[str, str], *, append: bool = False
+    name: str,
+    command: list[str],
+    log_dir: Path,
+    env: Mapping[str, str],
+    *,
+    append: bool = False,
+    cwd: Path | None = None,
 ) -> Child:
     """Start ``command`` in a new process group, stdout and stderr to ``<log_dir>/<name>.log``
     (appended to with ``append``: a restarted child keeps its first run's log)."""
@@ -59,6 +79,7 @@ def spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=dict(env),
+            cwd=cwd,
             process_group=0,
         )
     return Child(name, process, log_path)
@@ -91,6 +112,17 @@ def answers_200(url: str) -> Callable[[], bool]:
     return lambda: httpx.get(url, timeout=2).status_code == 200
 
 
+def targets_up(collector_url: str, count: int) -> Callable[[], bool]:
+    """Whether the collector at ``collector_url`` reports at least ``count`` targets ``up``
+    (``GET /targets``; with ``count`` 0, whether it answers)."""
+
+    def check() -> bool:
+        body = httpx.get(f"{collector_url}/targets", timeout=2).json()
+        return sum(t["health"] == "up" for t in body["targets"]) >= count
+
+    return check
+
+
 def last_error(log_path: Path) -> str:
     """The log's last ``error:`` line, else its last non-empty line."""
     try:
@@ -103,7 +135,8 @@ def last_error(log_path: Path) -> str:
 
 def stop(child: Child, timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> str:
     """SIGTERM to the child's group, wait, then SIGKILL the group; the group is killed even
-    when the child itself exited, so nothing it started outlives it. Returns a sentence."""
+    when the child itself exited, so nothing it started outlives it. A Ctrl-C while waiting
+    (where the caller has not set it aside) kills the group at once. Returns a sentence."""
     process = child.process
     if process.poll() is None:
         _signal_group(child.pid, signal.SIGTERM)
@@ -113,6 +146,10 @@ def stop(child: Child, timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> str:
             _signal_group(child.pid, signal.SIGKILL)
             process.wait()
             return f"{child.name}: did not stop in {timeout_seconds:.0f} s, killed"
+        except KeyboardInterrupt:
+            _signal_group(child.pid, signal.SIGKILL)
+            process.wait()
+            return f"{child.name}: killed (a second Ctrl-C)"
         verb = "stopped" if process.returncode in (0, -signal.SIGTERM) else "exited"
         outcome = f"{verb} (code {process.returncode})"
     else:
@@ -137,20 +174,42 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-#: The children named ``engine-0``, ``engine-1``, ...
-ENGINE_PREFIX = "engine-"
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (the kernel's pick)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 class Stack:
     """The running children, in start order; :meth:`stop_all` stops them in reverse, except
-    that the engines stop before the collector (:meth:`stop_order`)."""
+    that the engines stop before the collector (:meth:`stop_order`). As a context manager it
+    stops them all on the way out, saying nothing."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.children: list[Child] = []
 
-    def start(self, name: str, command: list[str], env: dict, healthy: Callable[[], bool]):
-        child = spawn(name, command, self.log_dir, env)
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop_all(lambda line: None)
+
+    def start(
+        self,
+        name: str,
+        command: list[str],
+        env: Mapping[str, str],
+        healthy: Callable[[], bool],
+        *,
+        cwd: Path | None = None,
+    ) -> Child:
+        """Start ``command`` as ``name`` and wait until ``healthy()``.
+
+        NOTE: the child is in :attr:`children` before its health wait, so a signal during
+        the wait still stops it."""
+        child = spawn(name, command, self.log_dir, env, cwd=cwd)
         self.children.append(child)
         wait_healthy(child, healthy)
         return child
@@ -159,15 +218,12 @@ class Stack:
         self,
         name: str,
         command: list[str],
-        env: dict,
+        env: Mapping[str, str],
         healthy: Callable[[], bool],
         say: Callable[[str], None],
     ) -> Child:
         """Stop the child ``name`` and start ``command`` in its place (its log appended
-        to), health-gated; it keeps its place in the stop order.
-
-        NOTE: the new child is in :attr:`children` before its health wait, so a signal
-        during the wait still stops it."""
+        to), health-gated; it keeps its place in the stop order."""
         index = next(i for i, child in enumerate(self.children) if child.name == name)
         say(stop(self.children[index]))
         child = spawn(name, command, self.log_dir, env, append=True)
@@ -193,3 +249,49 @@ class Stack:
     def stop_all(self, say: Callable[[str], None]) -> None:
         for child in self.stop_order():
             say(stop(child))
+
+
+@dataclass(frozen=True)
+class CollectorClock:
+    """How often a launched collector scrapes and evaluates, and how its rule windows and
+    ``for:`` are scaled (``None``: the configuration's defaults, production's clock)."""
+
+    scrape_interval_seconds: float = 5.0
+    #: ``None``: the collector's default timeout.
+    scrape_timeout_seconds: float | None = None
+    window_scale: float | None = None
+    evaluation_interval_seconds: float | None = None
+
+
+def collector_config(
+    db_url: str,
+    targets: Sequence[str] | Path,
+    clock: CollectorClock = CollectorClock(),
+    *,
+    gpu: str = "auto",
+    rules: Mapping[str, Any] | None = None,
+) -> dict:
+    """The ``tailwatch.yaml`` mapping of a collector that Tailwatch launches, with the alert
+    evaluator inside it (``alerts.in_collector``): the store at ``db_url``; ``targets``
+    either engine base URLs (scraped at ``<url>/metrics`` as ``replica-<i>``, labelled
+    ``replica: <i>``) or a file_sd targets file the collector watches; ``rules`` overrides
+    of the built-in rules (``alerts.rules``)."""
+    collector: dict[str, Any] = {"scrape_interval_seconds": clock.scrape_interval_seconds}
+    if clock.scrape_timeout_seconds is not None:
+        collector["scrape_timeout_seconds"] = clock.scrape_timeout_seconds
+    collector["gpu"] = gpu
+    if isinstance(targets, Path):
+        collector["targets_file"] = str(targets)
+    else:
+        collector["targets"] = [
+            {"url": f"{url}/metrics", "name": f"replica-{i}", "labels": {"replica": str(i)}}
+            for i, url in enumerate(targets)
+        ]
+    alerts: dict[str, Any] = {"in_collector": True}
+    if clock.window_scale is not None:
+        alerts["window_scale"] = clock.window_scale
+    if clock.evaluation_interval_seconds is not None:
+        alerts["evaluation_interval"] = clock.evaluation_interval_seconds
+    if rules:
+        alerts["rules"] = dict(rules)
+    return {"database_url": db_url, "collector": collector, "alerts": alerts}
