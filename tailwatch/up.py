@@ -6,7 +6,9 @@
    the first round of scrapes is stored: ``tailwatch.collect_evaluation``), gated on
    ``GET /targets`` reporting every replica ``up``.
 3. The console (``tailwatch console``), gated on Streamlit's ``/_stcore/health``.
-4. With ``--demo``, traffic and a rotating incident drill (:mod:`tailwatch.up_demo`).
+4. With ``--demo``, traffic and a rotating incident drill (:mod:`tailwatch.up_demo`); at
+   the stop, what the store holds of the run is checked against the engines' own counters
+   (:mod:`tailwatch.up_counts`), and a mismatch is exit code 1.
 5. With no ``slos:`` configured, SLOs proposed from the store's last hour, or else from the
    stack's first traffic, written into the configuration it runs on, and the collector
    restarted to alert on them (:mod:`tailwatch.up_slos`).
@@ -41,6 +43,7 @@ from tailwatch.processes import (
 from tailwatch.processes import collector_config as launched_collector_config
 
 if TYPE_CHECKING:
+    from tailwatch.up_counts import RunCheck
     from tailwatch.up_slos import OwnSLOs
 
 STATE_DIR = Path(".tailwatch")
@@ -131,6 +134,8 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
     stack = Stack(log_dir)
     code = 0
     demo = None
+    check = None
+    started_at = time.time()
     try:
         for i, url in enumerate(engine_urls):
             say(f"starting engine replica {i} at {url} ...")
@@ -165,6 +170,7 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
         if options.demo:
             from tailwatch.up_demo import CALIBRATION_BASELINE_SECONDS, Demo
 
+            check = _run_check(db_url, collector_url, engine_urls, started_at, say)
             longer = CALIBRATION_BASELINE_SECONDS if own is not None else 0.0
             demo = Demo(
                 engine_urls, token, say, log_dir / "demo.log", min_first_baseline_seconds=longer
@@ -200,13 +206,41 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
             signal.signal(sig, signal.SIG_IGN)
         if demo is not None:
             demo.stop()
+            if check is not None:
+                check.finish(say)
         if own is not None:
             own.close()
         stack.stop_all(say)
         (STATE_DIR / "up.json").unlink(missing_ok=True)
+        # NOTE: after the stop: the engines have flushed their last spans, the collector
+        # has written what it held.
+        if demo is not None and check is not None and not check.report(say) and code == 0:
+            code = 1
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code
+
+
+def _run_check(
+    db_url: str,
+    collector_url: str,
+    engine_urls: list[str],
+    started_at: float,
+    say: Callable[[str], None],
+) -> RunCheck | None:
+    """The demo's count check (:mod:`tailwatch.up_counts`), its baseline scrape stored
+    before the first request; None, said, when the collector cannot say its targets."""
+    import httpx
+
+    from tailwatch.up_counts import RunCheck
+
+    try:
+        check = RunCheck(db_url, collector_url, engine_urls, started_at)
+    except (httpx.HTTPError, ValueError, KeyError) as error:
+        say(f"(no count check at the end: the collector's /targets did not answer: {error})")
+        return None
+    check.baseline(say)
+    return check
 
 
 def _config(

@@ -108,7 +108,7 @@ _COMMANDS = dict(_commands())
 
 
 def test_the_help_checks_cover_every_command():
-    assert len(_COMMANDS) >= 10  # tailwatch, engine {generate,serve}, collect, load …, demo
+    assert len(_COMMANDS) >= 10  # tailwatch, engine {generate,serve}, collect, load …, up
 
 
 @pytest.mark.parametrize("path", _COMMANDS, ids=lambda path: " ".join(path) or "tailwatch")
@@ -135,11 +135,9 @@ PORT_CASES = [
     (["engine", "serve", "--port", "99999"], "99999"),
     (["engine", "serve", "--port", "-1"], "-1"),
     (["engine", "serve", "--port", "65536"], "65536"),
-    (["demo", "--port", "99999"], "99999"),
-    (["demo", "--port", "0"], "0"),  # the demo connects to its ports: 0 cannot work
-    (["demo", "--collector-port", "99999"], "99999"),
-    (["demo", "--collector-port", "-3"], "-3"),
-    (["demo", "--port", "5000", "--collector-port", "5000"], "5000"),
+    (["up", "--collector-port", "99999"], "99999"),
+    (["up", "--console-port", "0"], "0"),  # up connects to its ports: 0 cannot work
+    (["up", "--engine-port", "-3"], "-3"),
     (["collect", "--listen", "127.0.0.1:99999"], "99999"),
     (["collect", "--listen", "127.0.0.1:-1"], "-1"),
     (["collect", "--target", "http://127.0.0.1:99999/metrics"], "99999"),
