@@ -10,13 +10,13 @@ import math
 import pandas as pd
 import streamlit as st
 
+from alerts.display import age
 from alerts.triage import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
 from alerts.triage_report import format_change, format_seconds, format_value
 from console import data, incident_charts
 from console.incidents import IncidentDetail
 from console.page_kit import TRACES_PAGE, empty, escape, section
 from slo.window import format_utc
-from tailwatch.alerts_view import age
 
 SEVERITY_COLOUR = {"page": "red", "ticket": "orange"}
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from alerts.conventions import ALERTNAME, SEVERITY
 from alerts.gather import gather, knob_changes
+from alerts.incident_view import IncidentIdError, parse_incident_id
 from alerts.incidents import Incident, opener_of
 from alerts.model import Alert, AlertState
 from alerts.rule_base import Rule
@@ -29,7 +30,6 @@ from alerts.triage_data import TimeWindow
 from alerts.triage_windows import alert_triage_windows
 from collectors.replica_targets import replica_targets
 from collectors.store.protocols import MetricsReader, RequestReader
-from tailwatch.incident_view import IncidentIdError, parse_incident_id
 
 #: An alert fingerprint, the incident id of links made before incidents had ids.
 FINGERPRINT = re.compile(r"[0-9a-f]{16}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from alerts.display import age
 from alerts.rule_errors import EvaluationHealth, RuleFailure
+from alerts.rule_errors_view import STALE_EVALUATION_SECONDS
 from console.page_kit import escape
-from tailwatch.alerts_view import age
-from tailwatch.rule_errors_view import STALE_EVALUATION_SECONDS
 
 #: The most failing rules listed one per line (the rest are counted).
 MAX_LISTED = 10

@@ -53,7 +53,7 @@ def list_incidents(
     now: NowOption = None,
 ) -> None:
     """List open (firing) incidents, then those resolved in the last --since, newest first."""
-    from tailwatch.incident_view import incident_json, incidents_table
+    from alerts.incident_view import incident_json, incidents_table
 
     since_seconds = parse_duration("--since", since)
     count = parse_limit(limit)
@@ -83,6 +83,7 @@ def show(
     alert's condition hold, one rule window before it did, to when it resolved, or now)
     against an equal baseline just before it, at least 10 minutes."""
     from alerts.gather import gather
+    from alerts.incident_view import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
     from alerts.triage import triage
     from alerts.triage_report import render_text
     from alerts.triage_windows import alert_triage_windows
@@ -90,7 +91,6 @@ def show(
     from collectors.replica_targets import replica_targets
     from slo.window import format_utc
     from tailwatch.config import load_config
-    from tailwatch.incident_view import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
 
     try:
         wanted = parse_incident_id(incident_id)

@@ -33,10 +33,7 @@ CONSOLE_FROM_TAILWATCH = {"tailwatch.config"}
 #: when what it borrows moves below the CLI; none may be added.
 CONSOLE_STILL_BORROWS = {
     "tailwatch.alerts_cli",
-    "tailwatch.alerts_view",
-    "tailwatch.incident_view",
     "tailwatch.replay_cli",
-    "tailwatch.rule_errors_view",
     "tailwatch.sweep_cli",
 }
 

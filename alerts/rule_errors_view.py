@@ -9,8 +9,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from alerts.display import age, iso, printable
 from alerts.rule_errors import EvaluationHealth
-from tailwatch.alerts_view import age, iso, printable
 
 #: A last evaluation older than this in ``alerts list`` is worth a warning: the evaluator
 #: (``tailwatch alerts run``) may have stopped.

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from alerts.conventions import ALERTNAME, SEVERITY
+from alerts.display import age, iso, json_value, printable
 from alerts.incidents import Incident, opener_of
-from tailwatch.alerts_view import age, iso, json_value, printable
 
 #: An incident id as typed: digits, optionally after ``#`` (as the list shows them).
 _ID = re.compile(r"#?([0-9]+)")

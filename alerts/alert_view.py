@@ -1,19 +1,18 @@
 """What ``tailwatch alerts list`` and ``alerts silence list`` show: rows gathered from an
 :class:`alerts.state.AlertStateStore` at a given time, as plain dicts (the ``--json`` form) and
-as rich tables. Pure over the store's reads and ``now_seconds``."""
+as rich tables. Pure over the store's reads and ``now_seconds``; times, values and label text
+are written as :mod:`alerts.display` writes them."""
 
 from __future__ import annotations
 
-import math
-import unicodedata
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from alerts.conventions import ALERTNAME, SEVERITY
+from alerts.display import age, iso, json_value, printable
 from alerts.incidents import episode_key
 from alerts.matchers import format_matchers
 from alerts.model import Alert, AlertState
@@ -27,8 +26,6 @@ STATE_CHOICES = ("all", "firing", "pending", "resolved", "silenced")
 HISTORY_BATCH = 10_000
 #: Incidents read to name the incident of each listed alert (open ones come first).
 INCIDENT_BATCH = 10_000
-#: Unicode categories shown escaped: control, format, line and paragraph separators.
-_HIDDEN = ("Cc", "Cf", "Zl", "Zp")
 
 
 @dataclass(frozen=True)
@@ -95,34 +92,6 @@ def alert_rows(
     return sorted(rows, key=lambda r: (-r.since_seconds, r.alert.name, r.alert.fingerprint))
 
 
-def iso(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):  # NOTE: past year 9999 or before year 1
-        return f"{seconds:g}"
-
-
-def age(seconds: float) -> str:
-    """``45s``, ``12m``, ``3h 5m``, ``2d 4h``: how long ago, to two units at most."""
-    if not math.isfinite(seconds) or seconds < 0:
-        return "in the future" if seconds < 0 else "?"
-    whole = int(seconds)
-    for unit, size, smaller, smaller_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
-        if whole >= size:
-            rest = (whole % size) // smaller_size
-            return f"{whole // size}{unit} {rest}{smaller}" if rest else f"{whole // size}{unit}"
-    return f"{whole // 60}m" if whole >= 60 else f"{whole}s"
-
-
-def json_value(value: float | None) -> float | str | None:
-    """A value for JSON: a number, or Prometheus's text for NaN and infinities."""
-    if value is None or math.isfinite(value):
-        return value
-    return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
-
-
 def alert_json(row: AlertRow) -> dict[str, Any]:
     alert = row.alert
     return {
@@ -139,21 +108,6 @@ def alert_json(row: AlertRow) -> dict[str, Any]:
         "silenced_by": list(row.silenced_by),
         "incident": row.incident_id,
     }
-
-
-def printable(text: str) -> str:
-    """``text`` with control and format characters (NUL, escape, newline, bidi overrides)
-    written as escapes, so a label value cannot garble the terminal."""
-    out = []
-    for char in text:
-        code = ord(char)
-        if unicodedata.category(char) not in _HIDDEN:
-            out.append(char)
-        elif code < 0x100:
-            out.append(f"\\x{code:02x}")
-        else:
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-    return "".join(out)
 
 
 def alerts_table(rows: list[AlertRow], now_seconds: float) -> Table:
