@@ -23,6 +23,7 @@ from collectors.collector_metrics import (
     DROPPED_SHUTDOWN,
     TraceMetrics,
 )
+from collectors.error_text import first_line
 from collectors.event_wait import wait_for_event
 from collectors.otlp import ReceiverBusy
 from collectors.request_records import RequestRecord, SpanRecord, request_records
@@ -239,7 +240,7 @@ class TraceWriter:
                     return
                 failures += 1
                 if failures == 1:
-                    logger.warning("trace write failed, retrying: %s", _first_line(error))
+                    logger.warning("trace write failed, retrying: %s", first_line(error))
                 left = self._deadline - time.monotonic()
                 if left <= 0:
                     self._drop_queue(error)
@@ -264,7 +265,7 @@ class TraceWriter:
             logger.warning(
                 "shutting down with the database unavailable for %g s: saved %d queued spans "
                 "to %s for the next start (%s)",
-                self._flush_timeout, lost, self.spill_path, _first_line(error),
+                self._flush_timeout, lost, self.spill_path, first_line(error),
             )  # fmt: skip
             return
         self.metrics.spans_dropped.labels(DROPPED_SHUTDOWN).inc(lost)
@@ -272,7 +273,7 @@ class TraceWriter:
             "shutting down with the database unavailable for %g s: dropped %d queued spans (%s)",
             self._flush_timeout,
             lost,
-            _first_line(error),
+            first_line(error),
         )
 
     def _save(self, items: list[tuple[list[SpanRecord], list[RequestRecord]]]) -> bool:
@@ -285,8 +286,3 @@ class TraceWriter:
             logger.error("cannot save queued spans to %s: %s", self.spill_path, error)
             return False
         return True
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -50,8 +50,8 @@ def check_replay(request: ReplayRequest, now: float | None = None) -> str | None
     """The first mistake in ``request``, as ``tailwatch replay`` would report it, times
     read against ``now`` (default: the clock); ``None``: it would start. The window's
     records are read to see that there is something to replay; nothing is stored."""
+    from collectors.error_text import first_line
     from loadgen.errors import LoadgenError
-    from tailwatch.alerts_cli import first_line
     from tailwatch.replay_cli import build_replay_plan, check_window, replay_options
 
     problem = form_problem(

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors.error_text import first_line
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
 from collectors.store.protocols import LabStore, RequestReader
 from loadgen.errors import WorkloadError
@@ -222,7 +223,7 @@ def replay_window(
     except BaseException as error:
         interrupted = isinstance(error, KeyboardInterrupt)
         status = LabRunStatus.INTERRUPTED if interrupted else LabRunStatus.FAILED
-        lab.finish_lab_run(run_id, status, None if interrupted else _first_line(error))
+        lab.finish_lab_run(run_id, status, None if interrupted else first_line(error))
         raise
     production = summarize(production_results(trace), trace.window_seconds, objectives)
     results = server_side(run.results, run.server_records)
@@ -267,8 +268,3 @@ def replay_window(
     return ReplayReport(
         run_id, status, trace, production, replayed, diff, run.knobs, fleet, per_replica
     )
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from alerts.sql import alert_state_of
+from collectors.error_text import first_line
 from tailwatch.cli_options import cli_error, typer_app
 
 alerts_app = typer_app(
@@ -65,11 +66,6 @@ def parse_now(now: float | None) -> float:
     if not math.isfinite(now):
         raise cli_error(f"--now {now!r}: must be a finite time in Unix seconds")
     return now
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def parse_duration(flag: str, text: str) -> float:

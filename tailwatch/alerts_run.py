@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tailwatch.alerts_cli import DbOption, NowOption, first_line, open_store, parse_now
+from collectors.error_text import first_line
+from tailwatch.alerts_cli import DbOption, NowOption, open_store, parse_now
 from tailwatch.cli_options import cli_error, config_path
 
 if TYPE_CHECKING:

@@ -11,11 +11,11 @@ from typing import Annotated
 import typer
 
 from alerts.sql import alert_state_of
+from collectors.error_text import first_line
 from tailwatch.alerts_cli import (
     DbOption,
     JsonOption,
     NowOption,
-    first_line,
     open_store,
     parse_duration,
     parse_now,

@@ -19,7 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
-from tailwatch.alerts_cli import DbOption, first_line
+from collectors.error_text import first_line
+from tailwatch.alerts_cli import DbOption
 from tailwatch.cli_options import check_url, cli_error, command_options
 
 _EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")

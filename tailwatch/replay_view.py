@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from tailwatch.alerts_cli import first_line
+from collectors.error_text import first_line
 from tailwatch.cli_options import cli_error
 
 _ROWS = (

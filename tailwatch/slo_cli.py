@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from tailwatch.alerts_cli import DbOption, first_line, open_store
+from collectors.error_text import first_line
+from tailwatch.alerts_cli import DbOption, open_store
 from tailwatch.cli_options import (
     check_writable_output,
     cli_error,

@@ -30,6 +30,7 @@ def migrate(
     from alembic.util import CommandError
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+    from collectors.error_text import first_line
     from collectors.store import default_url
     from collectors.store.connection import StoreDriverError, make_engine
     from collectors.store.schema import current_revision, head_revision, upgrade_schema
@@ -40,14 +41,14 @@ def migrate(
     try:
         engine = make_engine(url)
     except (ArgumentError, StoreDriverError, ValueError) as error:
-        raise cli_error(f"--db {_masked(url)!r}: {_first_line(error)}") from None
+        raise cli_error(f"--db {_masked(url)!r}: {first_line(error)}") from None
     masked = engine.url.render_as_string(hide_password=True)
     try:
         before = current_revision(engine)
         upgrade_schema(engine)
         after = current_revision(engine)
     except (SQLAlchemyError, CommandError) as error:  # CommandError: a revision we lack
-        raise cli_error(f"cannot migrate the store at {masked}: {_first_line(error)}") from None
+        raise cli_error(f"cannot migrate the store at {masked}: {first_line(error)}") from None
     finally:
         engine.dispose()
     if before == after:
@@ -68,8 +69,3 @@ def _masked(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return url
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

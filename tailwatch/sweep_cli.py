@@ -77,12 +77,15 @@ def sweep(
     each value's knee and its goodput and TTFT/ITL tails per rate."""
     plan = _plan(locals())
     url_of_store = _store_url(db, config)
+    from collectors.error_text import first_line
     from collectors.store import Store
 
     try:
         store = Store(url_of_store)
     except Exception as error:  # NOTE: any URL, driver or schema error is one line
-        raise cli_error(f"--db: cannot open the store {url_of_store}: {_first(error)}") from None
+        raise cli_error(
+            f"--db: cannot open the store {url_of_store}: {first_line(error)}"
+        ) from None
     try:
         _run(plan, store, progress)
     finally:
@@ -222,8 +225,3 @@ def _run(plan, store, show: bool) -> None:
         raise typer.Exit(code=1)
     if outcome.status is LabRunStatus.INTERRUPTED:
         raise typer.Exit(code=130)
-
-
-def _first(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
