@@ -55,7 +55,7 @@ def check_sweep(request: SweepRequest) -> str | None:
     """The first mistake in ``request``, as ``tailwatch sweep`` would report it (``None``:
     it would start). Nothing runs and nothing is stored."""
     from loadgen.errors import LoadgenError
-    from tailwatch.sweep_cli import build_sweep_plan, sweep_options
+    from loadgen.lab_plan import build_sweep_plan, sweep_options
 
     problem = form_problem(
         request.options, FORM_OPTIONS, request.db_url, "sweep", "to write the sweep to"

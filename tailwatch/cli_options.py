@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import typer
 
@@ -55,32 +54,11 @@ def check_port(port: int, flag: str, *, allow_zero: bool) -> int:
     return port
 
 
-def check_url(url: str, flag: str) -> str:
-    """``url`` if it is an http(s) URL with a host and, when it names one, a port 1-65535;
-    else a ``ValueError`` naming ``flag`` and the URL (before any connection is tried)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as error:  # e.g. an unclosed "[" (an IPv6 host)
-        raise ValueError(f"{flag}: {url!r} is not a valid URL: {error}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{flag}: expected an http(s) URL with a host, got {url!r}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if port is not None and not 1 <= port <= MAX_PORT:
-        raise ValueError(f"{flag}: {url!r} has a port outside 1-{MAX_PORT}")
-    import httpx
-
-    try:  # NOTE: what the HTTP client would refuse at the first request (an invalid IDNA host)
-        httpx.URL(url)
-    except (httpx.InvalidURL, UnicodeError) as error:
-        raise ValueError(f"{flag}: {url!r} is not a valid URL: {error}") from None
-    return url
-
-
 def parse_urls(text: str, flag: str) -> list[str]:
-    """Comma-separated URLs (each checked by :func:`check_url`), trailing ``/`` removed."""
+    """Comma-separated URLs (each checked by :func:`loadgen.load_options.check_url`), trailing
+    ``/`` removed."""
+    from loadgen.load_options import check_url
+
     urls = [check_url(u.strip(), flag).rstrip("/") for u in text.split(",") if u.strip()]
     if not urls:
         raise ValueError(f"{flag}: expected at least one URL, got {text!r}")

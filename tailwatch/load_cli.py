@@ -1,12 +1,12 @@
-"""``tailwatch load run`` and ``tailwatch load sweep``: open-loop load over the OpenAI API."""
+"""``tailwatch load run`` and ``tailwatch load sweep``: open-loop load over the OpenAI API.
+Options only: their text is read by :mod:`loadgen.load_options`, the load is ``loadgen``'s."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -39,100 +39,6 @@ MaxInFlight = Annotated[
 Seed = Annotated[int, typer.Option(help="Seed of the schedule (same seed, same requests).")]
 Slo = Annotated[str, typer.Option(help="Goodput SLOs in ms, e.g. ttft=500,tpot=50,e2el=4000.")]
 Progress = Annotated[bool, typer.Option(help="Show a progress bar.")]
-
-
-def parse_length_option(text: str, flag: str = "length") -> Any:
-    """``128`` | ``uniform:MIN:MAX`` | ``lognormal:MEDIAN:SIGMA:MAX`` → a length mapping;
-    a mistake names ``flag``."""
-    from loadgen.errors import WorkloadError
-
-    kind, *params = text.split(":")
-    try:
-        if not params:
-            return int(kind)
-        if kind == "uniform" and len(params) == 2:
-            return {"kind": "uniform", "min": int(params[0]), "max": int(params[1])}
-        if kind == "lognormal" and len(params) == 3:
-            median, sigma, most = float(params[0]), float(params[1]), int(params[2])
-            return {"kind": "lognormal", "median": median, "sigma": sigma, "max": most}
-    except ValueError:
-        pass
-    raise WorkloadError(
-        flag, f"{text!r}: expected N, uniform:MIN:MAX or lognormal:MEDIAN:SIGMA:MAX"
-    )
-
-
-def parse_rates_option(text: str) -> list[float]:
-    """``"1,2.5,4"`` → rates per second; each must be a finite number > 0."""
-    from loadgen.errors import WorkloadError
-
-    rates = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        try:
-            rate = float(part)
-        except ValueError:
-            raise WorkloadError("--rates", f"{part!r} is not a number (in {text!r})") from None
-        if not (rate > 0 and math.isfinite(rate)):
-            raise WorkloadError("--rates", f"{part!r}: a rate must be a finite number > 0")
-        rates.append(rate)
-    return rates
-
-
-def parse_weights_option(text: str, what: str) -> dict[str, float]:
-    from loadgen.errors import WorkloadError
-
-    weights: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, weight = part.partition("=")
-        try:
-            weights[name.strip()] = float(weight) if sep else 1.0
-        except ValueError:
-            raise WorkloadError(what, f"{part!r}: expected NAME=WEIGHT") from None
-    return weights
-
-
-def _workload(
-    rate,
-    duration,
-    arrivals,
-    burstiness,
-    prompt_tokens,
-    output_tokens,
-    replay,
-    prefix_groups,
-    prefix_share,
-    prefix_tokens,
-    tenants,
-    priorities,
-    seed,
-):
-    from loadgen.workload import parse_workload
-
-    raw: dict[str, Any] = {
-        "rate": rate,
-        "duration": duration,
-        "arrivals": arrivals,
-        "burstiness": burstiness,
-        "prompt_tokens": parse_length_option(prompt_tokens, "--prompt-tokens"),
-        "output_tokens": parse_length_option(output_tokens, "--output-tokens"),
-        "prefix": {"groups": prefix_groups, "share": prefix_share, "tokens": prefix_tokens},
-        "tenants": parse_weights_option(tenants, "tenants"),
-        "priorities": parse_weights_option(priorities, "priorities"),
-        "seed": seed,
-    }
-    if replay is not None:
-        raw["replay"] = str(replay)
-    return parse_workload(raw)
-
-
-def _route(endpoint: str) -> str:
-    from loadgen.client import CHAT, COMPLETIONS
-    from loadgen.errors import WorkloadError
-
-    routes = {"completions": COMPLETIONS, "chat": CHAT}
-    if endpoint not in routes:
-        raise WorkloadError("endpoint", f"must be completions or chat, got {endpoint!r}")
-    return routes[endpoint]
 
 
 def run_with_progress(urls, schedule, *, show: bool, **kwargs):
@@ -190,6 +96,7 @@ def run(
 ) -> None:
     """Send one open-loop load and write the per-request JSONL and the JSON summary."""
     from loadgen.errors import LoadgenError
+    from loadgen.load_options import endpoint_route, workload_from_options
     from loadgen.record import write_jsonl
     from loadgen.routing import Router
     from loadgen.summary import headline, parse_slo, summarize
@@ -202,7 +109,7 @@ def run(
     jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
     check_writable_output([jsonl_path, json_path], "--output")
     try:
-        workload = _workload(
+        workload = workload_from_options(
             rate,
             duration,
             arrivals,
@@ -225,7 +132,7 @@ def run(
             schedule,
             show=progress,
             router=router,
-            route=_route(endpoint),
+            route=endpoint_route(endpoint),
             max_in_flight=max_in_flight,
         )
     except LoadgenError as error:
@@ -276,6 +183,7 @@ def sweep(
     """Rate → attainment, goodput, TTFT/ITL p95/p99, throughput; with the engine knobs
     from /admin/config where exposed (TAILWATCH_ADMIN_TOKEN is sent when set)."""
     from loadgen.errors import LoadgenError
+    from loadgen.load_options import endpoint_route, parse_rates_option, workload_from_options
     from loadgen.sweep import run_sweep, write_table
 
     try:
@@ -284,7 +192,7 @@ def sweep(
         raise cli_error(str(error)) from None
     check_writable_output([output.with_suffix(".json"), output.with_suffix(".csv")], "--output")
     try:
-        workload = _workload(
+        workload = workload_from_options(
             1.0,
             duration,
             arrivals,
@@ -307,7 +215,7 @@ def sweep(
                 rate_list,
                 slo=slo,
                 routing=routing,
-                route=_route(endpoint),
+                route=endpoint_route(endpoint),
                 max_in_flight=max_in_flight,
                 start_rate=start_rate,
                 target=target,

@@ -21,7 +21,7 @@ import typer
 
 from collectors.error_text import first_line
 from tailwatch.alerts_cli import DbOption
-from tailwatch.cli_options import check_url, cli_error, command_options
+from tailwatch.cli_options import cli_error, command_options
 
 _EPOCH = re.compile(r"[0-9]{1,12}(\.[0-9]+)?")
 #: Option names for the fields of a ``WorkloadError``.
@@ -226,6 +226,7 @@ def build_replay_plan(options: dict[str, Any], now: float) -> ReplaySpec:
     ``now``; a ``ValueError`` naming the option for any mistake, before anything is read
     or stored (the window's records are checked by :func:`check_window`)."""
     from loadgen.errors import WorkloadError
+    from loadgen.load_options import check_url
     from loadgen.replay import ReplayPlan
 
     from_, to = options["from_"], options["to"]

@@ -1,16 +1,16 @@
 """``tailwatch sweep``: rates × one knob's values against a simulated, bundled or running
-engine, stored for the console's knob lab. Options only; the sweep is
-:mod:`loadgen.lab_sweep`, the knee :mod:`loadgen.lab_knee` (see docs/knob-lab.md)."""
+engine, stored for the console's knob lab. Options only: they are read into a plan by
+:func:`loadgen.lab_plan.build_sweep_plan`, the sweep is :mod:`loadgen.lab_sweep`, the knee
+:mod:`loadgen.lab_knee` (see docs/knob-lab.md)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from tailwatch.cli_options import cli_error, command_options, config_path
+from tailwatch.cli_options import cli_error, config_path
 from tailwatch.load_cli import (
     Arrival,
     Burstiness,
@@ -28,11 +28,6 @@ from tailwatch.load_cli import (
 )
 
 _DEFAULT_ENGINE_HELP = "sim:<model>@<gpu> (virtual time) or a bundled model such as tiny."
-
-
-def parse_sweep_slo(text: str) -> str:
-    """``ttft:500,itl:50`` or ``ttft=500,itl=50`` → loadgen's ``KEY=MS`` form."""
-    return ",".join(p.replace(":", "=", 1) if "=" not in p else p for p in text.split(","))
 
 
 def sweep(
@@ -94,79 +89,12 @@ def sweep(
 
 def _plan(options: dict[str, Any]):
     from loadgen.errors import LoadgenError
+    from loadgen.lab_plan import build_sweep_plan
 
     try:
         return build_sweep_plan(options)
     except (LoadgenError, ValueError) as error:
         raise cli_error(str(error)) from None
-
-
-def sweep_options(**given: Any) -> dict[str, Any]:
-    """Every option of ``tailwatch sweep`` at its default, with ``given`` over them (the
-    console's sweep form builds its plan, and so its errors, exactly as the CLI does)."""
-    return command_options(sweep, "sweep", given, frozenset({"knob", "rates"}))
-
-
-def build_sweep_plan(options: dict[str, Any]):
-    """The sweep ``options`` (``sweep``'s parameters) describe; a ``ValueError`` or
-    ``LoadgenError`` naming the option for any mistake, before anything runs."""
-    from loadgen.lab_knobs import (
-        check_engine,
-        check_values,
-        parse_engine_knobs,
-        parse_knob_option,
-    )
-    from loadgen.lab_sweep import SweepPlan
-    from loadgen.summary import parse_slo
-    from tailwatch.load_cli import _route, _workload, parse_rates_option
-
-    engine, url = options["engine"], options["url"]
-    if (engine is None) == (url is None):
-        raise ValueError("--engine / --url: give exactly one (a model to start, or a server)")
-    if url is not None and options["engine_knobs"]:
-        raise ValueError("--engine-knobs: only with --engine (a running engine keeps its own)")
-    if not (math.isfinite(options["target"]) and 0 < options["target"] <= 1):
-        raise ValueError(f"--target {options['target']!r}: an SLO attainment in (0, 1]")
-    if not (math.isfinite(options["duration"]) and options["duration"] > 0):
-        raise ValueError(f"--duration {options['duration']!r}: must be > 0 seconds")
-    if options["repeats"] < 1:
-        raise ValueError(f"--repeats {options['repeats']}: must be >= 1")
-    if url is not None:
-        from tailwatch.cli_options import check_url
-
-        check_url(url, "--url")
-    knob, values = parse_knob_option(options["knob"], live_only=url is not None)
-    rates = parse_rates_option(options["rates"])
-    if not rates:
-        raise ValueError(f"--rates {options['rates']!r}: give at least one rate > 0")
-    shared = parse_engine_knobs(options["engine_knobs"], knob)
-    if engine is not None:
-        check_engine(engine, "--engine")
-        check_values(engine, shared, knob, values)
-    keys = ("duration", "arrivals", "burstiness", "prompt_tokens", "output_tokens",
-            "replay", "prefix_groups", "prefix_share", "prefix_tokens", "tenants",
-            "priorities", "seed")  # fmt: skip
-    workload = _workload(1.0, *(options[k] for k in keys))
-    slo = parse_sweep_slo(options["slo"])
-    objectives = parse_slo(slo)
-    route = _route(options["endpoint"])
-    stored = {k: str(options[k]) if k == "replay" else options[k] for k in keys}
-    return SweepPlan(
-        knob=knob,
-        values=tuple(values),
-        rates=tuple(rates),
-        workload=workload,
-        objectives=objectives,
-        engine=engine,
-        url=url,
-        repeats=options["repeats"],
-        engine_knobs=shared,
-        workload_options={**stored, "slo": slo},
-        name=options["name"],
-        target_attainment=options["target"],
-        route=route,
-        max_in_flight=options["max_in_flight"],
-    )
 
 
 def _store_url(db: str | None, config: Path | None) -> str:

@@ -33,7 +33,6 @@ CONSOLE_FROM_TAILWATCH = {"tailwatch.config"}
 #: when what it borrows moves below the CLI; none may be added.
 CONSOLE_STILL_BORROWS = {
     "tailwatch.replay_cli",
-    "tailwatch.sweep_cli",
 }
 
 

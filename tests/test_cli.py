@@ -283,8 +283,8 @@ def test_save_output_falls_back_to_the_temporary_directory_and_says_so_when_both
 @given(text=st.text(max_size=40) | st.text(max_size=30).map(lambda t: "http://" + t))
 def test_rates_and_urls_from_any_text_parse_or_fail_naming_the_flag(text):
     from loadgen.errors import WorkloadError
+    from loadgen.load_options import parse_rates_option
     from tailwatch.cli_options import parse_urls
-    from tailwatch.load_cli import parse_rates_option
 
     try:
         rates = parse_rates_option(text)
@@ -305,7 +305,7 @@ def test_rates_and_urls_from_any_text_parse_or_fail_naming_the_flag(text):
 @settings(max_examples=60, deadline=None)
 @given(port=st.integers(min_value=-(10**6), max_value=10**6))
 def test_a_url_port_is_accepted_exactly_when_it_is_a_tcp_port(port):
-    from tailwatch.cli_options import check_url
+    from loadgen.load_options import check_url
 
     url = f"http://127.0.0.1:{port}/v1"
     if 1 <= port <= 65535:

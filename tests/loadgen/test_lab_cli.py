@@ -17,8 +17,8 @@ from collectors.store.lab_records import LabPoint, LabRunStatus
 from loadgen.errors import WorkloadError
 from loadgen.lab_knee import knee_curves
 from loadgen.lab_knobs import knob_types, parse_engine_knobs, parse_knob_option
+from loadgen.lab_plan import parse_sweep_slo
 from tailwatch.cli import app
-from tailwatch.sweep_cli import parse_sweep_slo
 
 runner = CliRunner()
 SIM = ["--engine", "sim:llama-3.1-8b@h100"]
@@ -185,3 +185,19 @@ def test_parse_engine_knobs_and_the_slo_take_any_text(text) -> None:
     else:
         assert set(knobs) <= set(knob_types())
     assert "," not in text or parse_sweep_slo(text).count(",") == text.count(",")
+
+
+def test_the_console_form_fills_in_the_commands_defaults():
+    """``sweep_options`` (what the console's sweep form builds its plan from) fills in every
+    option a plan is built from at ``tailwatch sweep``'s own default; only the command's
+    store and progress options are left out."""
+    import inspect
+
+    from loadgen.lab_plan import SWEEP_DEFAULTS
+    from tailwatch.sweep_cli import sweep
+
+    parameters = inspect.signature(sweep).parameters.items()
+    defaults = {n: p.default for n, p in parameters if p.default is not inspect.Parameter.empty}
+    for own in ("db", "config", "progress"):
+        defaults.pop(own)
+    assert dict(SWEEP_DEFAULTS) == defaults
