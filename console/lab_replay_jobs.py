@@ -52,7 +52,7 @@ def check_replay(request: ReplayRequest, now: float | None = None) -> str | None
     records are read to see that there is something to replay; nothing is stored."""
     from collectors.error_text import first_line
     from loadgen.errors import LoadgenError
-    from tailwatch.replay_cli import build_replay_plan, check_window, replay_options
+    from loadgen.replay_options import build_replay_plan, check_window, replay_options
 
     problem = form_problem(
         request.options, FORM_OPTIONS, request.db_url, "replay", "to replay from"

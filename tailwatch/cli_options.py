@@ -123,22 +123,3 @@ def save_output(path: Path, write: Callable[[Path], None]) -> Path:
         raise typer.Exit(code=1) from None
     typer.echo(f"warning: cannot write {path} ({reason}); wrote {fallback} instead", err=True)
     return fallback
-
-
-def command_options(
-    command: Callable[..., Any], name: str, given: dict[str, Any], required: frozenset[str]
-) -> dict[str, Any]:
-    """Every option of the typer ``command`` function at its default, with ``given`` over
-    them, so a console form builds a plan (and its errors) exactly as the CLI does; a
-    ``ValueError`` for a name that is neither an option with a default nor ``required``."""
-    import inspect
-
-    defaults = {
-        option: parameter.default
-        for option, parameter in inspect.signature(command).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    unknown = set(given) - set(defaults) - required
-    if unknown:
-        raise ValueError(f"not options of tailwatch {name}: {sorted(unknown)}")
-    return {**defaults, **given}

@@ -65,8 +65,8 @@ def propose(
     it had over the window."""
     from collectors.config import ConfigError
     from collectors.slo_proposals import ProposalError, proposals_yaml, propose_slos
+    from loadgen.replay_options import parse_time
     from tailwatch.config import load_config
-    from tailwatch.replay_cli import parse_time
 
     if not (math.isfinite(margin) and 0 <= margin < 1):
         raise cli_error(f"--margin {margin!r}: must be a fraction in [0, 1), e.g. 0.005")

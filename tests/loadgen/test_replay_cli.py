@@ -15,8 +15,8 @@ from collectors.store.lab_records import LabRunKind, LabRunStatus
 from engine.config import EngineConfig
 from engine.sim.offline import VIRTUAL_EPOCH
 from engine.sim.workload import RequestShape, poisson_schedule
+from loadgen.replay_options import parse_knobs, parse_time
 from tailwatch.cli import app
-from tailwatch.replay_cli import parse_knobs, parse_time
 from tests.loadgen.test_replay_sim import SIM, sim_records
 
 runner = CliRunner()
@@ -187,7 +187,7 @@ def test_a_fleets_window_replays_on_its_replicas(fleet_db):
     )
 )
 def test_any_replicas_text_is_a_plan_or_one_error(text):
-    from tailwatch.replay_cli import build_replay_plan, replay_options
+    from loadgen.replay_options import build_replay_plan, replay_options
 
     options = replay_options(from_=FROM, to=TO, engine=SIM, replicas=text, route="round-robin")
     try:
@@ -250,7 +250,7 @@ def test_refused_runs_store_nothing(db):
 
 
 def test_the_plan_builder_checks_what_the_command_checks_and_stores_nothing(db):
-    from tailwatch.replay_cli import build_replay_plan, check_window, replay_options
+    from loadgen.replay_options import build_replay_plan, check_window, replay_options
 
     spec = build_replay_plan(replay_options(from_="-15m", engine=SIM, knob=["block_size=32"]), NOW)
     assert (spec.start, spec.end, spec.tenant) == (NOW - 900, NOW, None)
@@ -271,3 +271,19 @@ def test_the_plan_builder_checks_what_the_command_checks_and_stores_nothing(db):
         store.close()
     after, _ = _runs(db)
     assert [run.id for run in after] == [run.id for run in before]
+
+
+def test_the_console_form_fills_in_the_commands_defaults():
+    """``replay_options`` (what the console's replay form builds its plan from) fills in every
+    option a plan is built from at ``tailwatch replay``'s own default; only the command's
+    store and output options are left out."""
+    import inspect
+
+    from loadgen.replay_options import REPLAY_DEFAULTS
+    from tailwatch.replay_cli import replay
+
+    parameters = inspect.signature(replay).parameters.items()
+    defaults = {n: p.default for n, p in parameters if p.default is not inspect.Parameter.empty}
+    for own in ("db", "as_json", "progress"):
+        defaults.pop(own)
+    assert dict(REPLAY_DEFAULTS) == defaults
