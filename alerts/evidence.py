@@ -66,7 +66,11 @@ def _preemptions_row(data: TriageInput) -> EvidenceRow:
     for target, pair in data.replicas.items():
         rate = preemptions_per_request(pair.incident)
         if rate.is_known:
-            known.append((-rate.value, target))
+            before = preemptions_per_request(pair.baseline)
+            rise = rate.value - before.value if before.is_known else -math.inf
+            # NOTE: ties on the rate go to the larger rise, and only replicas whose rows are
+            # the same are left to the name: renaming replicas never changes a score
+            known.append((-rate.value, -rise, target))
     if not known:
         fleet = data.fleet
         return make_row(
@@ -76,7 +80,7 @@ def _preemptions_row(data: TriageInput) -> EvidenceRow:
             preemptions_per_request(fleet.baseline),
             kind,
         )
-    target = sorted(known)[0][1]
+    target = sorted(known)[0][2]
     pair = data.replicas[target]
     return make_row(
         EvidenceKey.PREEMPTIONS_PER_REQUEST,
