@@ -78,6 +78,8 @@ def taken_port(options: UpOptions) -> str | None:
         (options.collector_port, "collector", "--collector-port"),
         (options.console_port, "console", "--console-port"),
     ]
+    # NOTE: the flags' own mistakes first (a port given twice, past the range): they are the
+    # same on every machine, whatever else happens to hold a port at the moment
     seen: dict[int, str] = {}
     for port, what, flag in wanted:
         if port in seen:
@@ -85,6 +87,7 @@ def taken_port(options: UpOptions) -> str | None:
         seen[port] = what
         if port > 65535:
             return f"port {port} (the {what}) is past 65535; lower {flag}"
+    for port, what, flag in wanted:
         if not port_is_free(HOST, port):
             return (
                 f"port {port} (the {what}) is already in use on {HOST}; "
