@@ -1,5 +1,5 @@
 """Tailwatch's alerting: the alert model, Alertmanager's label matchers, silences, inhibition,
-and notifiers (webhook, Alertmanager v2). Everything but :mod:`alerts.notifiers` is pure logic
+and notifiers (webhook, Alertmanager v2). Everything but :mod:`alerts.notify.notifiers` is pure logic
 on plain data. See ``docs/alerts.md``.
 """
 
@@ -24,8 +24,8 @@ from alerts.matchers import (
     parse_matchers,
 )
 from alerts.model import Alert, AlertState, unique_by_fingerprint
-from alerts.notifiers import AlertmanagerNotifier, Delivery, Notifier, WebhookNotifier
-from alerts.payloads import (
+from alerts.notify.notifiers import AlertmanagerNotifier, Delivery, Notifier, WebhookNotifier
+from alerts.notify.payloads import (
     AlertGroup,
     group_alerts,
     group_key,
@@ -34,7 +34,7 @@ from alerts.payloads import (
     valid_until_seconds,
     webhook_message,
 )
-from alerts.retry import RetryPolicy, is_retryable_status
+from alerts.notify.retry import RetryPolicy, is_retryable_status
 from alerts.silences import Silence, SilenceState, silenced_alerts, silenced_by
 
 __all__ = [

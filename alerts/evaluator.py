@@ -1,13 +1,13 @@
 """The evaluator: the rules over a :class:`MetricsReader` on an injectable clock, the alert
 lifecycle of Prometheus (``alerts/lifecycle.py``), state and silences through an
 :class:`~alerts.state.AlertStateStore`, inhibition, and the notification step
-(``alerts/dispatch.py``).
+(``alerts/notify/dispatch.py``).
 
 Each :meth:`Evaluator.evaluate_once`:
 
 1. reads the silences (before anything changes: a store that cannot answer fails the cycle
    with nothing half done);
-2. evaluates every rule at ``now`` (``alerts/rule_eval.py``); a rule whose evaluation fails
+2. evaluates every rule at ``now`` (``alerts/rules/evaluate.py``); a rule whose evaluation fails
    (a bucket layout change inside its window, series that cannot be merged, …) is recorded as
    an :class:`EvaluationError`, logged, and keeps its alerts as they were (Prometheus keeps an
    alerting rule's state when its query fails); the other rules go on;
@@ -42,16 +42,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from alerts.conventions import ALERTNAME
-from alerts.dispatch import Dispatcher, DispatchOutcome
 from alerts.grouping import Explainer, Explanation, group_fired
 from alerts.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_alerts
 from alerts.labels import LabelSet, fingerprint_hex
 from alerts.lifecycle import step
 from alerts.model import Alert, AlertState
-from alerts.notifiers import Notifier
-from alerts.rule_base import Rule
+from alerts.notify.dispatch import Dispatcher, DispatchOutcome
+from alerts.notify.notifiers import Notifier
 from alerts.rule_errors import EvaluationError
-from alerts.rule_eval import evaluate_rule
+from alerts.rules.base import Rule
+from alerts.rules.evaluate import evaluate_rule
 from alerts.schedule import run_ticks
 from alerts.silences import silenced_alerts
 from alerts.state import AlertStateStore

@@ -31,7 +31,7 @@ class Notified:
     ``state`` FIRING: it took the alert firing, last at ``at_seconds`` (resent once the
     resend interval has passed); RESOLVED: the alert's resolution failed to reach it and is
     retried (``at_seconds``: when the alert resolved). ``notifier`` is the dispatcher's key
-    for the notifier (``alerts.dispatch.notifier_key``)."""
+    for the notifier (``alerts.notify.dispatch.notifier_key``)."""
 
     notifier: str
     fingerprint: str

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from sqlalchemy import func, insert, select
 
-from alerts.builtin_rules import builtin_rule_set
 from alerts.evaluator import Evaluator
-from alerts.rule_eval import evaluate_rule
+from alerts.rules.builtin import builtin_rule_set
+from alerts.rules.evaluate import evaluate_rule
 from alerts.state import MemoryAlertState
 from bench._report import print_table
 from bench.slo_fidelity import ITL_BOUNDS, TTFT_BOUNDS

@@ -220,7 +220,7 @@ def run_one(mapping: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rules():  # type: ignore[no-untyped-def]
-    from alerts.builtin_rules import builtin_rule_set
+    from alerts.rules.builtin import builtin_rule_set
 
     return builtin_rule_set()[0].rules
 

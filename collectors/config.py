@@ -37,7 +37,7 @@ slos:                              # SLOs, validated by slo.load_slos (docs/slo.
     indicator: {latency: {metric: ttft, threshold_seconds: 0.5}}
     target: 0.99
     period_days: 28
-alerts:                            # rules and notifiers, alerts.rules_config (docs/alerts.md)
+alerts:                            # rules and notifiers, alerts.rules.config (docs/alerts.md)
   rules: {queue-growth: {for: 1m}, gpu-health: {enabled: false}}
   notifiers: [{webhook: http://127.0.0.1:9000/hook}]
 ```

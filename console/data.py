@@ -460,8 +460,8 @@ def lab_ab(url: str, side_a: tuple, side_b: tuple) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def knob_changes(url: str, start: float, end: float) -> tuple:
-    """The live knob changes in ``[start, end]`` (``alerts.gather.knob_changes``)."""
-    from alerts.gather import knob_changes as gather_knob_changes
+    """The live knob changes in ``[start, end]`` (``alerts.triage.gather.knob_changes``)."""
+    from alerts.triage.gather import knob_changes as gather_knob_changes
 
     return gather_knob_changes(_store(url), start, end)
 

@@ -10,9 +10,9 @@ import math
 import pandas as pd
 import streamlit as st
 
-from alerts.display import age
-from alerts.triage import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
-from alerts.triage_report import format_change, format_seconds, format_value
+from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
+from alerts.triage.report import format_change, format_seconds, format_value
+from alerts.views.display import age
 from console import data, incident_charts
 from console.incidents import IncidentDetail
 from console.page_kit import TRACES_PAGE, empty, escape, section

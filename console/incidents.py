@@ -1,8 +1,8 @@
 """Incidents as the console shows them, from the stored incident records
 (:mod:`alerts.incidents`, ``AlertStateStore.incident(id)`` and ``incidents(...)``): the list,
 the ``?id=`` of the URL read as untrusted input, and one incident's detail: its transitions
-and its triage over the same windows as ``tailwatch incident show`` (``alerts.triage_windows``
-with the configured rules, then ``alerts.gather`` + ``alerts.triage``), so the console and
+and its triage over the same windows as ``tailwatch incident show`` (``alerts.triage.windows``
+with the configured rules, then ``alerts.triage.gather`` + ``alerts.triage.rank``), so the console and
 the CLI agree.
 
 NOTE: an old link's ``?id=<fingerprint>`` (16 hex digits, before incidents had ids) opens
@@ -18,16 +18,16 @@ from dataclasses import dataclass
 import pandas as pd
 
 from alerts.conventions import ALERTNAME, SEVERITY
-from alerts.gather import gather, knob_changes
-from alerts.incident_view import IncidentIdError, parse_incident_id
 from alerts.incidents import Incident, opener_of
 from alerts.model import Alert, AlertState
-from alerts.rule_base import Rule
+from alerts.rules.base import Rule
 from alerts.state import AlertStateStore
 from alerts.transitions import Transition
-from alerts.triage import TriageReport, triage
-from alerts.triage_data import TimeWindow
-from alerts.triage_windows import alert_triage_windows
+from alerts.triage.data import TimeWindow
+from alerts.triage.gather import gather, knob_changes
+from alerts.triage.rank import TriageReport, triage
+from alerts.triage.windows import alert_triage_windows
+from alerts.views.incidents import IncidentIdError, parse_incident_id
 from collectors.replica_targets import replica_targets
 from collectors.store.protocols import MetricsReader, RequestReader
 
@@ -222,7 +222,7 @@ def annotation_frame(
     state: AlertStateStore, metrics: MetricsReader, start: float, end: float
 ) -> pd.DataFrame:
     """``ts, alert, state``: the alerts' firing and resolved transitions and the live knob
-    changes (``alerts.gather.knob_changes``, first seen at) in ``[start, end]``: the
+    changes (``alerts.triage.gather.knob_changes``, first seen at) in ``[start, end]``: the
     annotations on every time chart."""
     rows = [
         (pd.Timestamp(t.at_seconds, unit="s", tz="UTC"), t.alert.name, t.to_state.value)

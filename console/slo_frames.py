@@ -1,7 +1,7 @@
 """Per-SLO figures for the SLOs page and the Overview: attainment over the range (exact from
 request records where the metric allows, else estimated from histograms with its bounds),
 budget remaining over the SLO's period, and the multi-window multi-burn-rate table with
-which rows fire (``slo.evaluate_burn_rates``, the error ratios as ``alerts.sli`` reads them,
+which rows fire (``slo.evaluate_burn_rates``, the error ratios as ``alerts.rules.sli`` reads them,
 so the table agrees with the burn-rate alerts).
 
 Pure: a :class:`collectors.store.MetricsReader` in, plain data out.
@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from alerts.rule_eval import common_step
-from alerts.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
+from alerts.rules.evaluate import common_step
+from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
 from collectors.store.protocols import MetricsReader
 from slo import (
     AttainmentEstimate,
@@ -118,7 +118,7 @@ def _stepped_reads(
     lengths: tuple[float, ...],
 ) -> dict[float, object] | None:
     """Every window ``[end - length, end]``'s read from one step-series read over the longest
-    (as the burn-rate rules read them, ``alerts.rule_eval``): each window is the sum of its
+    (as the burn-rate rules read them, ``alerts.rules.evaluate``): each window is the sum of its
     last steps (exact windows add up), so a roll-up minute is read once, not once per window.
     ``None`` when the lengths share no usable step (then read a window each)."""
     step = common_step(lengths)

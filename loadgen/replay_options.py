@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from alerts.errors import RuleError
-from alerts.rules_config import parse_duration
+from alerts.rules.config import parse_duration
 from collectors.store.protocols import RequestReader
 from loadgen.errors import WorkloadError
 from loadgen.load_options import check_url, options_with_defaults

@@ -1,6 +1,6 @@
 """``tailwatch alerts list`` and ``tailwatch alerts silence add|list|expire``: the alert states,
 history and silences the evaluator keeps in the store (``alerts.sql.alert_state_of(store)``). Options and
-store access only; the rows are built in :mod:`alerts.alert_view`, the semantics are
+store access only; the rows are built in :mod:`alerts.views.alerts`, the semantics are
 ``alerts/``'s.
 
 Every command opens the store with ``migrate=False``: it never changes the schema behind the
@@ -72,7 +72,7 @@ def parse_duration(flag: str, text: str) -> float:
     """``text`` (``90s``, ``5m``, ``1h30m``, ``2d``, or bare seconds) as positive seconds, or
     a ``cli_error`` naming ``flag``."""
     from alerts.errors import RuleError
-    from alerts.rules_config import parse_duration as parse
+    from alerts.rules.config import parse_duration as parse
 
     raw = text.strip()
     try:
@@ -118,7 +118,7 @@ def list_alerts(
     now: NowOption = None,
 ) -> None:
     """List pending and firing alerts, and those resolved recently, newest first."""
-    from alerts.alert_view import STATE_CHOICES, alert_json, alert_rows, alerts_table
+    from alerts.views.alerts import STATE_CHOICES, alert_json, alert_rows, alerts_table
 
     if state not in STATE_CHOICES:
         raise cli_error(f"--state {state!r}: must be one of {', '.join(STATE_CHOICES)}")
@@ -131,7 +131,7 @@ def list_alerts(
         print_json([alert_json(row) for row in rows])
     else:
         print_table(alerts_table(rows, at))
-    from alerts.rule_errors_view import health_warnings
+    from alerts.views.rule_errors import health_warnings
 
     for line in health_warnings(health, at):
         typer.echo(line, err=True)
@@ -141,7 +141,7 @@ def list_alerts(
 def list_errors(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
     """List the rules that failed to evaluate: the latest error of each, when, and how many
     times; `failing` when it failed at the last evaluation (its alerts are stuck)."""
-    from alerts.rule_errors_view import health_json, health_table
+    from alerts.views.rule_errors import health_json, health_table
 
     at = parse_now(now)
     with open_store(db) as store:
@@ -196,7 +196,7 @@ def add_silence(
 @silence_app.command("list")
 def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
     """List every silence (pending, active and expired) with its state now."""
-    from alerts.alert_view import silence_json, silences_table
+    from alerts.views.alerts import silence_json, silences_table
 
     at = parse_now(now)
     with open_store(db) as store:
@@ -214,8 +214,8 @@ def expire_silence(
     now: NowOption = None,
 ) -> None:
     """End a silence now (a pending one never starts)."""
-    from alerts.display import iso
     from alerts.silences import SilenceState
+    from alerts.views.display import iso
 
     at = parse_now(now)
     with open_store(db) as store:

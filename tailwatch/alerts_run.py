@@ -40,7 +40,7 @@ def run(
     """Evaluate the alert rules over the store every --interval: pending → firing after
     `for:`, resolved when the condition clears; state, history and silences are kept in the
     store, and firing and resolved alerts go to the configured notifiers (docs/alerts.md)."""
-    from alerts.explain import configured_evaluator
+    from alerts.triage.explain import configured_evaluator
     from collectors.config import ConfigError
     from tailwatch.alerts_cli import parse_duration
     from tailwatch.config import load_config

@@ -107,7 +107,7 @@ def collector_evaluation(
 ) -> CollectorEvaluation | None:
     """The evaluation when ``alerts.in_collector`` is set (its notes and schedule echoed;
     its count in ``registry``, the collector's), else ``None``."""
-    from alerts.explain import configured_evaluator
+    from alerts.triage.explain import configured_evaluator
 
     alerts = settings.alerts
     if alerts is None or not alerts.in_collector:

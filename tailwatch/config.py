@@ -3,7 +3,7 @@
 The shape of the file is in :mod:`collectors.config`'s docstring. Each package validates its
 own section into its own typed config (``collector:`` and ``store:`` in
 :mod:`collectors.config`, ``slos:`` in :func:`slo.load_slos`, ``alerts:`` in
-:func:`alerts.rules_config.load_alerts`); this module, where the application is assembled,
+:func:`alerts.rules.config.load_alerts`); this module, where the application is assembled,
 reads the file and puts them together, so no package below it has to know the others'
 sections (``collectors`` imports nothing of ``alerts``).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from alerts.rules_config import AlertsConfig, load_alerts
+from alerts.rules.config import AlertsConfig, load_alerts
 from collectors.config import (
     CollectorConfig,
     ConfigError,
@@ -45,7 +45,7 @@ class TailwatchConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
     #: ``slos:``, validated by ``slo.load_slos`` (docs/slo.md, "The SLO model").
     slos: tuple[SLOSpec, ...] = ()
-    #: ``alerts:``, validated by ``alerts.rules_config.load_alerts`` (docs/alerts.md);
+    #: ``alerts:``, validated by ``alerts.rules.config.load_alerts`` (docs/alerts.md);
     #: ``None`` only for a config built without :func:`parse_config`.
     alerts: AlertsConfig | None = None
 

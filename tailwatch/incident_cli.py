@@ -53,7 +53,7 @@ def list_incidents(
     now: NowOption = None,
 ) -> None:
     """List open (firing) incidents, then those resolved in the last --since, newest first."""
-    from alerts.incident_view import incident_json, incidents_table
+    from alerts.views.incidents import incident_json, incidents_table
 
     since_seconds = parse_duration("--since", since)
     count = parse_limit(limit)
@@ -82,11 +82,11 @@ def show(
     """Triage incident ID: its window (from the start of the data that first made its
     alert's condition hold, one rule window before it did, to when it resolved, or now)
     against an equal baseline just before it, at least 10 minutes."""
-    from alerts.gather import gather
-    from alerts.incident_view import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
-    from alerts.triage import triage
-    from alerts.triage_report import render_text
-    from alerts.triage_windows import alert_triage_windows
+    from alerts.triage.gather import gather
+    from alerts.triage.rank import triage
+    from alerts.triage.report import render_text
+    from alerts.triage.windows import alert_triage_windows
+    from alerts.views.incidents import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
     from collectors.config import ConfigError
     from collectors.replica_targets import replica_targets
     from slo.window import format_utc

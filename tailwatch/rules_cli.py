@@ -48,8 +48,8 @@ def export(
 ) -> None:
     """Write the alert rules as a Prometheus rule file (recording and alerting rules on the
     engine's real metric names), for a Prometheus that evaluates rules itself."""
-    from alerts.export import export_rules
-    from alerts.export_names import EXPORT_DIALECTS
+    from alerts.export.names import EXPORT_DIALECTS
+    from alerts.export.rule_file import export_rules
     from collectors.dialect_rules import Dialect
 
     if format not in FORMATS:
@@ -79,7 +79,7 @@ def export(
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if tests is not None and output is not None:
-        from alerts.promtool_tests import promtool_test_files
+        from alerts.export.promtool_tests import promtool_test_files
 
         rules_path = os.path.relpath(output.resolve(), tests.resolve())
         files, notes = promtool_test_files(result, rule_set, rules_path)
@@ -98,7 +98,7 @@ def check(
     ] = None,
 ) -> None:
     """List every rule whose series exist on no target in the store (exit 1 if any)."""
-    from alerts.rules_check import check_rules
+    from alerts.rules.check import check_rules
 
     settings = _load(config)
     try:

@@ -13,7 +13,7 @@ import os
 import pandas as pd
 import streamlit as st
 
-from alerts.display import age
+from alerts.views.display import age
 from console import data, incident_sections, rule_health
 from console.incidents import check_token, parse_incident_param, silence_for, timeline_frame
 from console.page_kit import (

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from random import Random
 
-from alerts.builtin_rules import BUILTIN_RULES
+from alerts.rules.builtin import BUILTIN_RULES
 from loadgen.virtual.drill import VirtualTiming
 
 #: A run past this many virtual seconds is cut (every phase shrunk alike) to bound the
@@ -118,7 +118,7 @@ def total_seconds(durations: Durations, num_ramp_phases: int) -> float:
 def min_baseline_seconds(clock: RuleClock, warmup_seconds: float) -> float:
     """The shortest baseline: two windows, and more than the warm-up and the incident's
     first window, ``for:`` and two evaluations together: the relative rules compare with
-    the median of their windows over the past (``alerts.rule_baseline``), which in a run
+    the median of their windows over the past (``alerts.rules.baseline``), which in a run
     this short holds the warm-up's cold windows and the incident's own; the baseline's
     must outnumber them while the rule could first fire."""
     return max(2 * clock.window_seconds, warmup_seconds + clock.min_perturbation_seconds)

@@ -223,7 +223,7 @@ def test_fuzzed_options_succeed_or_fail_with_one_error_line(
 def test_list_reads_the_whole_history_window_in_batches(
     db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import alerts.alert_view as view
+    import alerts.views.alerts as view
 
     store = Store(db)
     steps = []

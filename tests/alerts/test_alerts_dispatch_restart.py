@@ -11,9 +11,9 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from alerts.dispatch import notifier_key
 from alerts.evaluator import Evaluator
-from alerts.notifiers import WebhookNotifier
+from alerts.notify.dispatch import notifier_key
+from alerts.notify.notifiers import WebhookNotifier
 from alerts.sql import alert_state_of
 from alerts.state import MemoryAlertState
 from collectors.store import Store, sqlite_url

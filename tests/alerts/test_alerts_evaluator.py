@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.builtin_rules import BUILTIN_RULES
 from alerts.evaluator import Evaluator
 from alerts.model import AlertState
+from alerts.rules.builtin import BUILTIN_RULES
 from alerts.state import MemoryAlertState
 from collectors import canonical as c
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind

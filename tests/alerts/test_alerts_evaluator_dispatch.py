@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from alerts.errors import NotificationError
 from alerts.evaluator import Evaluator
-from alerts.notifiers import Delivery
+from alerts.notify.notifiers import Delivery
 from alerts.silences import Silence
 from alerts.state import MemoryAlertState
 from tests.alerts.eval_data import INTERVAL, START, Conditions, build

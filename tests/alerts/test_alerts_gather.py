@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.evidence import EvidenceKey, rows_by_key
-from alerts.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather
-from alerts.measure_scope import exact_quantile
-from alerts.triage import NOT_ENOUGH_DATA, triage
-from alerts.triage_data import Source, TimeWindow
+from alerts.triage.data import Source, TimeWindow
+from alerts.triage.evidence import EvidenceKey, rows_by_key
+from alerts.triage.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather
+from alerts.triage.measure_scope import exact_quantile
+from alerts.triage.rank import NOT_ENOUGH_DATA, triage
 from alerts.vocabulary import Cause
 from collectors import canonical as c
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Exemplar, Kind, RawSample

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Group
 
-from alerts.triage import triage
-from alerts.triage_data import KnobChange, TriageInput
-from alerts.triage_report import format_seconds, render_text, triage_renderable
+from alerts.triage.data import KnobChange, TriageInput
+from alerts.triage.rank import triage
+from alerts.triage.report import format_seconds, render_text, triage_renderable
 from tests.alerts import triage_cases as tc
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.rules import QueueGrowthRule, TailLatencyRule
-from alerts.rules_config import parse_duration
+from alerts.rules.config import parse_duration
+from alerts.rules.types import QueueGrowthRule, TailLatencyRule
 from collectors.config import ConfigError
 from tailwatch.config import parse_config
 
@@ -213,8 +213,8 @@ def test_the_burn_rate_group_key_is_valid_without_slos():
 def _numeric_fields_of_each_builtin():
     from dataclasses import fields as dataclass_fields
 
-    from alerts.builtin_rules import BUILTIN_RULES
-    from alerts.rules import config_key
+    from alerts.rules.builtin import BUILTIN_RULES
+    from alerts.rules.types import config_key
 
     for rule in BUILTIN_RULES:
         for f in dataclass_fields(rule):

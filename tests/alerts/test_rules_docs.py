@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from alerts.builtin_rules import BUILTIN_RULES
-from alerts.export import export_rules
-from alerts.export_names import prom_duration
-from alerts.rules import QueueGrowthRule, TailLatencyRule
+from alerts.export.names import prom_duration
+from alerts.export.rule_file import export_rules
+from alerts.rules.builtin import BUILTIN_RULES
+from alerts.rules.types import QueueGrowthRule, TailLatencyRule
 from tailwatch.config import parse_config
 
 DOC = Path(__file__).parents[2] / "docs" / "alerts.md"

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from alerts.export import export_rules
-from alerts.export_names import EngineNames, engines_exposing, prom_duration
-from alerts.promtool_tests import promtool_test_files
+from alerts.export.names import EngineNames, engines_exposing, prom_duration
+from alerts.export.promtool_tests import promtool_test_files
+from alerts.export.rule_file import export_rules
 from collectors.dialect_rules import Dialect
 from tailwatch.cli import app
 from tailwatch.config import load_config

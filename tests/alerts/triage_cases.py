@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from alerts.triage_data import (
+from alerts.triage.data import (
     KnobChange,
     Measure,
     Measurements,

@@ -14,8 +14,8 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
-from alerts.builtin_rules import BUILTIN_RULES, metric_absent_rule
 from alerts.evaluator import Evaluator
+from alerts.rules.builtin import BUILTIN_RULES, metric_absent_rule
 from alerts.sql import alert_state_of
 from alerts.state import MemoryAlertState
 from collectors import canonical as c

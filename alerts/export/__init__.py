@@ -1,0 +1,2 @@
+"""A rule set as a Prometheus rule file on an engine's real metric names, and generated
+``promtool test rules`` files that prove each exported alert fires and stays silent."""
