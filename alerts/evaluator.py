@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from alerts.conventions import ALERTNAME
 from alerts.grouping import Explainer, Explanation, group_fired
 from alerts.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_alerts
+from alerts.kinds import evaluate_rule
 from alerts.labels import LabelSet, fingerprint_hex
 from alerts.lifecycle import step
 from alerts.model import Alert, AlertState
@@ -51,7 +52,6 @@ from alerts.notify.dispatch import Dispatcher, DispatchOutcome
 from alerts.notify.notifiers import Notifier
 from alerts.rule_errors import EvaluationError
 from alerts.rules.base import Rule
-from alerts.rules.evaluate import evaluate_rule
 from alerts.schedule import run_ticks
 from alerts.silences import silenced_alerts
 from alerts.state import AlertStateStore

@@ -25,7 +25,6 @@ from alerts.export.promql_text import (
 )
 from alerts.export.slo import (
     LAYOUTS,
-    burn_rate_alert,
     burn_rate_records,
     error_ratio,
     slo_record_name,
@@ -35,7 +34,6 @@ from alerts.rules.baseline import MIN_BASELINE_VALUES, baseline_step_seconds
 from alerts.rules.sli import LATENCY_FAMILIES
 from alerts.rules.types import (
     IMBALANCE_FAMILIES,
-    BurnRateRule,
     ErrorRateRule,
     GPUHealthRule,
     KVSaturationRule,
@@ -49,7 +47,6 @@ from alerts.rules.types import (
 from collectors import canonical as c
 
 __all__ = [
-    "EXPORTERS",
     "LAYOUTS",
     "PromRule",
     "Unexportable",
@@ -288,17 +285,3 @@ def metric_absent(rule: MetricAbsentRule, names: EngineNames) -> list[PromRule]:
             continue  # NOTE: the rules reading it are reported unexportable themselves
         out.append(alert_rule(rule, reader, group_name(rule), f"absent({metric})", family=family, metric=metric))  # fmt: skip
     return out
-
-
-EXPORTERS = {
-    TailLatencyRule: tail_latency,
-    QueueGrowthRule: queue_growth,
-    KVSaturationRule: kv_saturation,
-    PrefixHitDropRule: prefix_hit_drop,
-    ReplicaImbalanceRule: replica_imbalance,
-    ErrorRateRule: error_rate,
-    TargetDownRule: target_down,
-    GPUHealthRule: gpu_health,
-    MetricAbsentRule: metric_absent,
-    BurnRateRule: burn_rate_alert,
-}

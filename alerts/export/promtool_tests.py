@@ -14,8 +14,9 @@ import yaml
 
 from alerts.export.exprs import PromRule, metric_token
 from alerts.export.names import EngineNames, prom_duration
-from alerts.export.promtool_cases import CASES, Case, CaseError, burn_rate_case
+from alerts.export.promtool_series import Case, CaseError
 from alerts.export.rule_file import Export
+from alerts.kinds import KINDS
 from alerts.rules.types import BurnRateRule, MetricAbsentRule
 
 
@@ -98,7 +99,7 @@ def promtool_test_files(
                     for a in alerts
                     if isinstance(by_name[a.rule], BurnRateRule) and by_name[a.rule].slo == rule.slo
                 ]
-                case = burn_rate_case(of_slo, names)
+                case = KINDS[BurnRateRule].promtool_case(of_slo, names)
                 title = f"slo {rule.slo} burn rate"
             elif isinstance(rule, MetricAbsentRule):
                 if alert is not absent[0]:
@@ -106,7 +107,7 @@ def promtool_test_files(
                 case = _all_absent(rule, names, absent)
                 title = "metric absent"
             else:
-                case = CASES[type(rule)](rule, names, alert)
+                case = KINDS[type(rule)].promtool_case(rule, names, alert)
                 title = rule.name
         except CaseError as error:
             notes.append(f"no promtool test: {error}")
@@ -118,7 +119,7 @@ def promtool_test_files(
 
 def _all_absent(rule: MetricAbsentRule, names: EngineNames, alerts: list[PromRule]) -> Case:
     """Every metric-absent alert fires when only unrelated series exist; none when all do."""
-    cases = [CASES[MetricAbsentRule](rule, names, a) for a in alerts]
+    cases = [KINDS[MetricAbsentRule].promtool_case(rule, names, a) for a in alerts]
     first = cases[0]
     clean = list(dict.fromkeys(s for case in cases for s in case.clean))
     expected = [case.expected[0] for case in cases]

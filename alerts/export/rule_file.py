@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import yaml
 
 from alerts.export.exprs import (
-    EXPORTERS,
     PromRule,
     Unexportable,
     burn_rate_records,
     snapped_bound,
 )
 from alerts.export.names import EngineNames, engines_exposing, prom_duration
+from alerts.kinds import KINDS
 from alerts.rules.sli import LatencySLI
 from alerts.rules.types import BurnRateRule
 from collectors.dialect_rules import Dialect
@@ -94,9 +94,8 @@ def export_rules(rule_set, dialect: Dialect = Dialect.VLLM, notes: Sequence[str]
     for rule in rule_set:
         if isinstance(rule, BurnRateRule) and rule.slo in skipped_slos:
             continue
-        exporter = EXPORTERS[type(rule)]
         try:
-            add(exporter(rule, names))
+            add(KINDS[type(rule)].export(rule, names))
         except Unexportable as error:
             out_notes.append(f"not exported: {error}")
         except ValueError as error:  # a window Prometheus cannot write (sub-millisecond)

@@ -59,26 +59,18 @@ class DispatchOutcome(NamedTuple):
 
 
 def notifier_name(notifier: Notifier) -> str:
-    for attribute in ("receiver", "base_url"):
-        value = getattr(notifier, attribute, None)
-        if isinstance(value, str) and value:
-            return f"{type(notifier).__name__}({value})"
-    return type(notifier).__name__
+    return (
+        f"{type(notifier).__name__}({notifier.label})"
+        if notifier.label
+        else type(notifier).__name__
+    )
 
 
 def notifier_key(notifier: Notifier) -> str:
     """How the stored memory names ``notifier``: its :func:`notifier_name` and a digest of its
-    kind, destination (``destination``, the full URL, which may hold credentials and so is
-    never stored) and receiver, so a notifier pointed elsewhere has had nothing."""
-    destination = getattr(notifier, "destination", None)
-    receiver = getattr(notifier, "receiver", None)
-    identity = "\x00".join(
-        (
-            type(notifier).__name__,
-            destination if isinstance(destination, str) else notifier_name(notifier),
-            receiver if isinstance(receiver, str) else "",
-        )
-    )
+    kind, destination (the full URL, which may hold credentials and so is never stored) and
+    receiver, so a notifier pointed elsewhere has had nothing."""
+    identity = "\x00".join((type(notifier).__name__, notifier.destination, notifier.receiver))
     digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     # NOTE: printable ASCII only, so the key reads back from any database exactly as made
     shown = "".join(c if " " <= c <= "~" else "?" for c in notifier_name(notifier)[:200])
@@ -94,8 +86,8 @@ class NotifiedMemory(Protocol):
 
 
 def resend_seconds(notifier: Notifier) -> float:
-    value = getattr(notifier, "resend_delay_seconds", None)
-    return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_RESEND_SECONDS
+    value = notifier.resend_delay_seconds
+    return float(value) if value is not None and value > 0 else DEFAULT_RESEND_SECONDS
 
 
 class _Had(NamedTuple):
@@ -224,7 +216,7 @@ class Dispatcher:
 
     def _send(self, sent: _Sent, due: list[Alert], now: float) -> DispatchOutcome:
         name = sent.name
-        group_by = getattr(sent.notifier, "group_by", None)
+        group_by = sent.notifier.group_by
         batches = [g.alerts for g in group_alerts(due, group_by)] if group_by else [tuple(due)]
         delivered: list[str] = []
         errors: list[str] = []

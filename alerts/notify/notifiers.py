@@ -46,7 +46,37 @@ class Delivery(NamedTuple):
 @runtime_checkable
 class Notifier(Protocol):
     """Something that delivers a group of firing or resolved alerts at ``now_seconds``
-    (Unix seconds). Raises :class:`~alerts.errors.NotificationError` when it cannot."""
+    (Unix seconds). Raises :class:`~alerts.errors.NotificationError` when it cannot.
+
+    Besides :meth:`notify`, the dispatcher (:mod:`alerts.notify.dispatch`) reads:
+
+    - ``label``: what its name shows, ``WebhookNotifier(<label>)`` in logs and failure counts
+      ("" shows the class name alone);
+    - ``destination``: where it sends, in full. Hashed into the key its memory is stored
+      under, so a notifier pointed elsewhere has had nothing; never stored or shown, since a
+      URL may hold credentials;
+    - ``receiver``: the receiver's name, also in that key ("" when the destination routes
+      alerts itself, as Alertmanager does);
+    - ``group_by``: the labels one request's alerts share; empty sends everything due in one
+      request (Alertmanager groups itself);
+    - ``resend_delay_seconds``: how often a firing alert is sent again; ``None`` takes the
+      dispatcher's default.
+    """
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def destination(self) -> str: ...
+
+    @property
+    def receiver(self) -> str: ...
+
+    @property
+    def group_by(self) -> tuple[str, ...]: ...
+
+    @property
+    def resend_delay_seconds(self) -> float | None: ...
 
     def notify(self, alerts: Sequence[Alert], now_seconds: float) -> Delivery: ...
 
@@ -189,6 +219,13 @@ class WebhookNotifier:
         self.group_by = group_by
         self.external_url = external_url
 
+    #: A webhook is re-sent on the dispatcher's schedule.
+    resend_delay_seconds: float | None = None
+
+    @property
+    def label(self) -> str:
+        return self.receiver
+
     @property
     def destination(self) -> str:
         """The URL posted to (with any credentials: never shown; see ``redacted_url``)."""
@@ -243,6 +280,14 @@ class AlertmanagerNotifier:
             random,
             client,
         )
+
+    #: Alertmanager routes each alert to its receivers, and groups them, itself.
+    receiver = ""
+    group_by: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.base_url
 
     @property
     def destination(self) -> str:

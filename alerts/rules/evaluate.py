@@ -12,31 +12,32 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
 
 from alerts.errors import RuleError
-from alerts.rules.base import Rule
 from alerts.rules.baseline import baseline_histograms, baseline_increases, median, observations
 from alerts.rules.burn_rate import BurnRateRule
-from alerts.rules.evaluate_replica import gpu_health, kv_saturation, replica_imbalance, target_down
 from alerts.rules.read import FLEET_LABELS, Instance, groups, increases_by_label, latest_readings
 from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
 from alerts.rules.types import (
     ErrorRateRule,
-    GPUHealthRule,
-    KVSaturationRule,
     MetricAbsentRule,
     PrefixHitDropRule,
     QueueGrowthRule,
-    ReplicaImbalanceRule,
     TailLatencyRule,
-    TargetDownRule,
 )
 from collectors import canonical as c
 from collectors.store.protocols import MetricsReader
 from slo import ClassicHistogram, merge_histograms
 
-__all__ = ["EVALUATORS", "Instance", "evaluate_rule"]
+__all__ = [
+    "Instance",
+    "burn_rate",
+    "error_rate",
+    "metric_absent",
+    "prefix_hit_drop",
+    "queue_growth",
+    "tail_latency",
+]
 
 
 def _evidenced(
@@ -316,27 +317,3 @@ def metric_absent(rule: MetricAbsentRule, reader: MetricsReader, now: float) -> 
         for family in rule.checked_families
         if not reader.series(family)
     ]
-
-
-EVALUATORS: dict[type[Rule], Callable[..., list[Instance]]] = {
-    BurnRateRule: burn_rate,
-    TailLatencyRule: tail_latency,
-    QueueGrowthRule: queue_growth,
-    KVSaturationRule: kv_saturation,
-    PrefixHitDropRule: prefix_hit_drop,
-    ReplicaImbalanceRule: replica_imbalance,
-    ErrorRateRule: error_rate,
-    TargetDownRule: target_down,
-    GPUHealthRule: gpu_health,
-    MetricAbsentRule: metric_absent,
-}
-
-
-def evaluate_rule(rule: Rule, reader: MetricsReader, now: float) -> list[Instance]:
-    """The output vector of ``rule``'s expression at ``now``. Raises what the reads raise
-    (``LayoutChangeError``, ``LayoutMismatchError``, ``SemanticsMismatchError``) and a
-    :class:`RuleError` for a rule kind without an evaluation."""
-    evaluate = EVALUATORS.get(type(rule))
-    if evaluate is None:
-        raise RuleError(rule.name, "kind", f"no evaluation for kind {rule.kind!r}")
-    return evaluate(rule, reader, now)

@@ -24,9 +24,12 @@ def PERTURB_TTFT_BAD(t: float, replica: int) -> Conditions:
 class FakeNotifier:
     """Records every call; ``resend_delay_seconds`` as AlertmanagerNotifier has it."""
 
+    destination = "fake://receiver"
+    group_by: tuple[str, ...] = ()
+
     def __init__(self, resend_delay_seconds: float = 60.0, fail: int = 0) -> None:
         self.resend_delay_seconds = resend_delay_seconds
-        self.receiver = "fake"
+        self.receiver = self.label = "fake"
         self.calls: list[tuple[float, list[tuple[str, str]]]] = []
         self.fail = fail
 

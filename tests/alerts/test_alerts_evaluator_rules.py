@@ -12,10 +12,10 @@ from dataclasses import replace
 import pytest
 
 from alerts.evaluator import EvaluationResult, Evaluator
+from alerts.kinds import evaluate_rule
 from alerts.model import AlertState
 from alerts.rules.base import Rule
 from alerts.rules.builtin import BUILTIN_RULES, builtin_rule_set, metric_absent_rule
-from alerts.rules.evaluate import evaluate_rule
 from alerts.state import MemoryAlertState
 from collectors import canonical as c
 from collectors.canonical import CanonicalSample, Kind

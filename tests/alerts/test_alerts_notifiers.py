@@ -214,6 +214,34 @@ def test_notifiers_satisfy_the_protocol():
     assert isinstance(AlertmanagerNotifier("http://127.0.0.1:9093"), Notifier)
 
 
+def test_the_protocol_declares_what_dispatch_reads():
+    """Dispatch reads a notifier only through what :class:`Notifier` declares: no probing with
+    ``getattr``, and something lacking one of them is not a notifier."""
+    import ast
+    import inspect
+
+    import alerts.notify.dispatch as dispatch
+
+    tree = ast.parse(inspect.getsource(dispatch))
+    probes = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("getattr", "hasattr")]  # fmt: skip
+    assert probes == []
+    read = {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name | ast.Attribute)
+        and (getattr(n.value, "id", "") == "notifier" or getattr(n.value, "attr", "") == "notifier")
+    }
+    declared = {name for name in vars(Notifier) if not name.startswith("_")}
+    assert read and read <= declared, read - declared
+
+    class OnlyNotify:
+        def notify(self, alerts, now_seconds):
+            return None
+
+    assert not isinstance(OnlyNotify(), Notifier)
+
+
 @pytest.mark.parametrize(
     ("build", "fragment"),
     [
