@@ -1,8 +1,16 @@
-"""Tailwatch's alerting: the alert model, Alertmanager's label matchers, silences, inhibition,
-and notifiers (webhook, Alertmanager v2). Everything but :mod:`alerts.notify.notifiers` is pure logic
-on plain data. See ``docs/alerts.md``.
+"""Tailwatch's alerting: from a rule to a page and its triage (``docs/alerts.md``; the layout in
+``docs/architecture.md``).
+
+The core sits here (the alert model, labels and matchers, the lifecycle step, the evaluator and
+its schedule, alert state, incidents, silences, inhibition, the table of rule kinds), with one
+subpackage per concept: :mod:`alerts.rules`, :mod:`alerts.notify`, :mod:`alerts.export`,
+:mod:`alerts.triage`, :mod:`alerts.views` and :mod:`alerts.sql`. Code outside ``alerts/``
+imports through these ``__init__`` modules; inside, modules import each other by their full
+path. This module also exports what reads :mod:`alerts.kinds` (the evaluator, the rule-file
+export, the promtool tests), since a subpackage's ``__init__`` may not.
 """
 
+from alerts.conventions import SEVERITY, SEVERITY_PAGE
 from alerts.errors import (
     AlertError,
     AlertsError,
@@ -11,9 +19,16 @@ from alerts.errors import (
     MatcherError,
     NotificationError,
     NotifierConfigError,
+    RuleError,
     SilenceError,
 )
+from alerts.evaluator import EvaluationResult, Evaluator, rule_of
+from alerts.export.promtool_tests import promtool_test_files
+from alerts.export.rule_file import export_rules
+from alerts.grouping import Explanation, group_fired, symptoms_of
+from alerts.incidents import MAX_INCIDENT_ID, Incident, opener_of
 from alerts.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_alerts, inhibited_by
+from alerts.kinds import KINDS, RegistryError, RuleKind, check_registry, evaluate_rule
 from alerts.labels import LabelSet, fingerprint, fingerprint_hex
 from alerts.matchers import (
     Matcher,
@@ -35,17 +50,35 @@ from alerts.notify.payloads import (
     webhook_message,
 )
 from alerts.notify.retry import RetryPolicy, is_retryable_status
+from alerts.rule_errors import EvaluationError
+from alerts.schedule import Tick, due_tick, next_after, run_ticks, slot_seconds
 from alerts.silences import Silence, SilenceState, silenced_alerts, silenced_by
+from alerts.state import AlertStateStore, MemoryAlertState
+from alerts.transitions import Notified, Transition
+from alerts.vocabulary import ACTIONS, AlertName, Cause
 
 __all__ = [
+    "ACTIONS",
     "DEFAULT_INHIBIT_RULES",
+    "KINDS",
+    "MAX_INCIDENT_ID",
+    "SEVERITY",
+    "SEVERITY_PAGE",
     "Alert",
     "AlertError",
     "AlertGroup",
+    "AlertName",
     "AlertState",
+    "AlertStateStore",
     "AlertmanagerNotifier",
     "AlertsError",
+    "Cause",
     "Delivery",
+    "EvaluationError",
+    "EvaluationResult",
+    "Evaluator",
+    "Explanation",
+    "Incident",
     "InhibitRule",
     "InhibitRuleError",
     "LabelError",
@@ -53,29 +86,48 @@ __all__ = [
     "MatchType",
     "Matcher",
     "MatcherError",
+    "MemoryAlertState",
     "NotificationError",
+    "Notified",
     "Notifier",
     "NotifierConfigError",
+    "RegistryError",
     "RetryPolicy",
+    "RuleError",
+    "RuleKind",
     "Silence",
     "SilenceError",
     "SilenceState",
+    "Tick",
+    "Transition",
     "WebhookNotifier",
+    "check_registry",
+    "due_tick",
+    "evaluate_rule",
+    "export_rules",
     "fingerprint",
     "fingerprint_hex",
     "format_matchers",
     "group_alerts",
+    "group_fired",
     "group_key",
     "inhibited_alerts",
     "inhibited_by",
     "is_retryable_status",
     "matches_all",
+    "next_after",
+    "opener_of",
     "parse_matcher",
     "parse_matchers",
     "postable_alerts",
     "postable_silence",
+    "promtool_test_files",
+    "rule_of",
+    "run_ticks",
     "silenced_alerts",
     "silenced_by",
+    "slot_seconds",
+    "symptoms_of",
     "unique_by_fingerprint",
     "valid_until_seconds",
     "webhook_message",

@@ -13,10 +13,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from alerts.model import Alert, AlertState
-from alerts.rule_errors import EvaluationError
+from alerts import Alert, AlertState, EvaluationError, Transition
 from alerts.sql import alert_state_of
-from alerts.transitions import Transition
 from bench._report import print_table
 from collectors.store import Store, sqlite_url
 

@@ -27,10 +27,8 @@ from pathlib import Path
 
 from sqlalchemy import func, insert, select
 
-from alerts.evaluator import Evaluator
-from alerts.kinds import evaluate_rule
-from alerts.rules.builtin import builtin_rule_set
-from alerts.state import MemoryAlertState
+from alerts import Evaluator, MemoryAlertState, evaluate_rule
+from alerts.rules import builtin_rule_set
 from bench._report import print_table
 from bench.slo_fidelity import ITL_BOUNDS, TTFT_BOUNDS
 from collectors import canonical as c

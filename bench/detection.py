@@ -121,8 +121,7 @@ def _onset(phase_bounds: Sequence[tuple[str, float, float]]) -> tuple[float, flo
 
 def run_one(mapping: dict[str, Any]) -> dict[str, Any]:
     """Run one generated scenario on the virtual fleet; its :class:`Outcome` as a dict."""
-    from alerts.conventions import SEVERITY
-    from alerts.model import AlertState
+    from alerts import SEVERITY, AlertState
     from engine.sim.offline import VIRTUAL_EPOCH
     from loadgen.scenario import parse_scenario
     from loadgen.virtual.drill import VirtualTiming, run_virtual_drill
@@ -220,13 +219,13 @@ def run_one(mapping: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rules():  # type: ignore[no-untyped-def]
-    from alerts.rules.builtin import builtin_rule_set
+    from alerts.rules import builtin_rule_set
 
     return builtin_rule_set()[0].rules
 
 
 def _rule_of(alert, rules):  # type: ignore[no-untyped-def]
-    from alerts.evaluator import rule_of
+    from alerts import rule_of
 
     return rule_of(alert, rules)
 

@@ -55,7 +55,6 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import yaml
 
 from collectors.scrape import (
@@ -68,6 +67,7 @@ from collectors.scrape import (
     Target,
 )
 from collectors.store.retention import MIN_RETENTION_SECONDS, RetentionPolicy
+from collectors.urls import url_problem
 
 DEFAULT_LISTEN = "127.0.0.1:4318"
 GPU_MODES = ("auto", "on", "off")
@@ -206,25 +206,12 @@ def target_from_url(
     url_key = url_key or f"{key}.url"
     if not isinstance(url, str):
         raise ConfigError(f"{url_key}: expected a URL string, got {url!r}")
-    try:
-        parts = urlsplit(url)
-    except ValueError as error:  # e.g. an unclosed "[" (an IPv6 host)
-        raise ConfigError(f"{url_key}: {url!r} is not a valid URL: {error}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{url_key}: expected an http(s) URL with a host, got {url!r}")
     # NOTE: checked here, not at the first scrape, where it would fail every interval.
-    try:
-        port = parts.port
-    except ValueError:  # not a number, or past 65535
-        port = -1
-    if port is not None and not 1 <= port <= 65535:
-        raise ConfigError(f"{url_key}: {url!r} has a port outside 1-65535")
-    try:  # what the HTTP client would refuse at the first request (an invalid IDNA host)
-        httpx.URL(url)
-    except (httpx.InvalidURL, UnicodeError) as error:
-        raise ConfigError(f"{url_key}: {url!r} is not a valid URL: {error}") from None
+    problem = url_problem(url)
+    if problem is not None:
+        raise ConfigError(f"{url_key}: {problem}")
     if name is None:
-        name = parts.netloc
+        name = urlsplit(url).netloc
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{key}.name: expected a non-empty string, got {name!r}")
     label_map = check_mapping({} if labels is None else labels, f"{key}.labels", None)

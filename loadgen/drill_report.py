@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from alerts.model import Alert, AlertState
-from alerts.state import AlertStateStore
-from alerts.transitions import Transition
-from alerts.triage.rank import TriageReport
+from alerts import Alert, AlertState, AlertStateStore, Transition
+from alerts.triage import TriageReport
 from collectors.store.protocols import MetricsReader, RequestReader
 from loadgen.drill import DrillResult
 from loadgen.scenario import Phase, Scenario
@@ -176,8 +174,8 @@ def triage_alert(
     """Triage of ``alert`` as ``tailwatch incident show`` gives it, from when its condition
     first held to ``end``, on windows scaled as the rules were (``window_scale``; ``rules``
     unscaled, the built-ins when ``None``)."""
-    from alerts.rules.builtin import builtin_rule_set
-    from alerts.triage.explain import triage_at
+    from alerts.rules import builtin_rule_set
+    from alerts.triage import triage_at
 
     rule_set = tuple(rules) if rules is not None else tuple(builtin_rule_set()[0])
     scaled = [r.scaled(window_scale) for r in rule_set]

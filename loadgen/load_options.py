@@ -10,16 +10,13 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
-
+from collectors.urls import url_problem
 from loadgen.client import CHAT, COMPLETIONS
 from loadgen.errors import WorkloadError
 from loadgen.workload import Workload, parse_workload
 
 #: The highest TCP port a URL may name.
-MAX_PORT = 65535
 
 
 def options_with_defaults(
@@ -38,22 +35,9 @@ def options_with_defaults(
 def check_url(url: str, flag: str) -> str:
     """``url`` if it is an http(s) URL with a host and, when it names one, a port 1-65535;
     else a ``ValueError`` naming ``flag`` and the URL (before any connection is tried)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as error:  # e.g. an unclosed "[" (an IPv6 host)
-        raise ValueError(f"{flag}: {url!r} is not a valid URL: {error}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{flag}: expected an http(s) URL with a host, got {url!r}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if port is not None and not 1 <= port <= MAX_PORT:
-        raise ValueError(f"{flag}: {url!r} has a port outside 1-{MAX_PORT}")
-    try:  # NOTE: what the HTTP client would refuse at the first request (an invalid IDNA host)
-        httpx.URL(url)
-    except (httpx.InvalidURL, UnicodeError) as error:
-        raise ValueError(f"{flag}: {url!r} is not a valid URL: {error}") from None
+    problem = url_problem(url)
+    if problem is not None:
+        raise ValueError(f"{flag}: {problem}")
     return url
 
 

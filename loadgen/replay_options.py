@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from alerts.errors import RuleError
-from alerts.rules.config import parse_duration
+from alerts import RuleError
+from alerts.rules import parse_duration
 from collectors.store.protocols import RequestReader
 from loadgen.errors import WorkloadError
 from loadgen.load_options import check_url, options_with_defaults

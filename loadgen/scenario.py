@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from alerts.vocabulary import AlertName, Cause
+from alerts import AlertName, Cause
 from loadgen.errors import WorkloadError
 from loadgen.routing import POLICIES
 from loadgen.workload import Workload, parse_workload

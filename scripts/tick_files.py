@@ -35,7 +35,7 @@ def measure(scenario_name: str) -> list[str]:
     import httpx
 
     import loadgen.virtual.drill as drill_module
-    from alerts.notify.notifiers import WebhookNotifier
+    from alerts.notify import WebhookNotifier
     from loadgen.scenario import load_scenario
     from loadgen.virtual.collect import VirtualStore
 

@@ -1,3 +1,35 @@
 """Alert rules as data: one frozen dataclass per kind, the built-in set, the ``alerts:`` section
-of ``tailwatch.yaml``, and each kind's evaluation over a :class:`~collectors.store.MetricsReader`.
-"""
+of ``tailwatch.yaml``, and each kind's evaluation over a :class:`~collectors.store.MetricsReader`."""
+
+from alerts.rules.base import Rule
+from alerts.rules.builtin import (
+    BUILTIN_RULES,
+    INSIDE_SLO_SUFFIX,
+    builtin_rule_set,
+    metric_absent_rule,
+    with_rules,
+)
+from alerts.rules.check import check_rules
+from alerts.rules.config import parse_duration
+from alerts.rules.evaluate import common_step
+from alerts.rules.sli import ErrorSLI, LatencySLI, snap_threshold
+from alerts.rules.types import RULE_KINDS, KVSaturationRule, QueueGrowthRule, TailLatencyRule
+
+__all__ = [
+    "BUILTIN_RULES",
+    "INSIDE_SLO_SUFFIX",
+    "RULE_KINDS",
+    "ErrorSLI",
+    "KVSaturationRule",
+    "LatencySLI",
+    "QueueGrowthRule",
+    "Rule",
+    "TailLatencyRule",
+    "builtin_rule_set",
+    "check_rules",
+    "common_step",
+    "metric_absent_rule",
+    "parse_duration",
+    "snap_threshold",
+    "with_rules",
+]

@@ -1,2 +1,60 @@
 """Guided triage of an incident: measurements gathered from the store, the evidence table,
 ranked causes, the slowest requests and the knob that fixes it."""
+
+from alerts.triage.data import (
+    KnobChange,
+    Measure,
+    Measurements,
+    SlowRequest,
+    Source,
+    TimeWindow,
+    TriageInput,
+    TriageInputError,
+    WindowPair,
+)
+from alerts.triage.evidence import evidence_table, rows_by_key
+from alerts.triage.explain import triage_at, triage_explainer
+from alerts.triage.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather
+from alerts.triage.hypotheses import ramp
+from alerts.triage.measure_scope import exact_quantile
+from alerts.triage.rank import (
+    NO_CAUSE,
+    NOT_ENOUGH_DATA,
+    SCORE_FLOOR,
+    TriageReport,
+    slowest_requests,
+    triage,
+)
+from alerts.triage.report import format_seconds, render_text, triage_renderable
+from alerts.triage.windows import onset_seconds
+
+__all__ = [
+    "KNOB_CHANGES_FAMILY",
+    "NOT_ENOUGH_DATA",
+    "NO_CAUSE",
+    "SCORE_FLOOR",
+    "GatherOptions",
+    "KnobChange",
+    "Measure",
+    "Measurements",
+    "SlowRequest",
+    "Source",
+    "TimeWindow",
+    "TriageInput",
+    "TriageInputError",
+    "TriageReport",
+    "WindowPair",
+    "evidence_table",
+    "exact_quantile",
+    "format_seconds",
+    "gather",
+    "onset_seconds",
+    "ramp",
+    "render_text",
+    "rows_by_key",
+    "slowest_requests",
+    "triage",
+    "triage_at",
+    "triage_explainer",
+    "triage_renderable",
+]

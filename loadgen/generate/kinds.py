@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from alerts.vocabulary import AlertName, Cause
+from alerts import AlertName, Cause
 from loadgen.generate import benign, incidents
 from loadgen.generate.base import Ranges
 from loadgen.generate.plan import Draw, Plan

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from random import Random
 
-from alerts.rules.builtin import BUILTIN_RULES
+from alerts.rules import BUILTIN_RULES
 from loadgen.virtual.drill import VirtualTiming
 
 #: A run past this many virtual seconds is cut (every phase shrunk alike) to bound the

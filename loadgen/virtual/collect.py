@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from alerts import AlertStateStore, MemoryAlertState
 from alerts.sql import alert_state_of
-from alerts.state import AlertStateStore, MemoryAlertState
 from collectors.dialects import normalise
 from collectors.request_records import SpanEvent, SpanRecord, request_records
 from collectors.scrape import parse_exposition

@@ -23,12 +23,9 @@ from dataclasses import dataclass, field, replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from alerts.evaluator import Evaluator
-from alerts.model import Alert, AlertState
-from alerts.rules.base import Rule
-from alerts.rules.builtin import builtin_rule_set
-from alerts.triage.explain import triage_explainer
-from alerts.triage.rank import TriageReport
+from alerts import Alert, AlertState, Evaluator
+from alerts.rules import Rule, builtin_rule_set
+from alerts.triage import TriageReport, triage_explainer
 from engine.errors import ConfigError
 from engine.sim.offline import VIRTUAL_EPOCH
 from loadgen.drill import DrillResult, Samples

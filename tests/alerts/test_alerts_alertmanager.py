@@ -23,7 +23,7 @@ from alerts import (
     silenced_by,
     webhook_message,
 )
-from alerts.notify.payloads import GO_ZERO_TIME, group_key
+from alerts.notify import GO_ZERO_TIME, group_key
 from tests.alerts.alertmanager_server import AlertmanagerServer, alertmanager, wait_for
 from tests.alerts.loopback import receiver
 

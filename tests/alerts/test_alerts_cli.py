@@ -13,10 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from alerts.model import Alert, AlertState
-from alerts.silences import Silence
+from alerts import Alert, AlertState, Silence, Transition
 from alerts.sql import alert_state_of
-from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.connection import make_engine
 from collectors.store.schema import upgrade_schema

@@ -11,11 +11,9 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from alerts.evaluator import Evaluator
-from alerts.notify.dispatch import notifier_key
-from alerts.notify.notifiers import WebhookNotifier
+from alerts import Evaluator, MemoryAlertState
+from alerts.notify import WebhookNotifier, notifier_key
 from alerts.sql import alert_state_of
-from alerts.state import MemoryAlertState
 from collectors.store import Store, sqlite_url
 from tests.alerts.test_alerts_evaluator import DOWN, T0, Switch
 from tests.alerts.test_alerts_evaluator_dispatch import FakeNotifier

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from alerts.rule_errors import EvaluationError
+from alerts import EvaluationError
 from alerts.sql import alert_state_of
 from collectors.store import Store, sqlite_url
 from tailwatch.cli import app

@@ -12,10 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.evaluator import Evaluator
-from alerts.model import AlertState
-from alerts.rules.builtin import BUILTIN_RULES
-from alerts.state import MemoryAlertState
+from alerts import AlertState, Evaluator, MemoryAlertState
+from alerts.rules import BUILTIN_RULES
 from collectors import canonical as c
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind
 from collectors.store import ScrapeRecord

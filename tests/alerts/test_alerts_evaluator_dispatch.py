@@ -6,11 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from alerts.errors import NotificationError
-from alerts.evaluator import Evaluator
-from alerts.notify.notifiers import Delivery
-from alerts.silences import Silence
-from alerts.state import MemoryAlertState
+from alerts import Evaluator, MemoryAlertState, NotificationError, Silence
+from alerts.notify import Delivery
 from tests.alerts.eval_data import INTERVAL, START, Conditions, build
 from tests.alerts.test_alerts_evaluator import DOWN, T0, Switch
 from tests.alerts.test_alerts_evaluator_rules import BURN_RULES

@@ -11,12 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from alerts.evaluator import EvaluationResult, Evaluator
-from alerts.kinds import evaluate_rule
-from alerts.model import AlertState
-from alerts.rules.base import Rule
-from alerts.rules.builtin import BUILTIN_RULES, builtin_rule_set, metric_absent_rule
-from alerts.state import MemoryAlertState
+from alerts import AlertState, EvaluationResult, Evaluator, MemoryAlertState, evaluate_rule
+from alerts.rules import BUILTIN_RULES, Rule, builtin_rule_set, metric_absent_rule
 from collectors import canonical as c
 from collectors.canonical import CanonicalSample, Kind
 from collectors.store import ScrapeRecord
@@ -204,7 +200,8 @@ def test_no_data_gives_no_alert_and_no_error() -> None:
 
 
 def test_burn_rate_from_one_step_read_equals_a_read_per_window() -> None:
-    from alerts.rules.evaluate import _stepped_error_ratios, _window_error_ratio, common_step
+    from alerts.rules import common_step
+    from alerts.rules.evaluate import _stepped_error_ratios, _window_error_ratio
     from slo import ErrorRatioIndicator, ErrorSource
 
     errors = SLOSpec("errors", Selector(), ErrorRatioIndicator(ErrorSource.REQUESTS), 0.999, 30)

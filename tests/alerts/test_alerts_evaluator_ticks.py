@@ -18,10 +18,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.evaluator import Evaluator
-from alerts.model import AlertState
-from alerts.schedule import Tick, due_tick, next_after, run_ticks, slot_seconds
-from alerts.state import MemoryAlertState
+from alerts import (
+    AlertState,
+    Evaluator,
+    MemoryAlertState,
+    Tick,
+    due_tick,
+    next_after,
+    run_ticks,
+    slot_seconds,
+)
 from tests.alerts.test_alerts_evaluator import DOWN, T0, Switch
 
 #: How often the fake target is scraped: off the evaluation grid, as a real collector is.

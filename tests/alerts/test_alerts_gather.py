@@ -10,12 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.triage.data import Source, TimeWindow
-from alerts.triage.evidence import EvidenceKey, rows_by_key
-from alerts.triage.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather
-from alerts.triage.measure_scope import exact_quantile
-from alerts.triage.rank import NOT_ENOUGH_DATA, triage
-from alerts.vocabulary import Cause
+from alerts import Cause
+from alerts.triage import (
+    KNOB_CHANGES_FAMILY,
+    NOT_ENOUGH_DATA,
+    GatherOptions,
+    Source,
+    TimeWindow,
+    exact_quantile,
+    gather,
+    rows_by_key,
+    triage,
+)
+from alerts.triage.evidence import EvidenceKey
 from collectors import canonical as c
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Exemplar, Kind, RawSample
 from collectors.request_records import RequestRecord

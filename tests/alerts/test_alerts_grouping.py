@@ -6,13 +6,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from alerts.evaluator import Evaluator
-from alerts.grouping import Explanation, group_fired, symptoms_of
-from alerts.incidents import Incident, opener_of
-from alerts.model import Alert, AlertState
-from alerts.rules.builtin import BUILTIN_RULES
+from alerts import (
+    Alert,
+    AlertState,
+    Evaluator,
+    Explanation,
+    Incident,
+    MemoryAlertState,
+    group_fired,
+    opener_of,
+    symptoms_of,
+)
+from alerts.rules import BUILTIN_RULES
 from alerts.sql.codec import decode_alert, encode_alert
-from alerts.state import MemoryAlertState
 from collectors import canonical as c
 from collectors.canonical import CanonicalSample, Kind
 from collectors.store import ScrapeRecord
@@ -151,7 +157,7 @@ def test_an_incident_names_its_cause_with_its_scope():
 
 
 def test_a_webhook_gets_one_group_per_incident_under_the_openers_key():
-    from alerts.notify.payloads import group_alerts, webhook_message
+    from alerts.notify import group_alerts, webhook_message
 
     kv = _firing("kv-saturation", T0, target="r0").explained("kv-exhaustion", "r0", "f1")
     queue = _firing("queue-growth", T0).explained("kv-exhaustion", "r0", "f1")

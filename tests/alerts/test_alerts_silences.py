@@ -11,11 +11,11 @@ from alerts import (
     Silence,
     SilenceError,
     SilenceState,
+    parse_matchers,
     postable_silence,
     silenced_alerts,
     silenced_by,
 )
-from alerts.matchers import parse_matchers
 
 NOW = 1_800_000_000.0
 

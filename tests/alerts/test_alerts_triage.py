@@ -10,7 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.triage.data import (
+from alerts import ACTIONS, Cause
+from alerts.triage import (
+    NO_CAUSE,
+    NOT_ENOUGH_DATA,
+    SCORE_FLOOR,
     Measure,
     Measurements,
     SlowRequest,
@@ -19,11 +23,13 @@ from alerts.triage.data import (
     TriageInput,
     TriageInputError,
     WindowPair,
+    evidence_table,
+    ramp,
+    rows_by_key,
+    slowest_requests,
+    triage,
 )
-from alerts.triage.evidence import EvidenceKey, evidence_table, rows_by_key
-from alerts.triage.hypotheses import ramp
-from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, SCORE_FLOOR, slowest_requests, triage
-from alerts.vocabulary import ACTIONS, Cause
+from alerts.triage.evidence import EvidenceKey
 from tests.alerts import triage_cases as tc
 
 
@@ -236,7 +242,7 @@ def test_renaming_replicas_keeps_every_score(data: TriageInput, names) -> None:
 
 
 def test_the_onset_is_the_first_flicker_of_the_condition_within_two_lookbacks():
-    from alerts.triage.windows import onset_seconds
+    from alerts.triage import onset_seconds
 
     # pending at 100 after flickers 84-88 and 94-95, each ending within 10 s of the next
     assert onset_seconds(100.0, [(84.0, 88.0), (94.0, 95.0), (50.0, 51.0)], 5.0) == 84.0

@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 from rich.console import Group
 
-from alerts.triage.data import KnobChange, TriageInput
-from alerts.triage.rank import triage
-from alerts.triage.report import format_seconds, render_text, triage_renderable
+from alerts.triage import (
+    KnobChange,
+    TriageInput,
+    format_seconds,
+    render_text,
+    triage,
+    triage_renderable,
+)
 from tests.alerts import triage_cases as tc
 
 

@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from alerts.model import Alert, AlertState
+from alerts import Alert, AlertState, Transition
 from alerts.sql import alert_state_of
-from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from tailwatch.cli import app
 

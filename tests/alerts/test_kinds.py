@@ -13,9 +13,8 @@ from typing import ClassVar
 import pytest
 
 import alerts.kinds as kinds
-from alerts.kinds import KINDS, RegistryError, RuleKind, check_registry
-from alerts.rules.base import Rule
-from alerts.rules.types import RULE_KINDS
+from alerts import KINDS, RegistryError, RuleKind, check_registry
+from alerts.rules import RULE_KINDS, Rule
 
 
 def test_every_kind_has_one_whole_entry() -> None:
@@ -63,7 +62,7 @@ def test_a_new_kind_without_its_entry_fails_at_import(monkeypatch: pytest.Monkey
 
 
 def test_a_rule_of_no_kind_is_a_rule_error() -> None:
-    from alerts.errors import RuleError
+    from alerts import RuleError
 
     with pytest.raises(RuleError, match="no evaluation for kind 'brand-new'"):
         kinds.kind_of(_NewRule(name="x", alert="X"))

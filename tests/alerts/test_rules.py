@@ -7,17 +7,20 @@ from dataclasses import fields
 
 import pytest
 
-from alerts.errors import RuleError
-from alerts.rules.builtin import BUILTIN_RULES, builtin_rule_set, metric_absent_rule, with_rules
-from alerts.rules.sli import ErrorSLI, snap_threshold
-from alerts.rules.types import (
+from alerts import AlertName, RuleError
+from alerts.rules import (
+    BUILTIN_RULES,
     RULE_KINDS,
-    BurnRateRule,
+    ErrorSLI,
     KVSaturationRule,
     QueueGrowthRule,
     TailLatencyRule,
+    builtin_rule_set,
+    metric_absent_rule,
+    snap_threshold,
+    with_rules,
 )
-from alerts.vocabulary import AlertName
+from alerts.rules.types import BurnRateRule
 from collectors import canonical as c
 from slo import ErrorRatioIndicator, ErrorSource, LatencyMetric, load_slos
 from slo.outcomes import FINISHED_REASON_OUTCOMES, Outcome, outcome
@@ -215,7 +218,7 @@ def test_every_kind_is_registered_once():
 
 
 def test_latency_sli_error_ratio_snaps_to_the_windows_layout():
-    from alerts.rules.sli import LatencySLI
+    from alerts.rules import LatencySLI
     from slo import ClassicHistogram
 
     window = ClassicHistogram((0.1, 0.25, 0.5, math.inf), (10.0, 60.0, 90.0, 100.0))
@@ -263,7 +266,7 @@ def test_every_scenario_expects_an_alert_a_builtin_rule_raises():
 
 
 def test_a_tail_rise_well_inside_its_slo_tickets_and_above_half_of_it_pages():
-    from alerts.rules.builtin import INSIDE_SLO_SUFFIX, builtin_rule_set
+    from alerts.rules import INSIDE_SLO_SUFFIX, builtin_rule_set
     from slo import load_slos
 
     slos = load_slos(

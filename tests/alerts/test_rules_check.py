@@ -6,8 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from alerts.rules.builtin import builtin_rule_set
-from alerts.rules.check import check_rules
+from alerts.rules import builtin_rule_set, check_rules
 from collectors import canonical as c
 from tailwatch.cli import app
 

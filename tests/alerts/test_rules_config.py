@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.rules.config import parse_duration
-from alerts.rules.types import QueueGrowthRule, TailLatencyRule
+from alerts.rules import QueueGrowthRule, TailLatencyRule, parse_duration
 from collectors.config import ConfigError
 from tailwatch.config import parse_config
 
@@ -213,7 +212,7 @@ def test_the_burn_rate_group_key_is_valid_without_slos():
 def _numeric_fields_of_each_builtin():
     from dataclasses import fields as dataclass_fields
 
-    from alerts.rules.builtin import BUILTIN_RULES
+    from alerts.rules import BUILTIN_RULES
     from alerts.rules.types import config_key
 
     for rule in BUILTIN_RULES:

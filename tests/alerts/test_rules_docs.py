@@ -8,10 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from alerts.export.names import prom_duration
-from alerts.export.rule_file import export_rules
-from alerts.rules.builtin import BUILTIN_RULES
-from alerts.rules.types import QueueGrowthRule, TailLatencyRule
+from alerts import export_rules
+from alerts.export import prom_duration
+from alerts.rules import BUILTIN_RULES, QueueGrowthRule, TailLatencyRule
 from tailwatch.config import parse_config
 
 DOC = Path(__file__).parents[2] / "docs" / "alerts.md"

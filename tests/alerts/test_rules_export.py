@@ -13,9 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from alerts.export.names import EngineNames, engines_exposing, prom_duration
-from alerts.export.promtool_tests import promtool_test_files
-from alerts.export.rule_file import export_rules
+from alerts import export_rules, promtool_test_files
+from alerts.export import EngineNames, engines_exposing, prom_duration
 from collectors.dialect_rules import Dialect
 from tailwatch.cli import app
 from tailwatch.config import load_config

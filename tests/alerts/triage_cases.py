@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from alerts.triage.data import (
+from alerts import Cause
+from alerts.triage import (
     KnobChange,
     Measure,
     Measurements,
@@ -16,7 +17,6 @@ from alerts.triage.data import (
     TriageInput,
     WindowPair,
 )
-from alerts.vocabulary import Cause
 
 INCIDENT = TimeWindow(1_800_000_600.0, 1_800_000_900.0)
 BASELINE = TimeWindow(1_800_000_000.0, 1_800_000_600.0)

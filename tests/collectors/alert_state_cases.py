@@ -10,14 +10,19 @@ import pytest
 from hypothesis import strategies as st
 from sqlalchemy import delete, text
 
-from alerts.incidents import Incident
-from alerts.matchers import Matcher, MatchType
-from alerts.model import Alert, AlertState
-from alerts.rule_errors import EvaluationError
-from alerts.silences import Silence
+from alerts import (
+    Alert,
+    AlertState,
+    AlertStateStore,
+    EvaluationError,
+    Incident,
+    Matcher,
+    MatchType,
+    MemoryAlertState,
+    Silence,
+    Transition,
+)
 from alerts.sql import alert_state_of
-from alerts.state import AlertStateStore, MemoryAlertState
-from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.alert_models import (
     EvaluatorStateRow,

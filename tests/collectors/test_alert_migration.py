@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from alembic.script import ScriptDirectory
 
-from alerts.model import Alert, AlertState
+from alerts import Alert, AlertState, Transition
 from alerts.sql import alert_state_of
-from alerts.transitions import Transition
 from collectors.canonical import CanonicalSample, Kind
 from collectors.store import SchemaOutOfDateError, ScrapeRecord, Store, sqlite_url
 from collectors.store.connection import make_engine

@@ -9,10 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from alerts.incidents import MAX_INCIDENT_ID
-from alerts.model import Alert, AlertState
-from alerts.rule_errors import EvaluationError
-from alerts.transitions import Notified, Transition
+from alerts import MAX_INCIDENT_ID, Alert, AlertState, EvaluationError, Notified, Transition
 from tests.collectors.alert_state_cases import IMPLEMENTATIONS, Fresh, fresh_states
 
 

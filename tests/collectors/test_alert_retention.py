@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import math
 
-from alerts.model import Alert, AlertState
-from alerts.rule_errors import EvaluationError
-from alerts.silences import Silence
+from alerts import Alert, AlertState, EvaluationError, Notified, Silence, Transition
 from alerts.sql import alert_state_of
-from alerts.transitions import Notified, Transition
 from collectors.store import RetentionPolicy, Store
 from collectors.store.retention import DEFAULT_ALERT_RETENTION_SECONDS
 

@@ -12,11 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from alerts.model import Alert, AlertState
-from alerts.silences import Silence
+from alerts import Alert, AlertState, AlertStateStore, MemoryAlertState, Silence, Transition
 from alerts.sql import alert_state_of
-from alerts.state import AlertStateStore, MemoryAlertState
-from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from tests.collectors.alert_state_cases import (
     IMPLEMENTATIONS,

@@ -14,10 +14,9 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
-from alerts.evaluator import Evaluator
-from alerts.rules.builtin import BUILTIN_RULES, metric_absent_rule
+from alerts import Evaluator, MemoryAlertState
+from alerts.rules import BUILTIN_RULES, metric_absent_rule
 from alerts.sql import alert_state_of
-from alerts.state import MemoryAlertState
 from collectors import canonical as c
 from collectors.canonical import CanonicalSample, Kind
 from collectors.collector import Collector

@@ -11,10 +11,9 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import insert
 
-from alerts.model import Alert, AlertState
+from alerts import Alert, AlertState, Transition
 from alerts.sql import alert_state_of
 from alerts.sql.codec import encode_alert
-from alerts.transitions import Transition
 from collectors.store import SchemaOutOfDateError, Store, sqlite_url
 from collectors.store.connection import make_engine
 from collectors.store.models import AlertStateRow, AlertTransitionRow

@@ -63,8 +63,8 @@ class Seeded:
 def seed(folder: Path) -> Seeded:
     import time
 
-    from alerts.evaluator import Evaluator
-    from alerts.rules.builtin import BUILTIN_RULES
+    from alerts import Evaluator
+    from alerts.rules import BUILTIN_RULES
     from collectors.collector import Collector
     from collectors.scrape import Scraper, Target
     from collectors.store import Store, sqlite_url

@@ -204,7 +204,7 @@ def test_a_failing_rule_is_seen_on_incidents_and_overview(browser_page, seeded, 
     A second console over that store, driven by the same browser page."""
     from dataclasses import replace
 
-    from alerts.rule_errors import EvaluationError
+    from alerts import EvaluationError
     from collectors.store import Store, sqlite_url
 
     url = sqlite_url(tmp_path / "failing.db")

@@ -12,7 +12,7 @@ from hypothesis import given, strategies
 from hypothesis import settings as hypothesis_settings
 from typer.testing import CliRunner
 
-from alerts.rule_errors import EvaluationError
+from alerts import EvaluationError
 from alerts.sql import alert_state_of
 from collectors.store import Store, sqlite_url
 from console.incidents import parse_incident_param
@@ -162,8 +162,7 @@ def test_a_stale_evaluation_is_shown_and_a_fresh_healthy_one_is_not(tmp_path, he
 
 
 def test_hostile_incident_labels_are_text(tmp_path, health_env):
-    from alerts.model import Alert, AlertState
-    from alerts.transitions import Transition
+    from alerts import Alert, AlertState, Transition
 
     url = sqlite_url(tmp_path / "hostile.db")
     store = Store(url)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.triage.data import KnobChange
+from alerts.triage import KnobChange
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
 from console import lab_frames, lab_headroom, lab_knobs, lab_replay
 

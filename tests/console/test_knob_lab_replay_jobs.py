@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 from streamlit.testing.v1 import AppTest
 
-from alerts.model import Alert, AlertState
+from alerts import Alert, AlertState, Transition
 from alerts.sql import alert_state_of
-from alerts.transitions import Transition
 from collectors.store import Store, sqlite_url
 from collectors.store.lab_records import LabRunKind, LabRunStatus
 from console import lab_replay_jobs

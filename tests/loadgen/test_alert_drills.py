@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from alerts.conventions import SEVERITY, SEVERITY_PAGE
-from alerts.model import AlertState
+from alerts import SEVERITY, SEVERITY_PAGE, AlertState
 from loadgen.scenario import load_scenario
 from tailwatch.alert_drill import run_alert_drill
 from tests.loadgen.drill_runs import drill_report, virtual_drill

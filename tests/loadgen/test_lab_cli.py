@@ -191,13 +191,8 @@ def test_the_console_form_fills_in_the_commands_defaults():
     """``sweep_options`` (what the console's sweep form builds its plan from) fills in every
     option a plan is built from at ``tailwatch sweep``'s own default; only the command's
     store and progress options are left out."""
-    import inspect
-
     from loadgen.lab_plan import SWEEP_DEFAULTS
     from tailwatch.sweep_cli import sweep
+    from tests.loadgen.command_defaults import command_defaults
 
-    parameters = inspect.signature(sweep).parameters.items()
-    defaults = {n: p.default for n, p in parameters if p.default is not inspect.Parameter.empty}
-    for own in ("db", "config", "progress"):
-        defaults.pop(own)
-    assert dict(SWEEP_DEFAULTS) == defaults
+    assert dict(SWEEP_DEFAULTS) == command_defaults(sweep, "db", "config", "progress")

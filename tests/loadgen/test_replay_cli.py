@@ -277,13 +277,8 @@ def test_the_console_form_fills_in_the_commands_defaults():
     """``replay_options`` (what the console's replay form builds its plan from) fills in every
     option a plan is built from at ``tailwatch replay``'s own default; only the command's
     store and output options are left out."""
-    import inspect
-
     from loadgen.replay_options import REPLAY_DEFAULTS
     from tailwatch.replay_cli import replay
+    from tests.loadgen.command_defaults import command_defaults
 
-    parameters = inspect.signature(replay).parameters.items()
-    defaults = {n: p.default for n, p in parameters if p.default is not inspect.Parameter.empty}
-    for own in ("db", "as_json", "progress"):
-        defaults.pop(own)
-    assert dict(REPLAY_DEFAULTS) == defaults
+    assert dict(REPLAY_DEFAULTS) == command_defaults(replay, "db", "as_json", "progress")

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alerts.vocabulary import AlertName, Cause
+from alerts import AlertName, Cause
 from loadgen.client import _retry_after_seconds
 from loadgen.drill import DrillResult
 from loadgen.errors import WorkloadError

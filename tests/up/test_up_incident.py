@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts.model import AlertState
+from alerts import AlertState
 from loadgen.drill import run_drill
 from tailwatch.alert_drill import DrillTiming, read_report, stored_transitions
 from tailwatch.up_demo import INCIDENTS, NORMAL_FAULTS, cycle_scenario
