@@ -25,9 +25,11 @@ from collectors.store import SchemaOutOfDateError, Store
 from collectors.store.lab_records import LabRunKind
 from collectors.store.protocols import LabReader
 from collectors.store.schema import MIGRATE_COMMAND
-from console import incidents, lab_frames, lab_knobs, metric_frames, request_frames, slo_frames
-from console import lab_ab as lab_ab_module
+from console import incidents, metric_frames, request_frames, slo_frames
 from console.filters import Filters, step_for
+from console.knob_lab import ab as lab_ab_module
+from console.knob_lab import frames as lab_frames
+from console.knob_lab import knobs as lab_knobs
 from console.settings import LIVE_ENV, ConsoleSettings, load_settings
 from slo import GoodputResult, Objectives, QuantileResult, SLOSpec
 from tailwatch.config import load_config

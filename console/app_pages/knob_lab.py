@@ -11,14 +11,9 @@ from dataclasses import replace
 
 import streamlit as st
 
-from console import (
-    data,
-    lab_job_section,
-    lab_knobs,
-    lab_replay_job_section,
-    lab_sections,
-    lab_study_sections,
-)
+from console import data
+from console.knob_lab import job_section, replay_job_section, sections, study_sections
+from console.knob_lab import knobs as lab_knobs
 from console.page_kit import empty, escape, live_filters, page_context
 from console.settings import ADMIN_TOKEN_ENV
 
@@ -49,11 +44,11 @@ if targets:
         typed, engine_url = engine_url, lab_knobs.engine_url(engine_url)
         if engine_url is None:
             st.error(f"Not an http(s) URL or host:port: {escape(typed)}")
-    reply = lab_sections.knobs_section(target, engine_url, token)
+    reply = sections.knobs_section(target, engine_url, token)
     knobs = dict(reply.knobs) if reply is not None and not reply.error else None
     target_filters = replace(ctx.filters, target=target)
-    lab_sections.latency_section(ctx, target_filters)
-    lab_sections.headroom_section(ctx, ctx.filters, target, knobs)
+    sections.latency_section(ctx, target_filters)
+    sections.headroom_section(ctx, ctx.filters, target, knobs)
 else:
     empty(
         "No engine targets in the store.",
@@ -61,19 +56,17 @@ else:
         "here); stored sweeps and replays are shown below without one.",
     )
 
-lab_job_section.start_sweep_section(ctx, token)
-lab_replay_job_section.start_replay_section(ctx, token)
+job_section.start_sweep_section(ctx, token)
+replay_job_section.start_replay_section(ctx, token)
 
 
 @st.fragment(run_every=ctx.live_seconds)
 def studies() -> None:
     live_filters(ctx)  # NOTE: a live rerun re-reads the runs (a running sweep's progress)
-    lab_job_section.note_ended_jobs(
-        (lab_job_section.JOBS_KEY, lab_replay_job_section.REPLAY_JOBS_KEY)
-    )
-    runs = lab_study_sections.sweeps_section(ctx)
-    lab_study_sections.ab_section(ctx, runs)
-    lab_study_sections.replay_section(ctx)
+    job_section.note_ended_jobs((job_section.JOBS_KEY, replay_job_section.REPLAY_JOBS_KEY))
+    runs = study_sections.sweeps_section(ctx)
+    study_sections.ab_section(ctx, runs)
+    study_sections.replay_section(ctx)
 
 
 studies()

@@ -12,9 +12,9 @@ from streamlit.testing.v1 import AppTest
 
 from collectors import canonical as c
 from collectors.store import Store
-from console import lab_ab
 from console.filters import RANGES, floor_to_step, step_for
-from console.lab_ab import EXCEEDS_RUN_TO_RUN, WITHIN_NOISE
+from console.knob_lab import ab as lab_ab
+from console.knob_lab.ab import EXCEEDS_RUN_TO_RUN, WITHIN_NOISE
 from console.page_kit import KNOB_LAB_PAGE, rate
 from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
 from tests.console.lab_seed import REQUESTS_PER_SECOND, LabSeeded, seed_store

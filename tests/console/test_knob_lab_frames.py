@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 
 from alerts.triage import KnobChange
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
-from console import lab_frames, lab_headroom, lab_knobs, lab_replay
+from console.knob_lab import frames as lab_frames
+from console.knob_lab import headroom as lab_headroom
+from console.knob_lab import knobs as lab_knobs
+from console.knob_lab import replay as lab_replay
 
 
 def _run(**kw) -> LabRun:

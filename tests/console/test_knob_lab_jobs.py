@@ -1,4 +1,4 @@
-"""Starting a sweep from the knob lab page (``console.lab_jobs``, ``lab_job_section``): the
+"""Starting a sweep from the knob lab page (``console.knob_lab.jobs``, ``job_section``): the
 form's fields are checked as ``tailwatch sweep`` checks its options (one line naming the
 option, nothing started), the form is offered only with the console's admin token, and a
 started sweep is a real ``tailwatch sweep`` process whose run lands in the store."""
@@ -15,8 +15,8 @@ from hypothesis import strategies as hs
 
 from collectors.store import Store
 from collectors.store.lab_records import LabRunStatus
-from console import lab_jobs
-from console.lab_job_section import JOBS_KEY
+from console.knob_lab import jobs as lab_jobs
+from console.knob_lab.job_section import JOBS_KEY
 from console.settings import ADMIN_TOKEN_ENV
 from tests.console.knob_lab_page import console_env, open_page, page_texts, plain
 

@@ -1,5 +1,5 @@
-"""Starting a replay from the knob lab page (``console.lab_replay_jobs``,
-``lab_replay_job_section``): the form's fields are checked as ``tailwatch replay`` checks its
+"""Starting a replay from the knob lab page (``console.knob_lab.replay_jobs``,
+``replay_job_section``): the form's fields are checked as ``tailwatch replay`` checks its
 options (one line naming the option, nothing started or stored), the form is offered only
 with the console's admin token, and a started replay is a real ``tailwatch replay`` process
 whose lab run (kind ``replay``) lands in the store."""
@@ -18,8 +18,8 @@ from alerts import Alert, AlertState, Transition
 from alerts.sql import alert_state_of
 from collectors.store import Store, sqlite_url
 from collectors.store.lab_records import LabRunKind, LabRunStatus
-from console import lab_replay_jobs
-from console.lab_replay_job_section import FROM_TO, INCIDENT, PAGE_RANGE, REPLAY_JOBS_KEY
+from console.knob_lab import replay_jobs as lab_replay_jobs
+from console.knob_lab.replay_job_section import FROM_TO, INCIDENT, PAGE_RANGE, REPLAY_JOBS_KEY
 from console.settings import ADMIN_TOKEN_ENV
 from engine.config import EngineConfig
 from engine.sim.offline import VIRTUAL_EPOCH

@@ -11,9 +11,12 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
+import console.knob_lab.frames as lab_frames
+import console.knob_lab.headroom as lab_headroom
+import console.knob_lab.knobs as lab_knobs
 from collectors import canonical as c
 from collectors.store.lab_records import LabRun
-from console import charts, data, lab_frames, lab_headroom, lab_knobs
+from console import charts, data
 from console.filters import Filters
 from console.page_kit import PageContext, empty, escape, rate, section, span
 

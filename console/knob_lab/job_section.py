@@ -1,10 +1,10 @@
 """The knob lab's *Start a sweep* form: with the console's admin token, the tuner starts
-``tailwatch sweep`` against this store from the page (:mod:`console.lab_jobs`); the sweep's
-progress bar and knee chart then appear under *Sweeps* as its points are stored. Without a
-token configured the form is not offered and the page says what to run instead.
+``tailwatch sweep`` against this store from the page (:mod:`console.knob_lab.jobs`); the
+sweep's progress bar and knee chart then appear under *Sweeps* as its points are stored.
+Without a token configured the form is not offered and the page says what to run instead.
 
 :func:`admin_allowed` and :func:`jobs_status` are shared with *Start a replay*
-(:mod:`console.lab_replay_job_section`)."""
+(:mod:`console.knob_lab.replay_job_section`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import os
 
 import streamlit as st
 
-from console import data, lab_jobs
+import console.knob_lab.jobs as lab_jobs
+from console import data
 from console.incidents import check_token
-from console.lab_sections import SWEEP_HINT
+from console.knob_lab.sections import SWEEP_HINT
 from console.page_kit import PageContext, escape, section
 from console.settings import ADMIN_TOKEN_ENV
 

@@ -1,8 +1,8 @@
 """The knob lab's *Start a replay* form: with the console's admin token, the tuner picks a
 production window (the last minutes, the page's time range, an incident's, or from/to in
 ``tailwatch replay``'s forms) and starts ``tailwatch replay`` of it against candidate knobs
-on this store (:mod:`console.lab_replay_jobs`); the replay appears under *Replays* once it
-is stored. Without a token configured the form is not offered and the page says what to
+on this store (:mod:`console.knob_lab.replay_jobs`); the replay appears under *Replays* once
+it is stored. Without a token configured the form is not offered and the page says what to
 run instead."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import time
 import pandas as pd
 import streamlit as st
 
-from console import data, lab_replay_jobs
-from console.lab_job_section import DEFAULT_ENGINE, admin_allowed, jobs_status
-from console.lab_study_sections import REPLAY_HINT
+import console.knob_lab.replay_jobs as lab_replay_jobs
+from console import data
+from console.knob_lab.job_section import DEFAULT_ENGINE, admin_allowed, jobs_status
+from console.knob_lab.study_sections import REPLAY_HINT
 from console.page_kit import PageContext, escape, section
 from loadgen.replay_fleet import ROUTES
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from collectors.store.lab_records import LabPoint
-from console.lab_frames import number
+from console.knob_lab.frames import number
 from slo import SLOError, Statistic, bootstrap_differences
 
 EXCEEDS_RUN_TO_RUN = "exceeds run-to-run noise"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from collectors.store.lab_records import LabPoint, LabRun
-from console.lab_frames import number, value_label
+from console.knob_lab.frames import number, value_label
 
 REPLAY_KEY, PRODUCTION_KEY = "replay", "production"
 #: What a ``tailwatch replay`` point says of how it ran, shown under the table.

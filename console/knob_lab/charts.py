@@ -10,7 +10,7 @@ import pandas as pd
 
 from console.charts import HEIGHT, MAX_POINTS
 
-#: (column of ``lab_frames.sweep_curve``, axis title) for the knee chart's panels.
+#: (column of ``frames.sweep_curve``, axis title) for the knee chart's panels.
 KNEE_PANELS = (
     ("goodput", "goodput (req/s)"),
     ("ttft_p95_ms", "TTFT p95 (ms)"),
@@ -47,7 +47,7 @@ def knee_panel(
 ) -> alt.LayerChart:
     """``y`` against ``rate`` (req/s offered), one line per knob value (``order``), points
     on every measured rate; each value's knee (highest rate with attainment ≥ 0.9) a dashed
-    vertical rule in the line's colour. ``curve``: ``lab_frames.sweep_curve``."""
+    vertical rule in the line's colour. ``curve``: ``frames.sweep_curve``."""
     if len(curve) > MAX_POINTS:
         raise ValueError(f"{len(curve)} sweep points for one chart (at most {MAX_POINTS})")
     data = curve[["value", "rate", "num_repeats", y]].dropna(subset=[y])

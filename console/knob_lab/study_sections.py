@@ -9,9 +9,13 @@ import time
 
 import streamlit as st
 
+import console.knob_lab.ab as lab_ab
+import console.knob_lab.charts as lab_charts
+import console.knob_lab.frames as lab_frames
+import console.knob_lab.replay as lab_replay
 from collectors.store.lab_records import LabRun, LabRunStatus
-from console import data, lab_ab, lab_charts, lab_frames, lab_replay
-from console.lab_sections import SWEEP_HINT
+from console import data
+from console.knob_lab.sections import SWEEP_HINT
 from console.page_kit import PageContext, empty, escape, section
 
 REPLAY_HINT = (

@@ -10,7 +10,7 @@ point, stored as ``failed``) whether or not the console stays up; its output goe
 file the page names. No shell is involved: every field is one ``--option=value`` argument.
 
 :func:`start_job` and :class:`LabJob` are how any lab command is started from the page (a
-sweep here, a replay in :mod:`console.lab_replay_jobs`).
+sweep here, a replay in :mod:`console.knob_lab.replay_jobs`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Replays started from the knob lab page: the form's fields checked exactly as
 ``tailwatch replay`` checks its options (the same plan builder, so the same one-line
 errors), the window read once to see that it holds records to replay, then that command
-run as its own process against the console's store (:func:`console.lab_jobs.start_job`).
+run as its own process against the console's store (:func:`console.knob_lab.jobs.start_job`).
 
 The replay stores its lab run (kind ``replay``) as it goes — running, its point, then
 finished or failed — so the page's *Replays* section shows it once it is stored; the
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from console.lab_jobs import JOB_LOG_DIR, LabJob, form_problem, job_argv, start_job
+from console.knob_lab.jobs import JOB_LOG_DIR, LabJob, form_problem, job_argv, start_job
 
 #: The fields of the page's form, as ``tailwatch replay`` options (``from_`` is ``--from``;
 #: ``knob`` a list of ``NAME=VALUE``, ``url`` one URL or a list, one ``--url`` each);
