@@ -4,7 +4,10 @@ bound on entries (``st.cache_data``), keyed on plain values (URL, family, select
 window) so that two viewers of the same view share one query.
 
 The reads themselves are pure functions in :mod:`console.metric_frames`,
-:mod:`console.request_frames`, :mod:`console.slo_frames` and :mod:`console.incidents`.
+:mod:`console.request_frames`, :mod:`console.slo_frames`, :mod:`console.incidents.frames` and
+:mod:`console.knob_lab.frames` (with ``knob_lab.ab`` and ``knob_lab.knobs``): the pure
+modules of the ``incidents`` and ``knob_lab`` subpackages sit below this one, their sections
+above it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from collectors.store import SchemaOutOfDateError, Store
 from collectors.store.lab_records import LabRunKind
 from collectors.store.protocols import LabReader
 from collectors.store.schema import MIGRATE_COMMAND
-from console import incidents, metric_frames, request_frames, slo_frames
+from console import metric_frames, request_frames, slo_frames
 from console.filters import Filters, step_for
+from console.incidents import frames as incident_frames
 from console.knob_lab import ab as lab_ab_module
 from console.knob_lab import frames as lab_frames
 from console.knob_lab import knobs as lab_knobs
@@ -300,19 +304,19 @@ def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def annotations(url: str, start: float, end: float) -> pd.DataFrame:
     store = _store(url)
-    return incidents.annotation_frame(alert_state_of(store), store, start, end)
+    return incident_frames.annotation_frame(alert_state_of(store), store, start, end)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def incident_list(url: str, start: float, end: float, at: float) -> pd.DataFrame:
     """The stored incidents open or resolved in ``[start, end]``, open first, newest first."""
-    chosen = incidents.listed_incidents(alert_state_of(_store(url)), start, end)
-    return incidents.incident_frame(chosen, at)
+    chosen = incident_frames.listed_incidents(alert_state_of(_store(url)), start, end)
+    return incident_frames.incident_frame(chosen, at)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def latest_incident_of(url: str, fingerprint: str) -> int | None:
-    return incidents.latest_incident_of(alert_state_of(_store(url)), fingerprint)
+    return incident_frames.latest_incident_of(alert_state_of(_store(url)), fingerprint)
 
 
 @st.cache_resource(ttl=60, max_entries=8, show_spinner=False)
@@ -332,11 +336,11 @@ def alert_rules(config_path: str | None) -> tuple[tuple, float, str]:
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def incident_detail(
     url: str, config_path: str | None, incident_id: int, at: float
-) -> incidents.IncidentDetail | None:
+) -> incident_frames.IncidentDetail | None:
     """Incident ``incident_id`` triaged over the windows of ``tailwatch incident show``."""
     store = _store(url)
     rules, scale, _ = alert_rules(config_path)
-    return incidents.incident_detail(
+    return incident_frames.incident_detail(
         alert_state_of(store), store, store, incident_id, rules, scale, at
     )
 

@@ -14,8 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from alerts.views.display import age
-from console import data, incident_sections, rule_health
-from console.incidents import check_token, parse_incident_param, silence_for, timeline_frame
+from console import data
+from console.incidents import rule_health
+from console.incidents import sections as incident_sections
+from console.incidents.frames import check_token, parse_incident_param, silence_for, timeline_frame
 from console.page_kit import (
     INCIDENTS_PAGE,
     empty,

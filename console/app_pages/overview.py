@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from collectors import canonical as c
-from console import charts, data, rule_health
+from console import charts, data
+from console.incidents import rule_health
 from console.page_kit import (
     INCIDENTS_PAGE,
     bound_text,

@@ -14,7 +14,7 @@ import streamlit as st
 
 import console.knob_lab.jobs as lab_jobs
 from console import data
-from console.incidents import check_token
+from console.incidents.frames import check_token
 from console.knob_lab.sections import SWEEP_HINT
 from console.page_kit import PageContext, escape, section
 from console.settings import ADMIN_TOKEN_ENV

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from alerts import EvaluationError
 from alerts.sql import alert_state_of
 from collectors.store import Store, sqlite_url
-from console.incidents import parse_incident_param
+from console.incidents.frames import parse_incident_param
 from console.page_kit import INCIDENTS_PAGE, OVERVIEW_PAGE
 from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
 from tests.console.seeded_store import Seeded

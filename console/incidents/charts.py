@@ -10,7 +10,7 @@ import pandas as pd
 from alerts.rules.sli import LATENCY_FAMILIES
 from collectors import canonical as c
 from console.charts import FIRING_COLOUR, percentile_chart
-from console.incidents import IncidentDetail
+from console.incidents.frames import IncidentDetail
 from slo import LatencyMetric
 
 #: Alert labels that are also series labels: the chart reads the alert's own series.

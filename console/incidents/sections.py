@@ -10,11 +10,12 @@ import math
 import pandas as pd
 import streamlit as st
 
+import console.incidents.charts as incident_charts
 from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
 from alerts.triage.report import format_change, format_seconds, format_value
 from alerts.views.display import age
-from console import data, incident_charts
-from console.incidents import IncidentDetail
+from console import data
+from console.incidents.frames import IncidentDetail
 from console.page_kit import TRACES_PAGE, empty, escape, section
 from slo.window import format_utc
 
