@@ -17,15 +17,21 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from alerts.rule_errors import EvaluationHealth
+from alerts.rules.base import Rule
+from alerts.silences import Silence
 from alerts.sql import alert_state_of
+from alerts.triage.data import KnobChange
 from collectors import canonical as c
 from collectors.config import ConfigError
+from collectors.request_records import RequestRecord, SpanRecord
 from collectors.store import SchemaOutOfDateError, Store
-from collectors.store.lab_records import LabRunKind
+from collectors.store.lab_records import LabPoint, LabRun, LabRunKind
 from collectors.store.protocols import LabReader
 from collectors.store.schema import MIGRATE_COMMAND
 from console import metric_frames, request_frames, slo_frames
@@ -96,15 +102,23 @@ def _store(url: str) -> Store:
     return status.store
 
 
+@dataclass(frozen=True)
+class ConfiguredSLOs:
+    """The SLOs of the config, or none and why (``problem``: the config does not load)."""
+
+    slos: tuple[SLOSpec, ...] = ()
+    problem: str = ""
+
+
 @st.cache_data(ttl=60, max_entries=8, show_spinner=False)
-def slos(config_path: str | None) -> tuple[tuple[SLOSpec, ...], str]:
-    """``(SLOs, problem)`` from the ``slos:`` of ``config_path`` (``None``: no SLOs)."""
+def slos(config_path: str | None) -> ConfiguredSLOs:
+    """The SLOs from the ``slos:`` of ``config_path`` (``None``: no SLOs), or the problem."""
     if config_path is None:
-        return (), ""
+        return ConfiguredSLOs()
     try:
-        return load_config(config_path).slos, ""
+        return ConfiguredSLOs(load_config(config_path).slos)
     except ConfigError as error:
-        return (), str(error)
+        return ConfiguredSLOs(problem=str(error))
 
 
 def now() -> float:
@@ -263,8 +277,8 @@ def _records(url, start, end, tenant, model, target):
     )
 
 
-def records(url: str, f: Filters) -> list:
-    """Request records of the filters' window (``collectors.request_records.RequestRecord``)."""
+def records(url: str, f: Filters) -> list[RequestRecord]:
+    """Request records of the filters' window."""
     return _records(url, f.start_seconds, f.end_seconds, f.tenant, f.model, f.target)
 
 
@@ -277,12 +291,12 @@ def goodput(url: str, f: Filters, objectives: Objectives) -> GoodputResult | Non
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
-def request_by_id(url: str, request_id: str):
+def request_by_id(url: str, request_id: str) -> RequestRecord | None:
     return _store(url).request(request_id)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
-def trace(url: str, trace_id: str):
+def trace(url: str, trace_id: str) -> list[SpanRecord]:
     return _store(url).trace(trace_id)
 
 
@@ -319,18 +333,28 @@ def latest_incident_of(url: str, fingerprint: str) -> int | None:
     return incident_frames.latest_incident_of(alert_state_of(_store(url)), fingerprint)
 
 
+@dataclass(frozen=True)
+class AlertRules:
+    """The rules triage uses and their ``window_scale``; ``problem``: why the config's own
+    rules could not be loaded (the built-ins are used instead)."""
+
+    rules: tuple[Rule, ...]
+    window_scale: float
+    problem: str = ""
+
+
 @st.cache_resource(ttl=60, max_entries=8, show_spinner=False)
-def alert_rules(config_path: str | None) -> tuple[tuple, float, str]:
-    """``(rules, window_scale, problem)`` from the ``alerts:`` of ``config_path`` (the
-    built-ins when it has none, or ``None``), as ``tailwatch incident show`` loads them; a
-    config that does not load gives the built-ins and the ``problem``."""
+def alert_rules(config_path: str | None) -> AlertRules:
+    """The rules and window scale from the ``alerts:`` of ``config_path`` (the built-ins when
+    it has none, or ``None``), as ``tailwatch incident show`` loads them; a config that does
+    not load gives the built-ins and the ``problem``."""
     try:
         loaded = load_config(config_path).alerts
         problem = ""
     except ConfigError as error:
         loaded = load_config(None).alerts
         problem = f"{error}; triage uses the built-in rules"
-    return tuple(loaded.rules), loaded.window_scale, problem
+    return AlertRules(tuple(loaded.rules), loaded.window_scale, problem)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
@@ -339,19 +363,20 @@ def incident_detail(
 ) -> incident_frames.IncidentDetail | None:
     """Incident ``incident_id`` triaged over the windows of ``tailwatch incident show``."""
     store = _store(url)
-    rules, scale, _ = alert_rules(config_path)
+    configured = alert_rules(config_path)
     return incident_frames.incident_detail(
-        alert_state_of(store), store, store, incident_id, rules, scale, at
-    )
+        alert_state_of(store), store, store, incident_id, configured.rules,
+        configured.window_scale, at,
+    )  # fmt: skip
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
-def evaluation_health(url: str):
-    """The evaluator's stored health (``alerts.rule_errors.EvaluationHealth``)."""
+def evaluation_health(url: str) -> EvaluationHealth:
+    """The evaluator's stored health: when it last evaluated, and the rules failing."""
     return alert_state_of(_store(url)).evaluation_health()
 
 
-def save_silence(url: str, silence) -> None:
+def save_silence(url: str, silence: Silence) -> None:
     """Store a silence (the page has checked the admin token) and drop cached alert reads."""
     alert_state_of(_store(url)).save_silence(silence)
     incident_list.clear()
@@ -422,8 +447,8 @@ def _lab(url: str) -> LabReader | None:
 
 
 @st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=32, show_spinner=False)
-def lab_runs(url: str, kind: str | None = None) -> list | None:
-    """Stored lab runs (``LabRun``) of ``kind`` (``sweep``/``replay``/all), newest first, at
+def lab_runs(url: str, kind: str | None = None) -> list[LabRun] | None:
+    """Stored lab runs of ``kind`` (``sweep``/``replay``/all), newest first, at
     most ``LAB_RUN_LIMIT``; ``None`` when the store keeps no lab results (an older schema)."""
     reader = _lab(url)
     if reader is None:
@@ -440,18 +465,18 @@ def lab_results_changed() -> None:
 
 
 @st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=64, show_spinner=False)
-def lab_points(url: str, run_id: int) -> list:
-    """A run's points (``LabPoint``) in measured order (none for a store without a lab)."""
+def lab_points(url: str, run_id: int) -> list[LabPoint]:
+    """A run's points in measured order (none for a store without a lab)."""
     reader = _lab(url)
     return [] if reader is None else reader.lab_points(run_id)
 
 
 @st.cache_data(ttl=LAB_TTL_SECONDS, max_entries=32, show_spinner=False)
-def lab_ab(url: str, side_a: tuple, side_b: tuple) -> pd.DataFrame:
+def lab_ab(url: str, side_a: lab_ab_module.SideKey, side_b: lab_ab_module.SideKey) -> pd.DataFrame:
     """``lab_ab.ab_frame`` of two sides, each ``(run id, value label, rate)``: the points
     of that knob value and rate (every repeat). The bootstrap is cached: ~0.4 s a pair."""
 
-    def side(key: tuple) -> lab_ab_module.Side:
+    def side(key: lab_ab_module.SideKey) -> lab_ab_module.Side:
         run_id, label, rate = key
         reader = _lab(url)
         run = None if reader is None else reader.lab_run(run_id)
@@ -465,7 +490,7 @@ def lab_ab(url: str, side_a: tuple, side_b: tuple) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
-def knob_changes(url: str, start: float, end: float) -> tuple:
+def knob_changes(url: str, start: float, end: float) -> tuple[KnobChange, ...]:
     """The live knob changes in ``[start, end]`` (``alerts.triage.gather.knob_changes``)."""
     from alerts.triage.gather import knob_changes as gather_knob_changes
 
@@ -494,7 +519,9 @@ def engine_knobs(engine_url: str, token: str) -> lab_knobs.KnobReply:
     return _engine_knobs(engine_url, _digest(token), token)
 
 
-def set_engine_knobs(engine_url: str, token: str, changes: Mapping) -> lab_knobs.KnobReply:
+def set_engine_knobs(
+    engine_url: str, token: str, changes: Mapping[str, Any]
+) -> lab_knobs.KnobReply:
     """``PATCH /admin/config``; a success drops the cached knobs and knob changes."""
     reply = lab_knobs.patch_knobs(engine_url, token, changes)
     if not reply.error:

@@ -136,10 +136,10 @@ current = filters.Filters(
     target=chosen[filters.TARGET_PARAM],
     tenant=chosen[filters.TENANT_PARAM],
 )
-specs, slo_problem = data.slos(settings.config_path)
+configured = data.slos(settings.config_path)
 live_seconds = settings.live_seconds if is_live and not st.session_state["f_until"] else None
 st.session_state[CONTEXT_KEY] = PageContext(
-    settings, current, specs, slo_problem, status.problem, live_seconds
+    settings, current, configured.slos, configured.problem, status.problem, live_seconds
 )
 
 # Write the filters back to the URL (defaults removed), leaving the page's own parameters.

@@ -103,7 +103,7 @@ def _detail(incident_id: int) -> None:
     st.page_link(
         INCIDENTS_PAGE, label="All incidents", icon=":material/arrow_back:", query_params={}
     )
-    _, _, problem = data.alert_rules(ctx.settings.config_path)
+    problem = data.alert_rules(ctx.settings.config_path).problem
     detail = data.incident_detail(ctx.url, ctx.settings.config_path, incident_id, _at())
     if detail is None:
         st.warning(f"No incident has id {incident_id}: pick one from the list.")

@@ -58,6 +58,10 @@ SEED = 0
 MAX_VALUES = 2_000
 
 
+#: ``(run id, value label, rate)``: what picks a side's points again (a cache key).
+SideKey = tuple[int, str, float]
+
+
 @dataclass(frozen=True)
 class Side:
     """One side of an A/B: its label and the points (repeats) it holds."""
@@ -65,8 +69,8 @@ class Side:
     label: str
     points: tuple[LabPoint, ...]
     is_simulated: bool = False
-    #: ``(run id, value label, rate)``: what picks the points again (a cache key).
-    key: tuple | None = None
+    #: What picks the points again (``None``: a side built from points alone).
+    key: SideKey | None = None
 
 
 def side_points(points: Sequence[LabPoint], knob_value, rate: float) -> tuple[LabPoint, ...]:
