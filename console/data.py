@@ -22,11 +22,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from alerts import Silence
 from alerts.rule_errors import EvaluationHealth
-from alerts.rules.base import Rule
-from alerts.silences import Silence
+from alerts.rules import Rule
 from alerts.sql import alert_state_of
-from alerts.triage.data import KnobChange
+from alerts.triage import KnobChange
 from collectors import canonical as c
 from collectors.config import ConfigError
 from collectors.request_records import RequestRecord, SpanRecord
