@@ -7,10 +7,9 @@ subpackage per concept: :mod:`alerts.rules`, :mod:`alerts.notify`, :mod:`alerts.
 :mod:`alerts.triage`, :mod:`alerts.views` and :mod:`alerts.sql`. Code outside ``alerts/``
 imports through these ``__init__`` modules; inside, modules import each other by their full
 path. This module also exports what reads :mod:`alerts.kinds` (the evaluator, the rule-file
-export, the promtool tests), since a subpackage's ``__init__`` may not.
-"""
+export, the promtool tests), since a subpackage's ``__init__`` may not."""
 
-from alerts.conventions import SEVERITY, SEVERITY_PAGE
+from alerts.conventions import ALERTNAME, SEVERITY, SEVERITY_PAGE
 from alerts.errors import (
     AlertError,
     AlertsError,
@@ -50,7 +49,7 @@ from alerts.notify.payloads import (
     webhook_message,
 )
 from alerts.notify.retry import RetryPolicy, is_retryable_status
-from alerts.rule_errors import EvaluationError
+from alerts.rule_errors import EvaluationError, EvaluationHealth, RuleFailure
 from alerts.schedule import Tick, due_tick, next_after, run_ticks, slot_seconds
 from alerts.silences import Silence, SilenceState, silenced_alerts, silenced_by
 from alerts.state import AlertStateStore, MemoryAlertState
@@ -59,6 +58,7 @@ from alerts.vocabulary import ACTIONS, AlertName, Cause
 
 __all__ = [
     "ACTIONS",
+    "ALERTNAME",
     "DEFAULT_INHIBIT_RULES",
     "KINDS",
     "MAX_INCIDENT_ID",
@@ -75,6 +75,7 @@ __all__ = [
     "Cause",
     "Delivery",
     "EvaluationError",
+    "EvaluationHealth",
     "EvaluationResult",
     "Evaluator",
     "Explanation",
@@ -94,6 +95,7 @@ __all__ = [
     "RegistryError",
     "RetryPolicy",
     "RuleError",
+    "RuleFailure",
     "RuleKind",
     "Silence",
     "SilenceError",

@@ -22,8 +22,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from alerts import Silence
-from alerts.rule_errors import EvaluationHealth
+from alerts import EvaluationHealth, Silence
 from alerts.rules import Rule
 from alerts.sql import alert_state_of
 from alerts.triage import KnobChange
@@ -492,7 +491,7 @@ def lab_ab(url: str, side_a: lab_ab_module.SideKey, side_b: lab_ab_module.SideKe
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def knob_changes(url: str, start: float, end: float) -> tuple[KnobChange, ...]:
     """The live knob changes in ``[start, end]`` (``alerts.triage.gather.knob_changes``)."""
-    from alerts.triage.gather import knob_changes as gather_knob_changes
+    from alerts.triage import knob_changes as gather_knob_changes
 
     return gather_knob_changes(_store(url), start, end)
 

@@ -13,8 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from alerts.rules.evaluate import common_step
-from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
+from alerts.rules import LATENCY_FAMILIES, ErrorSLI, LatencySLI, common_step
 from collectors.store.protocols import MetricsReader
 from slo import (
     AttainmentEstimate,

@@ -12,12 +12,13 @@ from alerts.rules.builtin import (
 from alerts.rules.check import check_rules
 from alerts.rules.config import parse_duration
 from alerts.rules.evaluate import common_step
-from alerts.rules.sli import ErrorSLI, LatencySLI, snap_threshold
+from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI, snap_threshold
 from alerts.rules.types import RULE_KINDS, KVSaturationRule, QueueGrowthRule, TailLatencyRule
 
 __all__ = [
     "BUILTIN_RULES",
     "INSIDE_SLO_SUFFIX",
+    "LATENCY_FAMILIES",
     "RULE_KINDS",
     "ErrorSLI",
     "KVSaturationRule",

@@ -14,7 +14,7 @@ from alerts.triage.data import (
 )
 from alerts.triage.evidence import evidence_table, rows_by_key
 from alerts.triage.explain import triage_at, triage_explainer
-from alerts.triage.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather
+from alerts.triage.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather, knob_changes
 from alerts.triage.hypotheses import ramp
 from alerts.triage.measure_scope import exact_quantile
 from alerts.triage.rank import (
@@ -25,8 +25,14 @@ from alerts.triage.rank import (
     slowest_requests,
     triage,
 )
-from alerts.triage.report import format_seconds, render_text, triage_renderable
-from alerts.triage.windows import onset_seconds
+from alerts.triage.report import (
+    format_change,
+    format_seconds,
+    format_value,
+    render_text,
+    triage_renderable,
+)
+from alerts.triage.windows import alert_triage_windows, onset_seconds
 
 __all__ = [
     "KNOB_CHANGES_FAMILY",
@@ -44,10 +50,14 @@ __all__ = [
     "TriageInputError",
     "TriageReport",
     "WindowPair",
+    "alert_triage_windows",
     "evidence_table",
     "exact_quantile",
+    "format_change",
     "format_seconds",
+    "format_value",
     "gather",
+    "knob_changes",
     "onset_seconds",
     "ramp",
     "render_text",

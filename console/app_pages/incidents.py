@@ -13,7 +13,7 @@ import os
 import pandas as pd
 import streamlit as st
 
-from alerts.views.display import age
+from alerts.views import age
 from console import data
 from console.incidents import rule_health
 from console.incidents import sections as incident_sections

@@ -7,7 +7,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from alerts.rules.sli import LATENCY_FAMILIES
+from alerts.rules import LATENCY_FAMILIES
 from collectors import canonical as c
 from console.charts import FIRING_COLOUR, percentile_chart
 from console.incidents.frames import IncidentDetail

@@ -17,17 +17,26 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from alerts.conventions import ALERTNAME, SEVERITY
-from alerts.incidents import Incident, opener_of
-from alerts.model import Alert, AlertState
-from alerts.rules.base import Rule
-from alerts.state import AlertStateStore
-from alerts.transitions import Transition
-from alerts.triage.data import TimeWindow
-from alerts.triage.gather import gather, knob_changes
-from alerts.triage.rank import TriageReport, triage
-from alerts.triage.windows import alert_triage_windows
-from alerts.views.incidents import IncidentIdError, parse_incident_id
+from alerts import (
+    ALERTNAME,
+    SEVERITY,
+    Alert,
+    AlertState,
+    AlertStateStore,
+    Incident,
+    Transition,
+    opener_of,
+)
+from alerts.rules import Rule
+from alerts.triage import (
+    TimeWindow,
+    TriageReport,
+    alert_triage_windows,
+    gather,
+    knob_changes,
+    triage,
+)
+from alerts.views import IncidentIdError, parse_incident_id
 from collectors.replica_targets import replica_targets
 from collectors.store.protocols import MetricsReader, RequestReader
 
@@ -241,8 +250,7 @@ def silence_for(alert: Alert, hours: float, author: str, comment: str, now: floa
     """A silence matching exactly this alert's labels for ``hours`` from now
     (``alerts.silences.Silence.create`` validates it; raises ``AlertsError`` naming the
     field)."""
-    from alerts.matchers import Matcher, MatchType
-    from alerts.silences import Silence
+    from alerts import Matcher, MatchType, Silence
 
     matchers = [Matcher(k, MatchType.EQUAL, v) for k, v in sorted(alert.labels.items())]
     return Silence.create(matchers, now, now + hours * 3600.0, author, comment, now)

@@ -9,9 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from alerts.rule_errors import EvaluationHealth, RuleFailure
-from alerts.views.display import age
-from alerts.views.rule_errors import STALE_EVALUATION_SECONDS
+from alerts import EvaluationHealth, RuleFailure
+from alerts.views import STALE_EVALUATION_SECONDS, age
 from console.page_kit import escape
 
 #: The most failing rules listed one per line (the rest are counted).

@@ -11,9 +11,15 @@ import pandas as pd
 import streamlit as st
 
 import console.incidents.charts as incident_charts
-from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
-from alerts.triage.report import format_change, format_seconds, format_value
-from alerts.views.display import age
+from alerts.triage import (
+    NO_CAUSE,
+    NOT_ENOUGH_DATA,
+    TriageReport,
+    format_change,
+    format_seconds,
+    format_value,
+)
+from alerts.views import age
 from console import data
 from console.incidents.frames import IncidentDetail
 from console.page_kit import TRACES_PAGE, empty, escape, section

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from alerts.triage.data import KnobChange
+from alerts.triage import KnobChange
 from collectors.store.lab_records import JsonScalar, LabRun, LabRunKind, LabRunStatus
 
 
