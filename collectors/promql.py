@@ -32,6 +32,7 @@ from prometheus_client.samples import Sample
 from collectors import canonical as c
 from collectors.dialect_rules import PREFIXED_RULES, PREFIXES, UNPREFIXED_RULES, Rule
 from collectors.dialects import normalise
+from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError
 from collectors.store.records import ScrapeRecord
 
 if TYPE_CHECKING:
@@ -70,11 +71,6 @@ _RULES: dict[str, tuple[Rule, ...]] = {**PREFIXED_RULES, **UNPREFIXED_RULES}
 _COLON_PREFIXES = tuple(prefix for prefix, _ in PREFIXES if prefix.endswith(":"))
 _HISTOGRAM_CHILDREN = ("_bucket", "_sum", "_count", "_created")
 _SUMMARY_CHILDREN = ("_sum", "_count", "_created")
-
-
-class PrometheusSourceError(Exception):
-    """The server could not be read: unreachable, refused the query, or is not a
-    Prometheus HTTP API. The message says which, with the server's own error text."""
 
 
 @dataclass
@@ -125,6 +121,7 @@ class PrometheusSource:
         self._client = self.client or httpx.Client(
             timeout=self.timeout, follow_redirects=False, trust_env=False
         )
+        self._api = PrometheusAPI(self._base, self.headers, self.timeout, self._client)
 
     def close(self) -> None:
         if self.client is None:
@@ -270,45 +267,7 @@ class PrometheusSource:
         return result
 
     def _get_json(self, method: str, path: str, params: dict[str, str], what: str) -> object:
-        url = f"{self._base}/api/v1/{path}"
-        try:
-            if method == "POST":
-                response = self._client.post(url, data=params, headers=self.headers)
-            else:
-                response = self._client.get(url, params=params, headers=self.headers)
-        except httpx.TimeoutException:
-            raise PrometheusSourceError(
-                f"Prometheus at {self._base} did not answer within {self.timeout:g} s ({what})"
-            ) from None
-        except httpx.HTTPError as error:
-            raise PrometheusSourceError(
-                f"cannot reach Prometheus at {self._base}: {error or type(error).__name__}"
-            ) from None
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if isinstance(body, dict) and body.get("status") == "error":
-            kind = body.get("errorType") or "error"
-            raise PrometheusSourceError(
-                f"Prometheus at {self._base} refused {what!r} (HTTP {response.status_code}, "
-                f"{kind}): {body.get('error', '')}"
-            )
-        if response.status_code != 200:
-            hint = " (check the URL and any path prefix)" if response.status_code == 404 else ""
-            raise PrometheusSourceError(
-                f"Prometheus at {self._base}: HTTP {response.status_code} "
-                f"{response.reason_phrase} for {path}{hint}"
-            )
-        if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
-            content_type = response.headers.get("content-type", "?")
-            raise PrometheusSourceError(
-                f"{self._base} did not answer like a Prometheus HTTP API ({content_type}, "
-                f"body starts {response.text[:80]!r})"
-            )
-        for warning in body.get("warnings") or ():
-            logger.warning("Prometheus warning for %s: %s", what, warning)
-        return body["data"]
+        return self._api.get_json(method, path, params, what)
 
 
 def _write(store: Store, records: list[ScrapeRecord]) -> list[ScrapeRecord]:

@@ -1,0 +1,53 @@
+"""The PromQL the reader sends, one function per read: the push-down itself.
+
+Every window groups by ``instance`` (Tailwatch's ``target``) besides what it sums, so that the
+reader can check bucket layouts per target and name the targets in an error, and can let a
+current metric name win over a renamed one target by target, as a scrape does. The server
+does the per-series work (``increase`` over every bucket series); what comes back is one
+series per target and bucket.
+"""
+
+from __future__ import annotations
+
+from collectors.prometheus.api import format_range
+from collectors.prometheus.names import TARGET_LABEL
+
+#: ``le`` of the rows that carry a histogram's ``_sum`` increase and its layout check.
+SUM_ROW = "sum"
+LAYOUT_CHANGED_ROW = "layout-changed"
+
+
+def selector(metric: str, matchers: str) -> str:
+    """``{__name__="metric",matchers}``: quoting the name keeps any spelling valid."""
+    inner = ",".join(x for x in (f'__name__="{metric}"', matchers) if x)
+    return "{" + inner + "}"
+
+
+def histogram_window(stem: str, matchers: str, width_seconds: float) -> str:
+    """Per target, ``increase`` of each bucket and of ``_sum`` over ``width``, and a row
+    ``le="layout-changed"`` for a target whose bucket series hold different numbers of samples
+    in the range (a restart with new buckets: Prometheus would add both layouts' ``le``s)."""
+    w = format_range(width_seconds)
+    buckets = f"{selector(stem + '_bucket', matchers)}[{w}]"
+    sums = f"{selector(stem + '_sum', matchers)}[{w}]"
+    by = f"by (le, {TARGET_LABEL})"
+    return (
+        f"sum {by} (increase({buckets}))"
+        f' or label_replace(sum by ({TARGET_LABEL}) (increase({sums})), "le", "{SUM_ROW}", "", "")'
+        f" or label_replace(max by ({TARGET_LABEL}) (count_over_time({buckets}))"
+        f" != min by ({TARGET_LABEL}) (count_over_time({buckets})),"
+        f' "le", "{LAYOUT_CHANGED_ROW}", "", "")'
+    )
+
+
+def counter_window(metric: str, matchers: str, width_seconds: float) -> str:
+    """Per target, the counter's ``increase`` over ``width``."""
+    w = format_range(width_seconds)
+    return f"sum by ({TARGET_LABEL}) (increase({selector(metric, matchers)}[{w}]))"
+
+
+def raw_range(metric_pattern: str, matchers: str, width_seconds: float) -> str:
+    """Every stored sample of the matching series over ``width`` (a range-vector instant
+    query: the server's own timestamps, nothing evaluated). ``metric_pattern`` is a regex."""
+    inner = ",".join(x for x in (f'__name__=~"{metric_pattern}"', matchers) if x)
+    return "{" + inner + "}" + f"[{format_range(width_seconds)}]"

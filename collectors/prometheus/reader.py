@@ -1,0 +1,521 @@
+"""``PrometheusReader``: the :class:`~collectors.store.protocols.MetricsReader` over a
+Prometheus-compatible HTTP API, pushing every read down to the server; nothing is copied.
+
+How each read is answered (the PromQL is in :mod:`collectors.prometheus.queries`):
+
+- ``histogram_window`` / ``histogram_series`` / ``quantile_series``: per target,
+  ``increase(<engine metric>_bucket{…}[w])`` summed by ``le`` (and ``_sum``), an instant query
+  at the window's end or a ``query_range`` with ``step = w`` for a step series; the targets'
+  histograms are merged here (their layouts checked), and quantiles come from
+  ``slo.histogram_quantile`` over those buckets, never from PromQL's ``histogram_quantile``.
+- ``counter_window`` / ``counter_series``: ``sum by (instance) (increase(…[w]))``, likewise.
+- ``samples`` / ``snapshots`` / ``scrapes``: the stored samples of the range (range-vector
+  instant queries; ``up`` for scrapes); ``series``: ``/api/v1/series``; ``exemplars``:
+  ``/api/v1/query_exemplars``.
+
+Canonical families are resolved to the engine metric names the server holds
+(``/api/v1/label/__name__/values``, refreshed every ``names_max_age_seconds``) through the
+dialect table (:mod:`collectors.prometheus.names`).
+
+Semantics. A server answers with its own range rule, and :attr:`PrometheusReader.semantics`
+says which: ``prometheus-2`` or ``prometheus-3`` from ``/api/v1/status/buildinfo``'s version,
+``exact`` for VictoriaMetrics (its ``increase`` does not extrapolate and starts from the last
+sample before the range: the store's exact window). A read asking for ``semantics="exact"``
+(every reader's default) gets the server's semantics; asking for another Prometheus rule than
+the server's is refused with a ``ValueError``, since no query can give it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+
+import httpx
+
+from collectors import canonical as c
+from collectors.canonical import Kind, Labels
+from collectors.prometheus import queries as q
+from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, point
+from collectors.prometheus.names import TARGET_LABEL, Source, quote, resolve
+from collectors.store.records import (
+    ScrapeStatus,
+    SemanticsMismatchError,
+    SeriesInfo,
+    StoredExemplar,
+)
+from collectors.store.step_reads import StepReads
+from collectors.store.window_semantics import (
+    LayoutChangeError,
+    SeriesName,
+    WindowSemantics,
+    layouts_differ_error,
+)
+from slo import ClassicHistogram, HistogramSnapshot, Sample, merge_histograms, parse_le
+from slo.window import samples_in_range
+
+logger = logging.getLogger("tailwatch.prometheus")
+
+#: How long the server's metric names are reused before they are asked for again.
+NAMES_MAX_AGE_SECONDS = 60.0
+#: How far back ``series`` and open-ended ``scrapes`` look: a server answers for a range.
+SERIES_LOOKBACK_SECONDS = 7 * 86400.0
+#: Longest range one raw read asks for (``--query.max-samples`` bounds what one query loads).
+RAW_CHUNK_SECONDS = 3600.0
+#: Most evaluation times one ``query_range`` asks for (Prometheus refuses over 11 000).
+MAX_POINTS_PER_QUERY = 10_000
+DOWN_ERROR = "down in Prometheus (up=0)"
+UP = "up"
+#: A probe only VictoriaMetrics answers (Prometheus, Thanos and Mimir say 404).
+VICTORIAMETRICS_PROBE = "status/active_queries"
+
+
+class PrometheusReader(StepReads):
+    """Stored metrics read from the server at ``url`` (``http://prometheus:9090``, Thanos
+    Query's URL, ``http://mimir/prometheus``, ``http://victoriametrics:8428``).
+
+    ``match``: matchers added to every query (``job="vllm"``), to read one part of a shared
+    server. ``headers``: sent with every request (``Authorization``, Mimir's
+    ``X-Scope-OrgID``). ``semantics``: the server's range rule when its build information
+    cannot say (Thanos and Mimir report their own versions); found from the server when
+    ``None``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        match: str = "",
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        client: httpx.Client | None = None,
+        semantics: str | WindowSemantics | None = None,
+        names_max_age_seconds: float = NAMES_MAX_AGE_SECONDS,
+        series_lookback_seconds: float = SERIES_LOOKBACK_SECONDS,
+    ) -> None:
+        self.api = PrometheusAPI(url, headers, timeout, client)
+        self.match = _matchers_of(match)
+        self._semantics = None if semantics is None else WindowSemantics(semantics)
+        self._is_victoriametrics: bool | None = None
+        self._names: set[str] = set()
+        self._names_at = -math.inf
+        self._held: dict[tuple[str, str], bool] = {}
+        self.names_max_age_seconds = names_max_age_seconds
+        self.series_lookback_seconds = series_lookback_seconds
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> PrometheusReader:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- what the server is ----------------------------------------------------------------
+
+    @property
+    def semantics(self) -> WindowSemantics:
+        """The range rule the server's windows follow (see the module docstring)."""
+        if self._semantics is None:
+            self._semantics = self._detect_semantics()
+        return self._semantics
+
+    @property
+    def is_victoriametrics(self) -> bool:
+        if self._is_victoriametrics is None:
+            self._is_victoriametrics = self.api.answers(VICTORIAMETRICS_PROBE)
+        return self._is_victoriametrics
+
+    def _detect_semantics(self) -> WindowSemantics:
+        if self.is_victoriametrics:
+            return WindowSemantics.EXACT
+        version = self.api.build_info().get("version", "")
+        major = version.split(".", 1)[0]
+        if major == "3":
+            return WindowSemantics.PROMETHEUS_3
+        if major != "2":
+            logger.warning(
+                "%s reports version %r: windows read as Prometheus 2.x's; give semantics= "
+                "when the server evaluates like Prometheus 3",
+                self.api.url,
+                version,
+            )
+        return WindowSemantics.PROMETHEUS_2
+
+    def metric_names(self) -> set[str]:
+        """Every metric name the server holds (cached ``names_max_age_seconds``)."""
+        now = time.monotonic()
+        if now - self._names_at > self.names_max_age_seconds:
+            match = [f"{{{self.match}}}"] if self.match else []
+            self._names = set(self.api.label_values("__name__", match))
+            self._names_at = now
+            self._held.clear()
+        return self._names
+
+    # -- series and raw readings -------------------------------------------------------------
+
+    def series(self, family: str, labels: Mapping[str, str] | None = None) -> list[SeriesInfo]:
+        """The series of ``family`` the server held over the last ``series_lookback_seconds``
+        whose labels include every pair in ``labels``."""
+        now = time.time()
+        out: dict[Labels, SeriesInfo] = {}
+        for source, matchers in self._sources(family, labels):
+            name = source.metric + ("_bucket" if _is_histogram(source) else "")
+            if source.rule.from_sum:
+                name = source.metric + "_sum"
+            found = self.api.series(
+                [q.selector(name, matchers)], now - self.series_lookback_seconds, now
+            )
+            for item in found:
+                key = source.canonical(item)
+                if key not in out:  # NOTE: a current name wins over a renamed one
+                    out[key] = SeriesInfo(family, key, source.kind.value, source.flags)
+        return list(out.values())
+
+    def samples(
+        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+    ) -> dict[Labels, list[Sample]]:
+        """Counter or gauge readings with ``start <= t <= end``, per series, in time order."""
+        # NOTE: every selected series answers, with no readings where the range has none
+        out: dict[Labels, list[Sample]] = {i.labels: [] for i in self.series(family, labels)}
+        filled: set[Labels] = set()
+        for source, matchers in self._sources(family, labels):
+            if _is_histogram(source):
+                continue
+            name = source.metric + ("_sum" if source.rule.from_sum else "")
+            for series_labels, points in self._raw(re.escape(name), matchers, start, end):
+                key = source.canonical(series_labels)
+                if key not in filled:  # NOTE: a current name wins over a renamed one
+                    filled.add(key)
+                    out[key] = [Sample(t, v * source.scale) for t, v in points]
+        return out
+
+    def snapshots(
+        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+    ) -> dict[Labels, list[HistogramSnapshot]]:
+        """Histogram snapshots with ``start <= t <= end``, per series, in time order."""
+        out: dict[Labels, list[HistogramSnapshot]] = {}
+        for source, matchers in self._sources(family, labels):
+            if not _is_histogram(source):
+                continue
+            pattern = f"{re.escape(source.metric)}_(bucket|sum)"
+            rows: dict[Labels, dict[float, tuple[list[tuple[float, float]], list[float]]]] = {}
+            for series_labels, points in self._raw(pattern, matchers, start, end):
+                key = source.canonical(series_labels)
+                bound = parse_le(series_labels.get(c.LABEL_LE, ""))
+                for t, v in points:
+                    buckets, sums = rows.setdefault(key, {}).setdefault(t, ([], []))
+                    if bound is not None:
+                        scaled = bound * source.scale if math.isfinite(bound) else bound
+                        buckets.append((scaled, v))
+                    else:
+                        sums.append(v * source.scale)
+            for key, by_time in rows.items():
+                if key in out:
+                    continue
+                out[key] = [
+                    HistogramSnapshot(t, ClassicHistogram.from_buckets(b, s[0] if s else None))
+                    for t, (b, s) in sorted(by_time.items())
+                    if b
+                ]
+        return out
+
+    def exemplars(
+        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+    ) -> list[StoredExemplar]:
+        """The server's exemplars of the range (``/api/v1/query_exemplars``; Prometheus keeps
+        them only in memory, with ``--enable-feature=exemplar-storage``). A server without the
+        API (VictoriaMetrics) has none to give."""
+        out: list[StoredExemplar] = []
+        for source, matchers in self._sources(family, labels):
+            if not _is_histogram(source) or self.is_victoriametrics:
+                continue
+            expr = q.selector(source.metric + "_bucket", matchers)
+            params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}"}
+            data = self.api.get_json("POST", "query_exemplars", params, expr)
+            for group in data if isinstance(data, list) else ():
+                bound = parse_le(dict(group.get("seriesLabels") or {}).get(c.LABEL_LE, ""))
+                for item in group.get("exemplars") or ():
+                    scaled = bound * source.scale if bound and math.isfinite(bound) else bound
+                    out.append(
+                        StoredExemplar(
+                            math.inf if scaled is None else scaled,
+                            float(item.get("value", math.nan)) * source.scale,
+                            c.labels_key(dict(item.get("labels") or {})),
+                        )
+                    )
+        return out
+
+    def scrapes(
+        self, target: str, start: float = -math.inf, end: float = math.inf
+    ) -> list[ScrapeStatus]:
+        """``up`` of ``target`` (its ``instance``) with ``start <= t <= end``, oldest first;
+        open edges reach back ``series_lookback_seconds`` and up to now."""
+        if not start <= end:
+            return []
+        now = time.time()
+        start, end = max(start, now - self.series_lookback_seconds), min(end, now)
+        matchers = ",".join(x for x in (f"{TARGET_LABEL}={quote(target)}", self.match) if x)
+        out = []
+        for _, points in self._raw(UP, matchers, start, end):
+            out += [ScrapeStatus(t, v == 1, "" if v == 1 else DOWN_ERROR) for t, v in points]
+        return sorted(out)
+
+    # -- the window engine (StepReads' primitives) -----------------------------------------
+
+    def _histogram_steps(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        use_rollups: bool,  # NOTE: the server keeps its own data; nothing to choose
+        mode: WindowSemantics,
+    ) -> list[ClassicHistogram | None]:
+        self._answering(mode)
+        if len(bounds) < 2:
+            return []
+        _require_finite(bounds)
+        steps: list[list[tuple[str, ClassicHistogram]]] = [[] for _ in bounds[1:]]
+        current: list[set[str]] = [set() for _ in bounds[1:]]
+        for source, matchers in self._meaningful_sources(family, labels):
+            expr = q.histogram_window(source.metric, matchers, bounds[1] - bounds[0])
+            for k, rows in self._evaluate(expr, bounds).items():
+                per_target = _histograms_by_target(rows, source.scale)
+                for target, histogram in sorted(per_target.items()):
+                    if histogram is None:
+                        self._raise_layout_change(source, family, labels, target, bounds, k)
+                    if source.is_renamed and target in current[k]:
+                        continue  # NOTE: the current name wins, as in a scrape
+                    if not source.is_renamed:
+                        current[k].add(target)
+                    steps[k].append((target, histogram))
+        return [_merge(family, items) for items in steps]
+
+    def _counter_steps(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        use_rollups: bool,
+        mode: WindowSemantics,
+    ) -> list[float | None]:
+        self._answering(mode)
+        if len(bounds) < 2:
+            return []
+        _require_finite(bounds)
+        out: list[float | None] = [None] * (len(bounds) - 1)
+        current: list[set[str]] = [set() for _ in bounds[1:]]
+        for source, matchers in self._meaningful_sources(family, labels):
+            metric = source.metric + ("_sum" if source.rule.from_sum else "")
+            expr = q.counter_window(metric, matchers, bounds[1] - bounds[0])
+            for k, rows in self._evaluate(expr, bounds).items():
+                for series_labels, value in sorted(rows, key=lambda r: _target(r[0])):
+                    target = _target(series_labels)
+                    if source.is_renamed and target in current[k]:
+                        continue
+                    if not source.is_renamed:
+                        current[k].add(target)
+                    increase = value * source.scale
+                    out[k] = increase if out[k] is None else out[k] + increase
+        return out
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _answering(self, mode: WindowSemantics) -> WindowSemantics:
+        own = self.semantics
+        if mode is WindowSemantics.EXACT or mode is own:
+            return own
+        raise ValueError(
+            f"semantics={mode.value!r}: {self.api.url} evaluates windows as {own.value!r}, and "
+            f"no query gives another server's range rule; ask for {own.value!r} (or 'exact', "
+            "this reader's default, which reads as the server does)"
+        )
+
+    def _sources(self, family: str, labels: Mapping[str, str] | None) -> list[tuple[Source, str]]:
+        """The sources of ``family`` on the server with the matchers each gets for ``labels``."""
+        if family not in c.FAMILIES:
+            raise ValueError(
+                f"family {family!r}: not a canonical family; expected one of "
+                f"{', '.join(sorted(c.FAMILIES))}"
+            )
+        out = []
+        for source in resolve(family, self.metric_names()):
+            matchers = source.matchers(labels, self.match)
+            if matchers is not None:
+                out.append((source, matchers))
+        return out
+
+    def _meaningful_sources(
+        self, family: str, labels: Mapping[str, str] | None
+    ) -> list[tuple[Source, str]]:
+        """:meth:`_sources`, refused (:class:`SemanticsMismatchError`) when series of
+        different semantic flags are selected: adding them would mix two measurements."""
+        sources = self._sources(family, labels)
+        if len({s.flags for s, _ in sources}) < 2:
+            return sources
+        now = time.time()
+        sources = [(s, m) for s, m in sources if self._has_series(s, m, now)]
+        held = {s.flags for s, _ in sources}
+        if len(held) > 1:
+            described = sorted(",".join(sorted(f)) or "(none)" for f in held)
+            raise SemanticsMismatchError(
+                f"series of {family} selected with different semantic flags {described}; "
+                "narrow the label selector (e.g. by target) so that one meaning is merged"
+            )
+        return sources
+
+    def _has_series(self, source: Source, matchers: str, now: float) -> bool:
+        """Whether the server holds series of ``source`` for ``matchers`` (kept as long as
+        the metric names are)."""
+        self.metric_names()  # NOTE: refreshing the names empties this cache
+        key = (source.metric, matchers)
+        if key not in self._held:
+            name = source.metric + ("_bucket" if _is_histogram(source) else "")
+            name = source.metric + "_sum" if source.rule.from_sum else name
+            start = now - self.series_lookback_seconds
+            self._held[key] = bool(self.api.series([q.selector(name, matchers)], start, now))
+        return self._held[key]
+
+    def _evaluate(
+        self, expr: str, bounds: Sequence[float]
+    ) -> dict[int, list[tuple[dict[str, str], float]]]:
+        """``expr`` at each ``bounds[k + 1]``: step ``k``'s rows (labels, value)."""
+        extra = {"nocache": "1"} if self.is_victoriametrics else {}
+        out: dict[int, list[tuple[dict[str, str], float]]] = {}
+        if len(bounds) == 2:
+            _, result = self.api.query(expr, bounds[1], **extra)
+            rows = [(dict(r.get("metric") or {}), point(r.get("value"), expr)[1]) for r in result]
+            return {0: rows} if rows else {}
+        step = bounds[1] - bounds[0]
+        for low in range(1, len(bounds), MAX_POINTS_PER_QUERY):
+            high = min(low + MAX_POINTS_PER_QUERY, len(bounds)) - 1
+            for r in self.api.query_range(expr, bounds[low], bounds[high], step, **extra):
+                labels = dict(r.get("metric") or {})
+                for value in r.get("values") or ():
+                    t, v = point(value, expr)
+                    k = round((t - bounds[1]) / step)
+                    if 0 <= k < len(bounds) - 1:
+                        out.setdefault(k, []).append((labels, v))
+        return out
+
+    def _raw(
+        self, pattern: str, matchers: str, start: float, end: float
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        """Stored samples of the matching series with ``start <= t <= end``, NaN (staleness
+        markers) dropped, read in chunks of ``RAW_CHUNK_SECONDS``; each chunk keeps
+        ``(low, high]`` whatever the server's range rule."""
+        if not (start <= end and math.isfinite(start) and math.isfinite(end)):
+            return []
+        series: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+        low = start - 0.001
+        while low < end:
+            high = min(end, low + RAW_CHUNK_SECONDS)
+            expr = q.raw_range(pattern, matchers, high - low)
+            _, result = self.api.query(expr, high)
+            for r in result:
+                labels = tuple(sorted(dict(r.get("metric") or {}).items()))
+                for value in r.get("values") or ():
+                    t, v = point(value, expr)
+                    if low < t <= high and start <= t and not math.isnan(v):
+                        series.setdefault(labels, {})[t] = v
+            low = high
+        return [(dict(k), sorted(points.items())) for k, points in sorted(series.items())]
+
+    def _raise_layout_change(
+        self,
+        source: Source,
+        family: str,
+        labels: Mapping[str, str] | None,
+        target: str,
+        bounds: Sequence[float],
+        k: int,
+    ) -> None:
+        """Find where ``target``'s layout changed in step ``k`` from its raw snapshots."""
+        a, b = bounds[k], bounds[k + 1]
+        chosen = {**(labels or {}), c.LABEL_TARGET: target}
+        rule = self.semantics.range_semantics
+        for snaps in self.snapshots(family, chosen, a - 300.0, b).values():
+            inside = snaps if rule is None else samples_in_range(snaps, b, b - a, rule)
+            for previous, current in itertools.pairwise(inside):
+                left, right = previous.histogram.upper_bounds, current.histogram.upper_bounds
+                if left != right and (rule is not None or current.timestamp_seconds > a):
+                    raise LayoutChangeError(
+                        SeriesName(family, target),
+                        previous.timestamp_seconds,
+                        current.timestamp_seconds,
+                        left,
+                        right,
+                    )
+        raise PrometheusSourceError(
+            f"{source.metric} on target {target!r}: its bucket series hold different numbers "
+            f"of samples between {a:.3f} and {b:.3f}, but no change of layout was found"
+        )
+
+
+def _histograms_by_target(
+    rows: list[tuple[dict[str, str], float]], scale: float
+) -> dict[str, ClassicHistogram | None]:
+    """One step's rows as a histogram per target (``None``: its layout changed)."""
+    buckets: dict[str, list[tuple[float, float]]] = {}
+    sums: dict[str, float] = {}
+    changed: set[str] = set()
+    for labels, value in rows:
+        target, le = _target(labels), labels.get(c.LABEL_LE, "")
+        if le == q.LAYOUT_CHANGED_ROW:
+            changed.add(target)
+        elif le == q.SUM_ROW:
+            sums[target] = value * scale
+        else:
+            bound = parse_le(le)
+            if bound is not None:
+                scaled = bound * scale if math.isfinite(bound) else bound
+                buckets.setdefault(target, []).append((scaled, value))
+    out: dict[str, ClassicHistogram | None] = {t: None for t in changed}
+    for target, items in buckets.items():
+        if target not in changed:
+            out[target] = ClassicHistogram.from_buckets(items, sums.get(target))
+    return out
+
+
+def _merge(family: str, items: list[tuple[str, ClassicHistogram]]) -> ClassicHistogram | None:
+    """``sum by (le)`` of the targets' histograms, refusing layouts that differ."""
+    if not items:
+        return None
+    first_target, total = items[0]
+    for target, histogram in items[1:]:
+        if histogram.upper_bounds != total.upper_bounds:
+            raise layouts_differ_error(
+                SeriesName(family, first_target),
+                total.upper_bounds,
+                SeriesName(family, target),
+                histogram.upper_bounds,
+            )
+        total = merge_histograms([total, histogram])
+    return total
+
+
+def _require_finite(bounds: Sequence[float]) -> None:
+    if not all(math.isfinite(x * 1000) for x in (bounds[0], bounds[-1], bounds[-1] - bounds[0])):
+        raise ValueError(
+            f"a window read from a server needs a finite start and end (Unix seconds), got "
+            f"start={bounds[0]!r} end={bounds[-1]!r}"
+        )
+
+
+def _is_histogram(source: Source) -> bool:
+    return source.kind is Kind.HISTOGRAM and not source.rule.from_sum
+
+
+def _target(labels: Mapping[str, str]) -> str:
+    return labels.get(TARGET_LABEL, "")
+
+
+def _matchers_of(match: str) -> str:
+    """``{job="vllm"}`` or ``job="vllm"`` as bare matchers."""
+    text = (match or "").strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    return text
