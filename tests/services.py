@@ -12,6 +12,8 @@ go green by skipping.
   loopback with :func:`prometheus_binary`.
 - ``TAILWATCH_ALERTMANAGER_BIN`` or ``prometheus-alertmanager`` (Debian's name) or
   ``alertmanager`` on ``PATH``: tests start their own server with :func:`alertmanager_binary`.
+- ``TAILWATCH_VICTORIAMETRICS_BIN`` or ``victoria-metrics`` (Debian's name) on ``PATH``: tests
+  start their own single-node VictoriaMetrics with :func:`victoriametrics_binary`.
 - :class:`PrivatePostgres`: a throwaway cluster of the test's own (``initdb`` + ``pg_ctl``
   from the same package), for tests that stop and restart the database.
 """
@@ -34,6 +36,7 @@ PG_URL_ENV = "TAILWATCH_TEST_PG_URL"
 PROMETHEUS_ENV = "TAILWATCH_PROMETHEUS_BIN"
 ALERTMANAGER_ENV = "TAILWATCH_ALERTMANAGER_BIN"
 PROMTOOL_ENV = "TAILWATCH_PROMTOOL_BIN"
+VICTORIAMETRICS_ENV = "TAILWATCH_VICTORIAMETRICS_BIN"
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 
 
@@ -100,6 +103,22 @@ def promtool_binary() -> str:
     path = os.environ.get(PROMTOOL_ENV) or shutil.which("promtool")
     if not path or not os.access(path, os.X_OK):
         missing_service(f"no promtool: install Debian's prometheus or set {PROMTOOL_ENV}")
+    return path  # type: ignore[return-value]
+
+
+def victoriametrics_binary() -> str:
+    """Path of the single-node VictoriaMetrics binary (Debian's victoria-metrics), or
+    skip/fail."""
+    path = (
+        os.environ.get(VICTORIAMETRICS_ENV)
+        or shutil.which("victoria-metrics")
+        or shutil.which("victoria-metrics-prod")
+    )
+    if not path or not os.access(path, os.X_OK):
+        missing_service(
+            "no VictoriaMetrics binary: install Debian's victoria-metrics or set "
+            f"{VICTORIAMETRICS_ENV}"
+        )
     return path  # type: ignore[return-value]
 
 
