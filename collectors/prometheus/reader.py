@@ -53,6 +53,7 @@ from collectors.store.window_semantics import (
     SeriesName,
     WindowSemantics,
     layouts_differ_error,
+    parse_semantics,
 )
 from slo import ClassicHistogram, HistogramSnapshot, Sample, merge_histograms, parse_le
 from slo.window import samples_in_range
@@ -97,7 +98,7 @@ class PrometheusReader(StepReads):
     ) -> None:
         self.api = PrometheusAPI(url, headers, timeout, client)
         self.match = _matchers_of(match)
-        self._semantics = None if semantics is None else WindowSemantics(semantics)
+        self._semantics = None if semantics is None else parse_semantics(semantics)
         self._is_victoriametrics: bool | None = None
         self._names: set[str] = set()
         self._names_at = -math.inf
@@ -336,12 +337,10 @@ class PrometheusReader(StepReads):
 
     def _sources(self, family: str, labels: Mapping[str, str] | None) -> list[tuple[Source, str]]:
         """The sources of ``family`` on the server with the matchers each gets for ``labels``."""
+        out: list[tuple[Source, str]] = []
         if family not in c.FAMILIES:
-            raise ValueError(
-                f"family {family!r}: not a canonical family; expected one of "
-                f"{', '.join(sorted(c.FAMILIES))}"
-            )
-        out = []
+            return out  # NOTE: as the store: a family nothing maps has no series (NVML's GPU
+            # families are the collector's own; the dialect table maps none onto them)
         for source in resolve(family, self.metric_names()):
             matchers = source.matchers(labels, self.match)
             if matchers is not None:
