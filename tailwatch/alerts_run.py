@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import DbOption, NowOption, open_store, parse_now
 from tailwatch.cli_options import cli_error, config_path
+from tailwatch.store_options import DbOption, NowOption, open_store, parse_now
 
 if TYPE_CHECKING:
     from alerts.evaluator import EvaluationResult
@@ -42,8 +42,8 @@ def run(
     store, and firing and resolved alerts go to the configured notifiers (docs/alerts.md)."""
     from alerts.triage.explain import configured_evaluator
     from collectors.config import ConfigError
-    from tailwatch.alerts_cli import parse_duration
     from tailwatch.config import load_config
+    from tailwatch.store_options import parse_duration
 
     path = config_path(config)
     try:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from tailwatch.alerts_cli import alerts_app
-from tailwatch.alerts_run import run as alerts_run
 from tailwatch.cli_options import typer_app
 from tailwatch.collect_cli import collect
 from tailwatch.console_cli import console
-from tailwatch.drill_cli import drill
 from tailwatch.engine_cli import engine_app
-from tailwatch.generate_cli import generate
 from tailwatch.incident_cli import incident_app
 from tailwatch.init_cli import init
 from tailwatch.load_cli import load_app
 from tailwatch.replay_cli import replay
 from tailwatch.rules_cli import rules_app
 from tailwatch.scenario_cli import scenario_app
-from tailwatch.serve_cli import serve
 from tailwatch.slo_cli import slo_app
 from tailwatch.store_cli import store_app
 from tailwatch.sweep_cli import sweep
@@ -27,15 +23,11 @@ app = typer_app(
     help="Observability and SLO operations for LLM inference serving.",
     no_args_is_help=True,
 )
-engine_app.command()(serve)
 app.add_typer(engine_app, name="engine")
 app.command()(collect)
 app.add_typer(load_app, name="load")
-scenario_app.command("drill")(drill)
-scenario_app.command("generate")(generate)
 app.add_typer(scenario_app, name="scenario")
 app.add_typer(rules_app, name="rules")
-alerts_app.command("run")(alerts_run)
 app.add_typer(alerts_app, name="alerts")
 app.add_typer(incident_app, name="incident")
 app.add_typer(store_app, name="store")

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from tailwatch.alerts_cli import DbOption
 from tailwatch.cli_options import cli_error, config_path, port_option
+from tailwatch.store_options import DbOption
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 

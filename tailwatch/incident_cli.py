@@ -12,7 +12,8 @@ import typer
 
 from alerts.sql import alert_state_of
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import (
+from tailwatch.cli_options import cli_error, config_path, typer_app
+from tailwatch.store_options import (
     DbOption,
     JsonOption,
     NowOption,
@@ -22,7 +23,6 @@ from tailwatch.alerts_cli import (
     print_json,
     print_table,
 )
-from tailwatch.cli_options import cli_error, config_path, typer_app
 
 incident_app = typer_app(
     name="incident", help="Incidents: list them, triage one by id (see docs/alerts.md)."

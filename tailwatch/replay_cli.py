@@ -16,8 +16,8 @@ from typing import Annotated
 import typer
 
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import DbOption
 from tailwatch.cli_options import cli_error
+from tailwatch.store_options import DbOption
 
 
 def replay(

@@ -1,4 +1,6 @@
-"""``tailwatch scenario list`` and ``tailwatch scenario run NAME``: incident drills."""
+"""``tailwatch scenario list`` and ``tailwatch scenario run NAME``: incident drills; the group
+also holds ``drill`` (:mod:`tailwatch.drill_cli`) and ``generate``
+(:mod:`tailwatch.generate_cli`)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from tailwatch.cli_options import (
     save_output,
     typer_app,
 )
+from tailwatch.drill_cli import drill
+from tailwatch.generate_cli import generate
 
 scenario_app = typer_app(help="Reproducible incident drills (see docs/loadgen.md).")
 
@@ -133,3 +137,8 @@ def _announce(urls: list[str], scenario: str, targets_file: Path | None) -> None
             raise cli_error(
                 f"--targets-file: cannot write {targets_file}: {error.strerror or error}"
             ) from None
+
+
+# NOTE: registered last, so that the help lists them after list and run.
+scenario_app.command("drill")(drill)
+scenario_app.command("generate")(generate)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from tailwatch.cli_options import port_option
-from tailwatch.engine_cli import (
+from tailwatch.engine_options import (
     KNOB_DEFAULTS,
     BlockSize,
     Device,
@@ -26,9 +26,9 @@ from tailwatch.engine_cli import (
     NumGpuBlocks,
     SchedulingPolicy,
     TensorParallelSize,
-    _fail,
-    _user_errors,
     engine_config_from,
+    fail,
+    user_errors,
 )
 
 ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
@@ -101,19 +101,19 @@ def serve(
             admin_token=os.environ.get(ADMIN_TOKEN_ENV) or None,
         )
         config = engine_config_from(locals(), seed=seed)
-    except _user_errors() as error:
-        raise _fail(error) from None
+    except user_errors() as error:
+        raise fail(error) from None
     # Listen before loading the model: a taken port fails in a second, not a minute.
     try:
         sock = listen_socket(host, port)
     except OSError as error:
         reason = error.strerror or str(error)
-        raise _fail(OSError(f"cannot listen on {host}:{port}: {reason}")) from None
+        raise fail(OSError(f"cannot listen on {host}:{port}: {reason}")) from None
     try:
         server = build_engine_server(config, options)
-    except _user_errors() as error:
+    except user_errors() as error:
         sock.close()
-        raise _fail(error) from None
+        raise fail(error) from None
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     bound_host, bound_port = sock.getsockname()[:2]

@@ -15,7 +15,6 @@ from typing import Annotated
 import typer
 
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import DbOption, open_store
 from tailwatch.cli_options import (
     check_writable_output,
     cli_error,
@@ -23,6 +22,7 @@ from tailwatch.cli_options import (
     save_output,
     typer_app,
 )
+from tailwatch.store_options import DbOption, open_store
 
 slo_app = typer_app(name="slo", help="SLOs: propose them from a stored window (docs/slo.md).")
 
