@@ -10,7 +10,19 @@ from typing import Annotated
 
 import typer
 
+from alerts.errors import AlertsError
+from alerts.silences import Silence, SilenceState
 from alerts.sql import alert_state_of
+from alerts.views.alerts import (
+    STATE_CHOICES,
+    alert_json,
+    alert_rows,
+    alerts_table,
+    silence_json,
+    silences_table,
+)
+from alerts.views.display import iso
+from alerts.views.rule_errors import health_json, health_table, health_warnings
 from tailwatch.alerts_run import run
 from tailwatch.cli_options import cli_error, typer_app
 from tailwatch.store_options import (
@@ -48,8 +60,6 @@ def list_alerts(
     now: NowOption = None,
 ) -> None:
     """List pending and firing alerts, and those resolved recently, newest first."""
-    from alerts.views.alerts import STATE_CHOICES, alert_json, alert_rows, alerts_table
-
     if state not in STATE_CHOICES:
         raise cli_error(f"--state {state!r}: must be one of {', '.join(STATE_CHOICES)}")
     since_seconds = parse_duration("--since", since)
@@ -61,7 +71,6 @@ def list_alerts(
         print_json([alert_json(row) for row in rows])
     else:
         print_table(alerts_table(rows, at))
-    from alerts.views.rule_errors import health_warnings
 
     for line in health_warnings(health, at):
         typer.echo(line, err=True)
@@ -71,8 +80,6 @@ def list_alerts(
 def list_errors(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
     """List the rules that failed to evaluate: the latest error of each, when, and how many
     times; `failing` when it failed at the last evaluation (its alerts are stuck)."""
-    from alerts.views.rule_errors import health_json, health_table
-
     at = parse_now(now)
     with open_store(db) as store:
         health = alert_state_of(store).evaluation_health()
@@ -99,9 +106,6 @@ def add_silence(
     now: NowOption = None,
 ) -> None:
     """Add a silence starting now; prints its id."""
-    from alerts.errors import AlertsError
-    from alerts.silences import Silence
-
     seconds = parse_duration("--duration", duration)
     at = parse_now(now)
     try:
@@ -126,8 +130,6 @@ def add_silence(
 @silence_app.command("list")
 def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
     """List every silence (pending, active and expired) with its state now."""
-    from alerts.views.alerts import silence_json, silences_table
-
     at = parse_now(now)
     with open_store(db) as store:
         silences = alert_state_of(store).silences()
@@ -144,9 +146,6 @@ def expire_silence(
     now: NowOption = None,
 ) -> None:
     """End a silence now (a pending one never starts)."""
-    from alerts.silences import SilenceState
-    from alerts.views.display import iso
-
     at = parse_now(now)
     with open_store(db) as store:
         state = alert_state_of(store)

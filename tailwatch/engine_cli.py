@@ -12,9 +12,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from engine.llm import LLM
+from engine.sampling_params import SamplingParams
+from engine.sim.calibrate import calibrate as run_calibration
+from engine.sim.calibrate_profile import Grid
+from tailwatch.calibrate_view import RichProgress, print_fit, print_validation
 from tailwatch.cli_options import check_writable_output, cli_error, typer_app
 from tailwatch.engine_options import (
     KNOB_DEFAULTS,
+    USER_ERRORS,
     BlockSize,
     Device,
     Dtype,
@@ -32,7 +38,6 @@ from tailwatch.engine_options import (
     TensorParallelSize,
     engine_config_from,
     fail,
-    user_errors,
 )
 from tailwatch.serve_cli import serve
 
@@ -69,9 +74,6 @@ def generate(
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:
-        from engine.llm import LLM
-        from engine.sampling_params import SamplingParams
-
         params = SamplingParams(
             max_tokens=max_tokens,
             temperature=temperature,
@@ -86,7 +88,7 @@ def generate(
         started = time.perf_counter()
         outputs = llm.generate(prompt, params)
         elapsed = time.perf_counter() - started
-    except user_errors() as error:
+    except USER_ERRORS as error:
         raise fail(error) from None
     _print_outputs(outputs, elapsed, llm)
 
@@ -240,10 +242,6 @@ def calibrate(
     (load with --model sim:<model>@file:<output>) and validate side by side (docs/knob-lab.md)."""
     check_writable_output([output], "--output")
     try:
-        from engine.sim.calibrate import calibrate as run_calibration
-        from engine.sim.calibrate_profile import Grid
-        from tailwatch.calibrate_view import RichProgress, print_fit, print_validation
-
         grid = Grid(
             prefill_tokens=_size_list(prefill_tokens),
             prefill_contexts=_size_list(prefill_contexts),
@@ -267,7 +265,7 @@ def calibrate(
                 progress=progress,
                 on_fitted=lambda fitted: print_fit(console, fitted),
             )
-    except user_errors() as error:
+    except USER_ERRORS as error:
         raise fail(error) from None
     if run.validation is not None:
         print_validation(console, run.validation)

@@ -10,18 +10,22 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from engine.config import knob_defaults, knob_help
+from engine.config import EngineConfig, knob_defaults, knob_help
+from engine.errors import EngineError
+from engine.model.config import ModelConfigError
+from engine.model.errors import ModelLoadError
 
 err_console = Console(stderr=True)
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    from engine.errors import EngineError
-    from engine.model.config import ModelConfigError
-    from engine.model.errors import ModelLoadError
-
-    # ValueError covers device/dtype names (e.g. cuda asked for on a CPU-only machine).
-    return (EngineError, ModelLoadError, ModelConfigError, ValueError)
+#: The errors that are the user's to fix (a knob, the model, its files): one ``error:`` line.
+#: ValueError covers device/dtype names (e.g. cuda asked for on a CPU-only machine).
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    EngineError,
+    ModelLoadError,
+    ModelConfigError,
+    ValueError,
+)
 
 
 # The EngineConfig knobs that `engine generate` and `engine serve` take as options.
@@ -79,8 +83,6 @@ def engine_config_from(options: dict[str, Any], **extra: Any):
     """An ``EngineConfig`` from a command's options (its ``locals()``) and ``extra``; a
     knob the command does not offer (``calibrate`` has no ``--tensor-parallel-size``: the
     torch engine runs on one device) keeps ``EngineConfig``'s default."""
-    from engine.config import EngineConfig
-
     knobs = {k: options[k] for k in ENGINE_KNOB_OPTIONS if k in options}
     return EngineConfig(**knobs, **extra)
 

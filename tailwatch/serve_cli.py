@@ -7,10 +7,14 @@ import os
 from typing import Annotated
 
 import typer
+import uvicorn
 
+from engine.server.launch import ServeOptions, build_engine_server
+from engine.server.uvicorn_server import DrainingServer, listen_socket
 from tailwatch.cli_options import port_option
 from tailwatch.engine_options import (
     KNOB_DEFAULTS,
+    USER_ERRORS,
     BlockSize,
     Device,
     Dtype,
@@ -28,7 +32,6 @@ from tailwatch.engine_options import (
     TensorParallelSize,
     engine_config_from,
     fail,
-    user_errors,
 )
 
 ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
@@ -86,11 +89,6 @@ def serve(
     (exit 3 if the engine had died of a failure it could not contain).
     """
     try:
-        import uvicorn
-
-        from engine.server.launch import ServeOptions, build_engine_server
-        from engine.server.uvicorn_server import DrainingServer, listen_socket
-
         options = ServeOptions(
             served_model_name=served_model_name,
             max_waiting_requests=max_waiting_requests,
@@ -101,7 +99,7 @@ def serve(
             admin_token=os.environ.get(ADMIN_TOKEN_ENV) or None,
         )
         config = engine_config_from(locals(), seed=seed)
-    except user_errors() as error:
+    except USER_ERRORS as error:
         raise fail(error) from None
     # Listen before loading the model: a taken port fails in a second, not a minute.
     try:
@@ -111,7 +109,7 @@ def serve(
         raise fail(OSError(f"cannot listen on {host}:{port}: {reason}")) from None
     try:
         server = build_engine_server(config, options)
-    except user_errors() as error:
+    except USER_ERRORS as error:
         sock.close()
         raise fail(error) from None
 

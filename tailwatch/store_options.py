@@ -16,8 +16,12 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
+from alerts.errors import RuleError
+from alerts.rules.config import parse_duration as parse_rule_duration
 from collectors.error_text import first_line
+from collectors.store import Store, default_url
 from tailwatch.cli_options import cli_error
 
 DbOption = Annotated[
@@ -38,8 +42,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 def open_store(db: str | None) -> Iterator[Any]:
     """The store at ``db``, opened read-only in schema (``migrate=False``); any failure to
     open it is one ``error:`` line."""
-    from collectors.store import Store, default_url
-
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
     try:
@@ -63,9 +65,6 @@ def parse_now(now: float | None) -> float:
 def parse_duration(flag: str, text: str) -> float:
     """``text`` (``90s``, ``5m``, ``1h30m``, ``2d``, or bare seconds) as positive seconds, or
     a ``cli_error`` naming ``flag``."""
-    from alerts.errors import RuleError
-    from alerts.rules.config import parse_duration as parse
-
     raw = text.strip()
     try:
         value: float | str = float(raw)  # bare seconds
@@ -74,7 +73,7 @@ def parse_duration(flag: str, text: str) -> float:
     if isinstance(value, float) and not value > 0:  # NOTE: also NaN
         raise cli_error(f"{flag} {text!r}: must be a positive duration, like 30m or 2h")
     try:
-        seconds = parse(flag, flag, value)
+        seconds = parse_rule_duration(flag, flag, value)
     except RuleError as error:
         raise cli_error(f"{flag} {text!r}: {error.problem}") from None
     if seconds <= 0:
@@ -88,6 +87,4 @@ def print_json(value: Any) -> None:
 
 
 def print_table(table: Any) -> None:
-    from rich.console import Console
-
     Console().print(table)
