@@ -47,9 +47,8 @@ ENGINE_KNOB_OPTIONS = (
 )
 
 # NOTE: defaults and help come from EngineConfig's fields, the one place they are
-# written (engine.config imports no torch, so the CLI still starts fast). A policy
-# default is passed as its plain string: the option's type stays ``str`` and a bad
-# name is refused by EngineConfig, naming the knob, as any other knob's value is.
+# written. A policy default is passed as its plain string: the option's type stays ``str``
+# and a bad name is refused by EngineConfig, naming the knob, as any other knob's value is.
 KNOB_DEFAULTS: dict[str, Any] = {
     name: value.value if isinstance(value, Enum) else value
     for name, value in knob_defaults().items()
