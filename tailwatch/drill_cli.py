@@ -17,7 +17,6 @@ import typer
 from loadgen.drill import check_real_time
 from loadgen.errors import LoadgenError
 from loadgen.scenario import builtin_names, load_scenario
-from loadgen.virtual.drill import run_virtual_drill
 from tailwatch.alert_drill import DrillError, clean_twin, report_json, run_alert_drill
 from tailwatch.cli_options import cli_error
 
@@ -76,6 +75,9 @@ def drill(
         typer.echo(f"drilling {scenario.name}…", err=True)
         try:
             if virtual:
+                # NOTE: lazy: it brings torch, which the rest of the scenario group never uses
+                from loadgen.virtual.drill import run_virtual_drill
+
                 report = run_virtual_drill(scenario, seed=seed).report
             else:
                 report = run_alert_drill(scenario, workdir / scenario.name)

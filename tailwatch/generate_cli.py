@@ -9,8 +9,6 @@ from typing import Annotated
 import typer
 
 from loadgen.errors import WorkloadError
-from loadgen.generate import generate as draw
-from loadgen.generate import write_scenarios
 from tailwatch.cli_options import cli_error
 
 #: ``loadgen.generate``'s argument names as this command's options (its errors name them).
@@ -43,6 +41,10 @@ def generate(
     """Write COUNT scenarios gen-SEED-NN-KIND.yaml, each a kind drawn with its magnitude,
     share, fleet, GPU, load, onset and durations (recorded under generated:), and print one
     line per file."""
+    # NOTE: lazy: it brings torch (capacity model), which the rest of the scenario group never uses
+    from loadgen.generate import generate as draw
+    from loadgen.generate import write_scenarios
+
     names = kinds.split(",") if kinds.strip() else None
     try:
         mappings = draw(seed, count, names, benign_share=benign_share)
