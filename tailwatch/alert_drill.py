@@ -27,6 +27,7 @@ import yaml
 from alerts.model import AlertState
 from alerts.sql import alert_state_of
 from alerts.transitions import Transition
+from collectors.store import Store
 from loadgen.drill import DrillResult, check_real_time, run_drill
 from loadgen.drill_report import (
     CLEAN_SUFFIX,
@@ -153,8 +154,6 @@ def run_alert_drill(
 def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTiming) -> None:
     """Keep the idle replicas up until the expected alert has resolved (or never fired),
     at most ``timing.settle_seconds``."""
-    from collectors.store import Store
-
     wanted = scenario.expects.alert
     begun = time.monotonic()
     deadline = begun + timing.settle_seconds
@@ -177,8 +176,6 @@ def _settle(db_url: str, scenario: Scenario, drill: DrillResult, timing: DrillTi
 
 def stored_transitions(db_url: str, since: float) -> tuple[Transition, ...]:
     """Every alert transition the store at ``db_url`` holds from ``since`` on."""
-    from collectors.store import Store
-
     store = Store(db_url, migrate=False)
     try:
         return history(alert_state_of(store), since, time.time())
@@ -188,8 +185,6 @@ def stored_transitions(db_url: str, since: float) -> tuple[Transition, ...]:
 
 def read_report(db_url: str, drill: DrillResult, timing: DrillTiming) -> AlertDrillReport:
     """What the evaluator did during ``drill``, read back from the store at ``db_url``."""
-    from collectors.store import Store
-
     store = Store(db_url, migrate=False)
     try:
         return build_report(store, store, alert_state_of(store), drill, timing, time.time())

@@ -1,104 +1,46 @@
 """``tailwatch alerts list`` and ``tailwatch alerts silence add|list|expire``: the alert states,
 history and silences the evaluator keeps in the store (``alerts.sql.alert_state_of(store)``). Options and
 store access only; the rows are built in :mod:`alerts.views.alerts`, the semantics are
-``alerts/``'s.
-
-Every command opens the store with ``migrate=False``: it never changes the schema behind the
-collector's back, and an old schema gets the error that says how to migrate. ``--now``
-(Unix seconds) replaces the clock, for scripts and tests."""
+``alerts/``'s. ``tailwatch alerts run`` is in :mod:`tailwatch.alerts_run`; the options the
+commands that read the store share, and how they open it, are in :mod:`tailwatch.store_options`."""
 
 from __future__ import annotations
 
-import json
-import math
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from alerts.errors import AlertsError
+from alerts.silences import Silence, SilenceState
 from alerts.sql import alert_state_of
-from collectors.error_text import first_line
+from alerts.views.alerts import (
+    STATE_CHOICES,
+    alert_json,
+    alert_rows,
+    alerts_table,
+    silence_json,
+    silences_table,
+)
+from alerts.views.display import iso
+from alerts.views.rule_errors import health_json, health_table, health_warnings
+from tailwatch.alerts_run import run
 from tailwatch.cli_options import cli_error, typer_app
+from tailwatch.store_options import (
+    DbOption,
+    JsonOption,
+    NowOption,
+    open_store,
+    parse_duration,
+    parse_now,
+    print_json,
+    print_table,
+)
 
 alerts_app = typer_app(
     name="alerts", help="Alerts in the store: list them, silence them (see docs/alerts.md)."
 )
 silence_app = typer_app(name="silence", help="Silences: add, list and expire them.")
 alerts_app.add_typer(silence_app, name="silence")
-
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        help="SQLAlchemy URL of the store (default: TAILWATCH_DB_URL, else .tailwatch/tailwatch.db).",
-    ),
-]
-NowOption = Annotated[
-    float | None,
-    typer.Option("--now", help="Evaluate states at this time (Unix seconds; default: now)."),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-@contextmanager
-def open_store(db: str | None) -> Iterator[Any]:
-    """The store at ``db``, opened read-only in schema (``migrate=False``); any failure to
-    open it is one ``error:`` line."""
-    from collectors.store import Store, default_url
-
-    if db is not None and not db.strip():
-        raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
-    try:
-        store = Store(db or default_url(), migrate=False)
-    except Exception as error:  # NOTE: any URL, driver or schema error is one line
-        raise cli_error(f"cannot open the store: {first_line(error)}") from None
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def parse_now(now: float | None) -> float:
-    if now is None:
-        return time.time()
-    if not math.isfinite(now):
-        raise cli_error(f"--now {now!r}: must be a finite time in Unix seconds")
-    return now
-
-
-def parse_duration(flag: str, text: str) -> float:
-    """``text`` (``90s``, ``5m``, ``1h30m``, ``2d``, or bare seconds) as positive seconds, or
-    a ``cli_error`` naming ``flag``."""
-    from alerts.errors import RuleError
-    from alerts.rules.config import parse_duration as parse
-
-    raw = text.strip()
-    try:
-        value: float | str = float(raw)  # bare seconds
-    except ValueError:
-        value = raw
-    if isinstance(value, float) and not value > 0:  # NOTE: also NaN
-        raise cli_error(f"{flag} {text!r}: must be a positive duration, like 30m or 2h")
-    try:
-        seconds = parse(flag, flag, value)
-    except RuleError as error:
-        raise cli_error(f"{flag} {text!r}: {error.problem}") from None
-    if seconds <= 0:
-        raise cli_error(f"{flag} {text!r}: must be a positive duration, like 30m or 2h")
-    return seconds
-
-
-def print_json(value: Any) -> None:
-    # NOTE: ensure_ascii keeps any control character in a label escaped in the output.
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=True))
-
-
-def print_table(table: Any) -> None:
-    from rich.console import Console
-
-    Console().print(table)
 
 
 @alerts_app.command("list")
@@ -118,8 +60,6 @@ def list_alerts(
     now: NowOption = None,
 ) -> None:
     """List pending and firing alerts, and those resolved recently, newest first."""
-    from alerts.views.alerts import STATE_CHOICES, alert_json, alert_rows, alerts_table
-
     if state not in STATE_CHOICES:
         raise cli_error(f"--state {state!r}: must be one of {', '.join(STATE_CHOICES)}")
     since_seconds = parse_duration("--since", since)
@@ -131,7 +71,6 @@ def list_alerts(
         print_json([alert_json(row) for row in rows])
     else:
         print_table(alerts_table(rows, at))
-    from alerts.views.rule_errors import health_warnings
 
     for line in health_warnings(health, at):
         typer.echo(line, err=True)
@@ -141,8 +80,6 @@ def list_alerts(
 def list_errors(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
     """List the rules that failed to evaluate: the latest error of each, when, and how many
     times; `failing` when it failed at the last evaluation (its alerts are stuck)."""
-    from alerts.views.rule_errors import health_json, health_table
-
     at = parse_now(now)
     with open_store(db) as store:
         health = alert_state_of(store).evaluation_health()
@@ -169,9 +106,6 @@ def add_silence(
     now: NowOption = None,
 ) -> None:
     """Add a silence starting now; prints its id."""
-    from alerts.errors import AlertsError
-    from alerts.silences import Silence
-
     seconds = parse_duration("--duration", duration)
     at = parse_now(now)
     try:
@@ -196,8 +130,6 @@ def add_silence(
 @silence_app.command("list")
 def list_silences(as_json: JsonOption = False, db: DbOption = None, now: NowOption = None) -> None:
     """List every silence (pending, active and expired) with its state now."""
-    from alerts.views.alerts import silence_json, silences_table
-
     at = parse_now(now)
     with open_store(db) as store:
         silences = alert_state_of(store).silences()
@@ -214,9 +146,6 @@ def expire_silence(
     now: NowOption = None,
 ) -> None:
     """End a silence now (a pending one never starts)."""
-    from alerts.silences import SilenceState
-    from alerts.views.display import iso
-
     at = parse_now(now)
     with open_store(db) as store:
         state = alert_state_of(store)
@@ -233,3 +162,7 @@ def expire_silence(
             return
         state.save_silence(silence.expire(at))
     typer.echo(f"expired silence {silence_id} at {iso(at)}")
+
+
+# NOTE: registered last, so that the help lists it after list and errors.
+alerts_app.command("run")(run)

@@ -7,16 +7,17 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from alerts.evaluator import EvaluationResult
+from alerts.triage.explain import configured_evaluator
+from collectors.config import ConfigError
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import DbOption, NowOption, open_store, parse_now
 from tailwatch.cli_options import cli_error, config_path
-
-if TYPE_CHECKING:
-    from alerts.evaluator import EvaluationResult
+from tailwatch.config import load_config
+from tailwatch.store_options import DbOption, NowOption, open_store, parse_duration, parse_now
 
 
 def run(
@@ -40,11 +41,6 @@ def run(
     """Evaluate the alert rules over the store every --interval: pending → firing after
     `for:`, resolved when the condition clears; state, history and silences are kept in the
     store, and firing and resolved alerts go to the configured notifiers (docs/alerts.md)."""
-    from alerts.triage.explain import configured_evaluator
-    from collectors.config import ConfigError
-    from tailwatch.alerts_cli import parse_duration
-    from tailwatch.config import load_config
-
     path = config_path(config)
     try:
         settings = load_config(path)

@@ -57,6 +57,7 @@ def check_port(port: int, flag: str, *, allow_zero: bool) -> int:
 def parse_urls(text: str, flag: str) -> list[str]:
     """Comma-separated URLs (each checked by :func:`loadgen.load_options.check_url`), trailing
     ``/`` removed."""
+    # NOTE: lazy: tailwatch.cli imports this module at every start; this one brings numpy, httpx
     from loadgen.load_options import check_url
 
     urls = [check_url(u.strip(), flag).rstrip("/") for u in text.split(",") if u.strip()]

@@ -10,16 +10,27 @@ import logging
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
+from collectors.config import (
+    CollectorConfig,
+    ConfigError,
+    check_unique_names,
+    parse_listen,
+    target_from_url,
+    with_interval,
+)
+from collectors.gpu import GpuTelemetry, GpuTelemetryUnavailableError
+from collectors.promql import DEFAULT_MATCH, PrometheusSource, PrometheusSourceError
+from collectors.store import Store
+from collectors.targets_file import merged_targets, read_targets_file
 from tailwatch.cli_options import config_path
 from tailwatch.collect_daemon import run_daemon
-
-if TYPE_CHECKING:
-    from collectors.config import CollectorConfig
-    from collectors.promql import PrometheusSource
+from tailwatch.config import load_config
 
 
 def collect(
@@ -64,15 +75,6 @@ def collect(
     only. SIGINT or SIGTERM stops it once the scrapes in flight and the received spans are
     written; what the database could not take
     is saved for the next start (exit 0)."""
-    from collectors.config import (
-        ConfigError,
-        check_unique_names,
-        parse_listen,
-        target_from_url,
-        with_interval,
-    )
-    from tailwatch.config import load_config
-
     try:
         path = config_path(config)
         settings = load_config(path)
@@ -88,8 +90,6 @@ def collect(
             host, port = parse_listen(listen, "--listen")
             collector = replace(collector, listen_host=host, listen_port=port)
         if collector.targets_file is not None:
-            from collectors.targets_file import merged_targets, read_targets_file
-
             # NOTE: a broken file at start is a configuration mistake (exit 2); once running,
             # a broken edit is logged and the last good targets keep being scraped.
             merged_targets(
@@ -111,8 +111,6 @@ def collect(
         where = f"{collector.listen_host}:{collector.listen_port}"
         raise _fail(f"cannot listen on {where}: {error.strerror or error}") from None
     try:
-        from collectors.store import Store
-
         store = Store(settings.database_url)
     except Exception as error:
         sock.close()
@@ -121,7 +119,6 @@ def collect(
         raise _fail(f"cannot open {where}: {message}") from None
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    from collectors.gpu import GpuTelemetry, GpuTelemetryUnavailableError
 
     gpu = GpuTelemetry(collector.gpu)
     try:
@@ -142,9 +139,6 @@ def collect(
 def _prometheus_sources(config: CollectorConfig) -> list[tuple[PrometheusSource, float]]:
     """One ``PrometheusSource`` per ``collector.prometheus_sources`` entry, with its poll
     interval; a constructor error becomes a :class:`ConfigError`."""
-    from collectors.config import ConfigError
-    from collectors.promql import DEFAULT_MATCH, PrometheusSource, PrometheusSourceError
-
     sources = []
     for index, entry in enumerate(config.prometheus_sources):
         try:
@@ -178,9 +172,6 @@ def _listen_socket(host: str, port: int) -> socket.socket:
 
 def _display_url(url: str) -> str:
     """``url`` with any password masked, for error messages."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:

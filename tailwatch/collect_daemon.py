@@ -9,23 +9,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
+import uvicorn
+from fastapi import FastAPI, Response
+from prometheus_client import make_asgi_app
 
-if TYPE_CHECKING:
-    from collectors.collector_metrics import MaintenanceMetrics
-    from collectors.gpu import GpuTelemetry
-    from collectors.promql import PrometheusSource
-    from collectors.store import Store
-    from collectors.store.retention import RetentionPolicy
-    from tailwatch.config import TailwatchConfig
+from collectors.collector import Collector
+from collectors.collector_metrics import MaintenanceMetrics
+from collectors.event_wait import wait_for_event
+from collectors.gpu import GpuTelemetry
+from collectors.otlp import otlp_router
+from collectors.promql import PrometheusSource
+from collectors.scrape import Scraper, accept_header
+from collectors.store import Store
+from collectors.store.retention import RetentionPolicy
+from collectors.targets_file import TargetsFileWatcher
+from collectors.trace_writer import TraceWriter
+from tailwatch.collect_evaluation import collector_evaluation
+from tailwatch.config import TailwatchConfig
 
 
 async def run_daemon(
@@ -35,15 +44,6 @@ async def run_daemon(
     gpu: GpuTelemetry,
     sources: list[tuple[PrometheusSource, float]],
 ) -> None:
-    import uvicorn
-
-    from collectors.collector import Collector
-    from collectors.collector_metrics import MaintenanceMetrics
-    from collectors.scrape import Scraper, accept_header
-    from collectors.targets_file import TargetsFileWatcher
-    from collectors.trace_writer import TraceWriter
-    from tailwatch.collect_evaluation import collector_evaluation
-
     config = settings.collector
     stop = asyncio.Event()
     accept = accept_header(config.scrape_protocols)
@@ -145,8 +145,6 @@ async def _every(
 ) -> None:
     """Run ``work(*args)`` in a thread every ``interval`` seconds until ``stop``; a failure
     is logged when its message changes (and once when it recovers), never raised."""
-    from collectors.event_wait import wait_for_event
-
     logger = logging.getLogger("tailwatch.collect")
     last_error = ""
     while not stop.is_set():
@@ -171,17 +169,9 @@ def daemon_app(registry, on_spans, target_statuses=None):
 
     ``/metrics`` is dispatched by exact path rather than mounted, so it answers without
     the redirect to ``/metrics/`` that a mounted sub-app gets."""
-    from fastapi import FastAPI
-    from prometheus_client import make_asgi_app
-
-    from collectors.otlp import otlp_router
-
     receiver = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     receiver.include_router(otlp_router(on_spans))
     if target_statuses is not None:
-        import json
-
-        from fastapi import Response
 
         @receiver.get("/targets")
         def targets() -> Response:
@@ -219,7 +209,6 @@ def _start_line(config, sock: socket.socket) -> str:
 def _quiet_server(config):
     """uvicorn without its own signal handling: the daemon's handler stops both the
     collection loop and the server, and the process exits 0 rather than by the signal."""
-    import uvicorn
 
     class QuietServer(uvicorn.Server):
         @contextlib.contextmanager

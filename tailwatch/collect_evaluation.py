@@ -16,19 +16,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import TYPE_CHECKING
 
+import httpx
 import typer
 from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.parser import text_string_to_metric_families
 
+from alerts.evaluator import Evaluator
 from alerts.schedule import run_ticks
-
-if TYPE_CHECKING:
-    from alerts.evaluator import Evaluator
-    from collectors.config import CollectorConfig
-    from collectors.first_round import FirstRound
-    from collectors.store import Store
-    from tailwatch.config import TailwatchConfig
+from alerts.triage.explain import configured_evaluator
+from collectors.config import CollectorConfig
+from collectors.first_round import FirstRound
+from collectors.store import Store
+from tailwatch.config import TailwatchConfig
 
 LOG = logging.getLogger("tailwatch.collect")
 
@@ -107,8 +107,6 @@ def collector_evaluation(
 ) -> CollectorEvaluation | None:
     """The evaluation when ``alerts.in_collector`` is set (its notes and schedule echoed;
     its count in ``registry``, the collector's), else ``None``."""
-    from alerts.triage.explain import configured_evaluator
-
     alerts = settings.alerts
     if alerts is None or not alerts.in_collector:
         return None
@@ -133,9 +131,6 @@ def evaluations_of(collector_url: str) -> int:
     """How many evaluations the evaluator inside the collector at ``collector_url`` has run,
     from its ``/metrics`` (0 without an evaluator); raises ``httpx.HTTPError`` when it does
     not answer."""
-    import httpx
-    from prometheus_client.parser import text_string_to_metric_families
-
     text = httpx.get(f"{collector_url}/metrics", timeout=5).text
     return int(
         sum(

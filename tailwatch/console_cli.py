@@ -10,8 +10,12 @@ from typing import Annotated
 
 import typer
 
-from tailwatch.alerts_cli import DbOption
+from collectors.config import ConfigError
+from collectors.store import default_url
+from console.launch import console_environment, streamlit_command
 from tailwatch.cli_options import cli_error, config_path, port_option
+from tailwatch.config import load_config
+from tailwatch.store_options import DbOption
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -32,11 +36,6 @@ def console(
 ) -> None:
     """Serve the console: Overview, Incidents, Traces, SLOs & goodput, Cost and Capacity over
     the store (opened without migrating: an old schema shows how to migrate it)."""
-    from collectors.config import ConfigError
-    from collectors.store import default_url
-    from console.launch import console_environment, streamlit_command
-    from tailwatch.config import load_config
-
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
     if not host.strip():

@@ -14,6 +14,10 @@ from typing import Annotated
 
 import typer
 
+from loadgen.drill import check_real_time
+from loadgen.errors import LoadgenError
+from loadgen.scenario import builtin_names, load_scenario
+from tailwatch.alert_drill import DrillError, clean_twin, report_json, run_alert_drill
 from tailwatch.cli_options import cli_error
 
 
@@ -48,11 +52,6 @@ def drill(
     """Run each scenario with a collector and its evaluator attached and report: the alert
     that paged, its delay after the perturbation began (pending, then firing), the triage
     verdict and the cause's rank and score, and when the page resolved."""
-    from loadgen.drill import check_real_time
-    from loadgen.errors import LoadgenError
-    from loadgen.scenario import builtin_names, load_scenario
-    from tailwatch.alert_drill import DrillError, clean_twin, report_json, run_alert_drill
-
     if seed != 0 and not virtual:
         raise cli_error(
             "--seed: applies to --virtual drills only (a real-time drill is not seeded)"
@@ -76,6 +75,7 @@ def drill(
         typer.echo(f"drilling {scenario.name}…", err=True)
         try:
             if virtual:
+                # NOTE: lazy: it brings torch, which the rest of the scenario group never uses
                 from loadgen.virtual.drill import run_virtual_drill
 
                 report = run_virtual_drill(scenario, seed=seed).report

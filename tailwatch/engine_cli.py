@@ -1,99 +1,48 @@
-"""``tailwatch engine ...``: run the bundled engine from the command line."""
+"""``tailwatch engine ...``: run the bundled engine from the command line (``generate`` and
+``calibrate`` here, ``serve`` in :mod:`tailwatch.serve_cli`; their shared knob options in
+:mod:`tailwatch.engine_options`)."""
 
 from __future__ import annotations
 
 import time
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from engine.config import knob_defaults, knob_help
+from engine.llm import LLM
+from engine.sampling_params import SamplingParams
+from engine.sim.calibrate import calibrate as run_calibration
+from engine.sim.calibrate_profile import Grid
+from tailwatch.calibrate_view import RichProgress, print_fit, print_validation
 from tailwatch.cli_options import check_writable_output, cli_error, typer_app
+from tailwatch.engine_options import (
+    KNOB_DEFAULTS,
+    USER_ERRORS,
+    BlockSize,
+    Device,
+    Dtype,
+    EnableChunkedPrefill,
+    EnablePrefixCaching,
+    EngineSeed,
+    GpuMemoryUtilization,
+    KvCacheMemoryBytes,
+    MaxModelLen,
+    MaxNumBatchedTokens,
+    MaxNumSeqs,
+    Model,
+    NumGpuBlocks,
+    SchedulingPolicy,
+    TensorParallelSize,
+    engine_config_from,
+    fail,
+)
+from tailwatch.serve_cli import serve
 
 engine_app = typer_app(help="The bundled inference engine.", no_args_is_help=True)
 console = Console()
-err_console = Console(stderr=True)
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from engine.errors import EngineError
-    from engine.model.config import ModelConfigError
-    from engine.model.errors import ModelLoadError
-
-    # ValueError covers device/dtype names (e.g. cuda asked for on a CPU-only machine).
-    return (EngineError, ModelLoadError, ModelConfigError, ValueError)
-
-
-# The EngineConfig knobs that `engine generate` and `engine serve` take as options.
-ENGINE_KNOB_OPTIONS = (
-    "model",
-    "block_size",
-    "num_gpu_blocks",
-    "kv_cache_memory_bytes",
-    "gpu_memory_utilization",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "max_model_len",
-    "enable_prefix_caching",
-    "enable_chunked_prefill",
-    "scheduling_policy",
-    "device",
-    "dtype",
-    "tensor_parallel_size",
-)
-
-# NOTE: defaults and help come from EngineConfig's fields, the one place they are
-# written (engine.config imports no torch, so the CLI still starts fast). A policy
-# default is passed as its plain string: the option's type stays ``str`` and a bad
-# name is refused by EngineConfig, naming the knob, as any other knob's value is.
-KNOB_DEFAULTS: dict[str, Any] = {
-    name: value.value if isinstance(value, Enum) else value
-    for name, value in knob_defaults().items()
-}
-_KNOB_HELP = knob_help()
-
-
-def _knob_option(knob: str) -> Any:
-    return typer.Option(help=_KNOB_HELP[knob])
-
-
-# The engine knobs as options, shared by `engine generate` and `engine serve` (vLLM's names).
-Model = Annotated[str, _knob_option("model")]
-BlockSize = Annotated[int, _knob_option("block_size")]
-NumGpuBlocks = Annotated[int | None, _knob_option("num_gpu_blocks")]
-KvCacheMemoryBytes = Annotated[int | None, _knob_option("kv_cache_memory_bytes")]
-GpuMemoryUtilization = Annotated[float, _knob_option("gpu_memory_utilization")]
-MaxNumSeqs = Annotated[int, _knob_option("max_num_seqs")]
-MaxNumBatchedTokens = Annotated[int, _knob_option("max_num_batched_tokens")]
-MaxModelLen = Annotated[int, _knob_option("max_model_len")]
-EnablePrefixCaching = Annotated[bool, _knob_option("enable_prefix_caching")]
-EnableChunkedPrefill = Annotated[bool, _knob_option("enable_chunked_prefill")]
-SchedulingPolicy = Annotated[str, _knob_option("scheduling_policy")]
-Device = Annotated[str, _knob_option("device")]
-Dtype = Annotated[str, _knob_option("dtype")]
-EngineSeed = Annotated[int, _knob_option("seed")]
-TensorParallelSize = Annotated[int, _knob_option("tensor_parallel_size")]
-
-
-def engine_config_from(options: dict[str, Any], **extra: Any):
-    """An ``EngineConfig`` from a command's options (its ``locals()``) and ``extra``; a
-    knob the command does not offer (``calibrate`` has no ``--tensor-parallel-size``: the
-    torch engine runs on one device) keeps ``EngineConfig``'s default."""
-    from engine.config import EngineConfig
-
-    knobs = {k: options[k] for k in ENGINE_KNOB_OPTIONS if k in options}
-    return EngineConfig(**knobs, **extra)
-
-
-def _fail(error: BaseException) -> typer.Exit:
-    # NOTE: one line whatever the console's width (rich fixes it when the module is
-    # imported): the terminal wraps it, rich must not break it
-    err_console.print(f"[bold red]error:[/] {error}", soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 @engine_app.command()
@@ -125,9 +74,6 @@ def generate(
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:
-        from engine.llm import LLM
-        from engine.sampling_params import SamplingParams
-
         params = SamplingParams(
             max_tokens=max_tokens,
             temperature=temperature,
@@ -142,8 +88,8 @@ def generate(
         started = time.perf_counter()
         outputs = llm.generate(prompt, params)
         elapsed = time.perf_counter() - started
-    except _user_errors() as error:
-        raise _fail(error) from None
+    except USER_ERRORS as error:
+        raise fail(error) from None
     _print_outputs(outputs, elapsed, llm)
 
 
@@ -296,10 +242,6 @@ def calibrate(
     (load with --model sim:<model>@file:<output>) and validate side by side (docs/knob-lab.md)."""
     check_writable_output([output], "--output")
     try:
-        from engine.sim.calibrate import calibrate as run_calibration
-        from engine.sim.calibrate_profile import Grid
-        from tailwatch.calibrate_view import RichProgress, print_fit, print_validation
-
         grid = Grid(
             prefill_tokens=_size_list(prefill_tokens),
             prefill_contexts=_size_list(prefill_contexts),
@@ -323,8 +265,12 @@ def calibrate(
                 progress=progress,
                 on_fitted=lambda fitted: print_fit(console, fitted),
             )
-    except _user_errors() as error:
-        raise _fail(error) from None
+    except USER_ERRORS as error:
+        raise fail(error) from None
     if run.validation is not None:
         print_validation(console, run.validation)
     console.print(f"wrote {run.path}; simulate it with --model {run.sim_model_name}")
+
+
+# NOTE: registered last, so that the help lists it after generate and calibrate.
+engine_app.command()(serve)

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from loadgen.errors import WorkloadError
 from tailwatch.cli_options import cli_error
 
 #: ``loadgen.generate``'s argument names as this command's options (its errors name them).
@@ -40,7 +41,7 @@ def generate(
     """Write COUNT scenarios gen-SEED-NN-KIND.yaml, each a kind drawn with its magnitude,
     share, fleet, GPU, load, onset and durations (recorded under generated:), and print one
     line per file."""
-    from loadgen.errors import WorkloadError
+    # NOTE: lazy: it brings torch (capacity model), which the rest of the scenario group never uses
     from loadgen.generate import generate as draw
     from loadgen.generate import write_scenarios
 

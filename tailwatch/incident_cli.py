@@ -11,8 +11,25 @@ from typing import Annotated
 import typer
 
 from alerts.sql import alert_state_of
+from alerts.triage.gather import gather
+from alerts.triage.rank import triage
+from alerts.triage.report import render_text
+from alerts.triage.windows import alert_triage_windows
+from alerts.views.incidents import (
+    LIST_HINT,
+    IncidentIdError,
+    incident_json,
+    incidents_table,
+    labels_text,
+    parse_incident_id,
+)
+from collectors.config import ConfigError
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import (
+from collectors.replica_targets import replica_targets
+from slo.window import format_utc
+from tailwatch.cli_options import cli_error, config_path, typer_app
+from tailwatch.config import load_config
+from tailwatch.store_options import (
     DbOption,
     JsonOption,
     NowOption,
@@ -22,7 +39,6 @@ from tailwatch.alerts_cli import (
     print_json,
     print_table,
 )
-from tailwatch.cli_options import cli_error, config_path, typer_app
 
 incident_app = typer_app(
     name="incident", help="Incidents: list them, triage one by id (see docs/alerts.md)."
@@ -53,8 +69,6 @@ def list_incidents(
     now: NowOption = None,
 ) -> None:
     """List open (firing) incidents, then those resolved in the last --since, newest first."""
-    from alerts.views.incidents import incident_json, incidents_table
-
     since_seconds = parse_duration("--since", since)
     count = parse_limit(limit)
     at = parse_now(now)
@@ -82,16 +96,6 @@ def show(
     """Triage incident ID: its window (from the start of the data that first made its
     alert's condition hold, one rule window before it did, to when it resolved, or now)
     against an equal baseline just before it, at least 10 minutes."""
-    from alerts.triage.gather import gather
-    from alerts.triage.rank import triage
-    from alerts.triage.report import render_text
-    from alerts.triage.windows import alert_triage_windows
-    from alerts.views.incidents import LIST_HINT, IncidentIdError, labels_text, parse_incident_id
-    from collectors.config import ConfigError
-    from collectors.replica_targets import replica_targets
-    from slo.window import format_utc
-    from tailwatch.config import load_config
-
     try:
         wanted = parse_incident_id(incident_id)
     except IncidentIdError as error:

@@ -9,7 +9,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+from rich.progress import Progress as ProgressBar
 
+from loadgen.errors import LoadgenError
+from loadgen.load_options import endpoint_route, parse_rates_option, workload_from_options
+from loadgen.record import write_jsonl
+from loadgen.routing import Router
+from loadgen.runner import RunState, run_schedule
+from loadgen.summary import headline, parse_slo, summarize
+from loadgen.sweep import run_sweep, write_table
+from loadgen.workload import build_schedule
 from tailwatch.cli_options import (
     check_writable_output,
     cli_error,
@@ -44,12 +54,8 @@ Progress = Annotated[bool, typer.Option(help="Show a progress bar.")]
 def run_with_progress(urls, schedule, *, show: bool, **kwargs):
     """Run a schedule (blocking) with a rich progress bar; Ctrl-C returns what was
     measured, with ``interrupted`` set."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from loadgen.runner import RunState, run_schedule
-
     state = RunState()
-    with Progress(
+    with ProgressBar(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
@@ -95,13 +101,6 @@ def run(
     progress: Progress = True,
 ) -> None:
     """Send one open-loop load and write the per-request JSONL and the JSON summary."""
-    from loadgen.errors import LoadgenError
-    from loadgen.load_options import endpoint_route, workload_from_options
-    from loadgen.record import write_jsonl
-    from loadgen.routing import Router
-    from loadgen.summary import headline, parse_slo, summarize
-    from loadgen.workload import build_schedule
-
     try:
         urls = parse_urls(url, "--url")
     except ValueError as error:
@@ -182,10 +181,6 @@ def sweep(
 ) -> None:
     """Rate → attainment, goodput, TTFT/ITL p95/p99, throughput; with the engine knobs
     from /admin/config where exposed (TAILWATCH_ADMIN_TOKEN is sent when set)."""
-    from loadgen.errors import LoadgenError
-    from loadgen.load_options import endpoint_route, parse_rates_option, workload_from_options
-    from loadgen.sweep import run_sweep, write_table
-
     try:
         urls = parse_urls(url, "--url")
     except ValueError as error:

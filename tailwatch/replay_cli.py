@@ -16,8 +16,18 @@ from typing import Annotated
 import typer
 
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import DbOption
+from loadgen.errors import LoadgenError, WorkloadError
+from loadgen.replay import replay_window
+from loadgen.replay_options import build_replay_plan, workload_message
 from tailwatch.cli_options import cli_error
+from tailwatch.replay_view import (
+    open_lab_store,
+    progress_bar,
+    report_json,
+    report_table,
+    trace_line,
+)
+from tailwatch.store_options import DbOption
 
 
 def replay(
@@ -78,16 +88,6 @@ def replay(
     replay against production (TTFT, TPOT, ITL, e2e p50/p95/p99, attainment, goodput) and
     store it as a lab run."""
     options = dict(locals())  # NOTE: first: the parameters only
-    from loadgen.errors import LoadgenError, WorkloadError
-    from loadgen.replay import replay_window
-    from loadgen.replay_options import build_replay_plan, workload_message
-    from tailwatch.replay_view import (
-        open_lab_store,
-        progress_bar,
-        report_json,
-        report_table,
-        trace_line,
-    )
 
     try:
         spec = build_replay_plan(options, time.time())

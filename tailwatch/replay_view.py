@@ -9,8 +9,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.table import Table
 
 from collectors.error_text import first_line
+from collectors.store import Store, default_url
+from collectors.store.protocols import LabStore, RequestReader
+from slo.window import format_utc
 from tailwatch.cli_options import cli_error
 
 _ROWS = (
@@ -25,9 +31,6 @@ _ROWS = (
 def open_lab_store(db: str | None) -> Iterator[Any]:
     """The store at ``db`` (schema brought up to date: replay writes a lab run), which must
     read request records and keep lab runs; any failure to open it is one ``error:`` line."""
-    from collectors.store import Store, default_url
-    from collectors.store.protocols import LabStore, RequestReader
-
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
     try:
@@ -61,8 +64,6 @@ class _Bar:
 
 @contextlib.contextmanager
 def progress_bar(*, show: bool) -> Iterator[_Bar]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     if not show:
         yield _Bar(None)
         return
@@ -78,8 +79,6 @@ def progress_bar(*, show: bool) -> Iterator[_Bar]:
 
 def trace_line(trace: Any) -> str:
     """One line on what is replayed, and what is not (never a silent drop)."""
-    from slo.window import format_utc
-
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.unreplayable.items()))
     line = (
         f"replaying {len(trace.requests)} of {trace.num_records} request records from "
@@ -110,9 +109,6 @@ def _delta(pair: dict[str, Any], scale: float = 1.0, unit: str = "") -> str:
 
 def report_table(report: Any) -> None:
     """Replay against production, figure by figure, then the run's id."""
-    from rich.console import Console
-    from rich.table import Table
-
     fleet = report.fleet
     on = ""
     if fleet is not None:

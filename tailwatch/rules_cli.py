@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
+from alerts.export.names import EXPORT_DIALECTS
+from alerts.export.promtool_tests import promtool_test_files
+from alerts.export.rule_file import export_rules
+from alerts.rules.check import check_rules
+from collectors.config import ConfigError
+from collectors.dialect_rules import Dialect
+from collectors.store import Store
 from tailwatch.cli_options import check_writable_output, cli_error, save_output, typer_app
+from tailwatch.config import load_config
 
 rules_app = typer_app(
     name="rules", help="Alert rules: export them for Prometheus, check them against the store."
@@ -19,9 +27,6 @@ _CONFIG_HELP = "tailwatch.yaml with slos: and alerts: (default: the built-in rul
 
 
 def _load(config: Path | None):  # type: ignore[no-untyped-def]
-    from collectors.config import ConfigError
-    from tailwatch.config import load_config
-
     try:
         return load_config(config)
     except ConfigError as error:
@@ -48,10 +53,6 @@ def export(
 ) -> None:
     """Write the alert rules as a Prometheus rule file (recording and alerting rules on the
     engine's real metric names), for a Prometheus that evaluates rules itself."""
-    from alerts.export.names import EXPORT_DIALECTS
-    from alerts.export.rule_file import export_rules
-    from collectors.dialect_rules import Dialect
-
     if format not in FORMATS:
         raise cli_error(f"--format={format!r}: must be one of {', '.join(FORMATS)}")
     engines = [d.value for d in EXPORT_DIALECTS]
@@ -79,8 +80,6 @@ def export(
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if tests is not None and output is not None:
-        from alerts.export.promtool_tests import promtool_test_files
-
         rules_path = os.path.relpath(output.resolve(), tests.resolve())
         files, notes = promtool_test_files(result, rule_set, rules_path)
         for name, body in files.items():
@@ -98,12 +97,8 @@ def check(
     ] = None,
 ) -> None:
     """List every rule whose series exist on no target in the store (exit 1 if any)."""
-    from alerts.rules.check import check_rules
-
     settings = _load(config)
     try:
-        from collectors.store import Store
-
         store = Store(db_url or settings.database_url)
     except Exception as error:  # NOTE: any driver error is one line, never a traceback
         message = str(error).splitlines()[0] if str(error) else type(error).__name__

@@ -1,4 +1,6 @@
-"""``tailwatch scenario list`` and ``tailwatch scenario run NAME``: incident drills."""
+"""``tailwatch scenario list`` and ``tailwatch scenario run NAME``: incident drills; the group
+also holds ``drill`` (:mod:`tailwatch.drill_cli`) and ``generate``
+(:mod:`tailwatch.generate_cli`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,15 @@ import os
 import secrets
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
+from loadgen.drill import check_real_time, run_drill
+from loadgen.errors import LoadgenError
+from loadgen.record import write_jsonl
+from loadgen.replicas import bundled_replicas, write_targets_file
+from loadgen.scenario import builtin_names, load_scenario
 from tailwatch.cli_options import (
     check_writable_output,
     cli_error,
@@ -18,6 +26,8 @@ from tailwatch.cli_options import (
     save_output,
     typer_app,
 )
+from tailwatch.drill_cli import drill
+from tailwatch.generate_cli import generate
 
 scenario_app = typer_app(help="Reproducible incident drills (see docs/loadgen.md).")
 
@@ -25,8 +35,6 @@ scenario_app = typer_app(help="Reproducible incident drills (see docs/loadgen.md
 @scenario_app.command("list")
 def list_scenarios() -> None:
     """The built-in scenarios, with what each perturbs and the signal it must move."""
-    from loadgen.scenario import builtin_names, load_scenario
-
     for name in builtin_names():
         scenario = load_scenario(name)
         e = scenario.expects
@@ -63,12 +71,6 @@ def run(
     phase. Admin changes need TAILWATCH_ADMIN_TOKEN when --url is given. The replicas'
     ports and each phase's wall-clock start and end are printed and in OUTPUT.json, so a
     collector and evaluator run alongside can be checked against them."""
-    from loadgen.drill import check_real_time, run_drill
-    from loadgen.errors import LoadgenError
-    from loadgen.record import write_jsonl
-    from loadgen.replicas import bundled_replicas
-    from loadgen.scenario import load_scenario
-
     jsonl_path, json_path = output.with_suffix(".jsonl"), output.with_suffix(".json")
     check_writable_output([jsonl_path, json_path], "--output")
     if targets_file is not None:
@@ -120,10 +122,6 @@ def run(
 def _announce(urls: list[str], scenario: str, targets_file: Path | None) -> None:
     """Print the replicas and, if asked, write them as a file_sd targets file: a collector
     watching it starts scraping them (target names ``host:port``, as file_sd's)."""
-    from urllib.parse import urlsplit
-
-    from loadgen.replicas import write_targets_file
-
     for i, replica_url in enumerate(urls):
         typer.echo(f"replica {i}: {replica_url} (port {urlsplit(replica_url).port})", err=True)
     if targets_file is not None:
@@ -133,3 +131,8 @@ def _announce(urls: list[str], scenario: str, targets_file: Path | None) -> None
             raise cli_error(
                 f"--targets-file: cannot write {targets_file}: {error.strerror or error}"
             ) from None
+
+
+# NOTE: registered last, so that the help lists them after list and run.
+scenario_app.command("drill")(drill)
+scenario_app.command("generate")(generate)

@@ -7,10 +7,14 @@ import os
 from typing import Annotated
 
 import typer
+import uvicorn
 
+from engine.server.launch import ServeOptions, build_engine_server
+from engine.server.uvicorn_server import DrainingServer, listen_socket
 from tailwatch.cli_options import port_option
-from tailwatch.engine_cli import (
+from tailwatch.engine_options import (
     KNOB_DEFAULTS,
+    USER_ERRORS,
     BlockSize,
     Device,
     Dtype,
@@ -26,9 +30,8 @@ from tailwatch.engine_cli import (
     NumGpuBlocks,
     SchedulingPolicy,
     TensorParallelSize,
-    _fail,
-    _user_errors,
     engine_config_from,
+    fail,
 )
 
 ADMIN_TOKEN_ENV = "TAILWATCH_ADMIN_TOKEN"
@@ -86,11 +89,6 @@ def serve(
     (exit 3 if the engine had died of a failure it could not contain).
     """
     try:
-        import uvicorn
-
-        from engine.server.launch import ServeOptions, build_engine_server
-        from engine.server.uvicorn_server import DrainingServer, listen_socket
-
         options = ServeOptions(
             served_model_name=served_model_name,
             max_waiting_requests=max_waiting_requests,
@@ -101,19 +99,19 @@ def serve(
             admin_token=os.environ.get(ADMIN_TOKEN_ENV) or None,
         )
         config = engine_config_from(locals(), seed=seed)
-    except _user_errors() as error:
-        raise _fail(error) from None
+    except USER_ERRORS as error:
+        raise fail(error) from None
     # Listen before loading the model: a taken port fails in a second, not a minute.
     try:
         sock = listen_socket(host, port)
     except OSError as error:
         reason = error.strerror or str(error)
-        raise _fail(OSError(f"cannot listen on {host}:{port}: {reason}")) from None
+        raise fail(OSError(f"cannot listen on {host}:{port}: {reason}")) from None
     try:
         server = build_engine_server(config, options)
-    except _user_errors() as error:
+    except USER_ERRORS as error:
         sock.close()
-        raise _fail(error) from None
+        raise fail(error) from None
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     bound_host, bound_port = sock.getsockname()[:2]

@@ -14,8 +14,10 @@ from typing import Annotated
 
 import typer
 
+from collectors.config import ConfigError
 from collectors.error_text import first_line
-from tailwatch.alerts_cli import DbOption, open_store
+from collectors.slo_proposals import ProposalError, proposals_yaml, propose_slos
+from loadgen.replay_options import parse_time
 from tailwatch.cli_options import (
     check_writable_output,
     cli_error,
@@ -23,6 +25,8 @@ from tailwatch.cli_options import (
     save_output,
     typer_app,
 )
+from tailwatch.config import load_config
+from tailwatch.store_options import DbOption, open_store
 
 slo_app = typer_app(name="slo", help="SLOs: propose them from a stored window (docs/slo.md).")
 
@@ -63,11 +67,6 @@ def propose(
     0.9/0.95/0.99/0.995/0.999 that the attainment there (its 95% lower bound) met with the
     margin to spare. Prints them as slos: YAML, each with the attainment and observations
     it had over the window."""
-    from collectors.config import ConfigError
-    from collectors.slo_proposals import ProposalError, proposals_yaml, propose_slos
-    from loadgen.replay_options import parse_time
-    from tailwatch.config import load_config
-
     if not (math.isfinite(margin) and 0 <= margin < 1):
         raise cli_error(f"--margin {margin!r}: must be a fraction in [0, 1), e.g. 0.005")
     if model is not None and not model.strip():

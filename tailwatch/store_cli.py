@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from alembic.util import CommandError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from collectors.error_text import first_line
+from collectors.store import default_url
+from collectors.store.connection import StoreDriverError, make_engine
+from collectors.store.schema import current_revision, head_revision, upgrade_schema
 from tailwatch.cli_options import cli_error, typer_app
 
 store_app = typer_app(help="The metrics store: its schema (see docs/collectors.md).")
@@ -27,14 +34,6 @@ def migrate(
     ] = None,
 ) -> None:
     """Upgrade the store's schema to the latest Alembic revision (idempotent)."""
-    from alembic.util import CommandError
-    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-
-    from collectors.error_text import first_line
-    from collectors.store import default_url
-    from collectors.store.connection import StoreDriverError, make_engine
-    from collectors.store.schema import current_revision, head_revision, upgrade_schema
-
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
     url = db or default_url()
@@ -62,9 +61,6 @@ def migrate(
 
 def _masked(url: str) -> str:
     """``url`` with any password masked (as given when it does not parse)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:

@@ -9,8 +9,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+from rich.progress import Progress as ProgressBar
 
+from collectors.config import ConfigError
+from collectors.error_text import first_line
+from collectors.store import Store, default_url
+from collectors.store.lab_records import LabRunStatus
+from loadgen.errors import LoadgenError
+from loadgen.lab_knee import knee_curves
+from loadgen.lab_plan import build_sweep_plan
+from loadgen.lab_sweep import run_lab_sweep
+from loadgen.lab_table import knee_table
 from tailwatch.cli_options import cli_error, config_path
+from tailwatch.config import load_config
 from tailwatch.load_cli import (
     Arrival,
     Burstiness,
@@ -72,8 +85,6 @@ def sweep(
     each value's knee and its goodput and TTFT/ITL tails per rate."""
     plan = _plan(locals())
     url_of_store = _store_url(db, config)
-    from collectors.error_text import first_line
-    from collectors.store import Store
 
     try:
         store = Store(url_of_store)
@@ -88,9 +99,6 @@ def sweep(
 
 
 def _plan(options: dict[str, Any]):
-    from loadgen.errors import LoadgenError
-    from loadgen.lab_plan import build_sweep_plan
-
     try:
         return build_sweep_plan(options)
     except (LoadgenError, ValueError) as error:
@@ -98,10 +106,6 @@ def _plan(options: dict[str, Any]):
 
 
 def _store_url(db: str | None, config: Path | None) -> str:
-    from collectors.config import ConfigError
-    from collectors.store import default_url
-    from tailwatch.config import load_config
-
     if db is not None:
         if not db.strip():
             raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
@@ -118,21 +122,12 @@ def _store_url(db: str | None, config: Path | None) -> str:
 
 
 def _run(plan, store, show: bool) -> None:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from collectors.store.lab_records import LabRunStatus
-    from loadgen.errors import LoadgenError
-    from loadgen.lab_knee import knee_curves
-    from loadgen.lab_sweep import run_lab_sweep
-    from loadgen.lab_table import knee_table
-
     console = Console()
     if not console.is_terminal:  # NOTE: piped or captured: every column at full width
         console = Console(width=150)
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())  # fmt: skip
-    with Progress(*columns, disable=not show, transient=True) as bar:
+    with ProgressBar(*columns, disable=not show, transient=True) as bar:
         task = bar.add_task("points", total=plan.num_planned_points)
 
         def on_point(point, done: int, planned: int) -> None:

@@ -28,8 +28,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import httpx
+
+from collectors.store import default_url
+from tailwatch.config import load_config
 from tailwatch.processes import (
     ENGINE_PREFIX,
     CollectorClock,
@@ -41,10 +44,9 @@ from tailwatch.processes import (
     targets_up,
 )
 from tailwatch.processes import collector_config as launched_collector_config
-
-if TYPE_CHECKING:
-    from tailwatch.up_counts import RunCheck
-    from tailwatch.up_slos import OwnSLOs
+from tailwatch.up_counts import RunCheck
+from tailwatch.up_demo import CALIBRATION_BASELINE_SECONDS, Demo
+from tailwatch.up_slos import OwnSLOs, copied_config, has_slos, read_mapping
 
 STATE_DIR = Path(".tailwatch")
 HOST = "127.0.0.1"
@@ -110,12 +112,8 @@ def collector_config(options: UpOptions, engine_urls: list[str], db_url: str) ->
 
 def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
     """Start the stack, wait for a signal (or a child's death), stop it; the exit code."""
-    from collectors.store import default_url
-
     configured, known_targets = None, set()
     if options.config is not None:
-        from tailwatch.config import load_config
-
         settings = load_config(options.config)
         configured = settings.database_url
         known_targets = {t.url.rstrip("/") for t in settings.collector.targets}
@@ -171,8 +169,6 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
         _write_state(stack, engine_urls, collector_url, console_url, db_url)
         say(_ready_text(engine_urls, collector_url, console_url, db_url, log_dir, options.demo))
         if options.demo:
-            from tailwatch.up_demo import CALIBRATION_BASELINE_SECONDS, Demo
-
             check = _run_check(db_url, collector_url, engine_urls, started_at, say)
             longer = CALIBRATION_BASELINE_SECONDS if own is not None else 0.0
             demo = Demo(
@@ -233,10 +229,6 @@ def _run_check(
 ) -> RunCheck | None:
     """The demo's count check (:mod:`tailwatch.up_counts`), its baseline scrape stored
     before the first request; None, said, when the collector cannot say its targets."""
-    import httpx
-
-    from tailwatch.up_counts import RunCheck
-
     try:
         check = RunCheck(db_url, collector_url, engine_urls, started_at)
     except (httpx.HTTPError, ValueError, KeyError) as error:
@@ -251,8 +243,6 @@ def _config(
 ) -> tuple[Path, OwnSLOs | None]:
     """The configuration the collector and console read, and, when it has no ``slos:``, the
     :class:`~tailwatch.up_slos.OwnSLOs` that will write proposals into it (else ``None``)."""
-    from tailwatch.up_slos import OwnSLOs, copied_config, has_slos, read_mapping
-
     if options.config is not None and has_slos(read_mapping(options.config)):
         return options.config, None
     STATE_DIR.mkdir(exist_ok=True)

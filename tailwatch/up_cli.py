@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from collectors.config import ConfigError
 from tailwatch.cli_options import cli_error, port_option
+from tailwatch.config import load_config
+from tailwatch.up import UpOptions, run_up, taken_port
+from tailwatch.up_demo import cycle_durations
 
 MAX_REPLICAS = 16
 
@@ -52,17 +57,11 @@ def up(
     """Start the engine replicas, the collector with the alert evaluator and the console on
     127.0.0.1, each once the one before it is healthy; print the URLs; log each process to
     .tailwatch/logs/. Ctrl-C or SIGTERM stops everything in reverse order."""
-    from tailwatch.up import UpOptions, run_up, taken_port
-
     if replicas is None:
         replicas = 3 if demo else 1
     if not 1 <= replicas <= MAX_REPLICAS:
         raise cli_error(f"--replicas={replicas}: must be from 1 to {MAX_REPLICAS}")
     if demo:
-        import os
-
-        from tailwatch.up_demo import cycle_durations
-
         try:
             cycle_durations(os.environ)
         except ValueError as error:
@@ -70,9 +69,6 @@ def up(
     if db is not None and not db.strip():
         raise cli_error(f"--db {db!r}: expected a SQLAlchemy URL, e.g. sqlite:///tailwatch.db")
     if config is not None:
-        from collectors.config import ConfigError
-        from tailwatch.config import load_config
-
         try:
             load_config(config)
         except ConfigError as error:

@@ -20,8 +20,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
+from collectors.store import Store
 from slo import histogram_quantile
+from slo.window import merge_histograms
 
 REQUEST_SUCCESS = "vllm:request_success"  # a counter family: samples end in _total
 TTFT = "vllm:time_to_first_token_seconds"
@@ -75,8 +78,6 @@ def engine_counts(families: Mapping) -> RunCounts:
 
 
 def _scrape(base_url: str) -> dict:
-    from prometheus_client.parser import text_string_to_metric_families
-
     text = httpx.get(f"{base_url}/metrics", timeout=5).text
     return {f.name: f for f in text_string_to_metric_families(text)}
 
@@ -119,9 +120,6 @@ class StoreReport:
 def store_report(db_url: str, targets: Sequence[str], start: float, end: float) -> StoreReport:
     """What the store holds of ``targets`` (their names) over [start, end]; raises what the
     store raises."""
-    from collectors.store import Store
-    from slo.window import merge_histograms
-
     store = Store(db_url, migrate=False)  # NOTE: a report reads; the collector migrated
     try:
         scrapes = [s for target in targets for s in store.scrapes(target, start, end)]
@@ -154,8 +152,6 @@ def wait_for_scrape(
 ) -> bool:
     """Wait until the store holds a successful scrape of each of ``targets`` taken at or
     after ``after`` (epoch seconds); False after the timeout."""
-    from collectors.store import Store
-
     deadline = time.monotonic() + timeout_seconds
     store = Store(db_url, migrate=False)
     try:

@@ -30,7 +30,11 @@ from typing import Any
 
 import yaml
 
+from collectors.config import load_yaml
 from collectors.slo_proposals import ProposalReport, proposals_yaml, propose_slos
+from collectors.store import Store
+from slo.window import format_utc
+from tailwatch.config import parse_config
 
 Say = Callable[[str], None]
 #: The window a previous run's history is read over, and the longest window ever read.
@@ -73,9 +77,6 @@ def config_text(config: Mapping[str, Any], header: str, report: ProposalReport |
     """``config`` as YAML under the comment ``header``, with ``report``'s ``slos:`` section
     (its comments included) in place of any ``slos:`` it had; validated before it is
     returned (a ``collectors.config.ConfigError`` otherwise)."""
-    from collectors.config import load_yaml
-    from tailwatch.config import parse_config
-
     rest = {key: value for key, value in config.items() if key != "slos"}
     text = "".join(f"# {line}\n" for line in header.splitlines())
     text += yaml.safe_dump(rest, sort_keys=False) if rest else ""
@@ -184,8 +185,6 @@ class Calibration:
         start, end = self.plan.window(now)
         try:
             if self._store is None:
-                from collectors.store import Store
-
                 self._store = Store(self.db_url, migrate=False)
             return propose_slos(self._store, start, end)
         except Exception:  # NOTE: nothing to propose from yet (a ProposalError), or a busy
@@ -201,8 +200,6 @@ def history_report(db_url: str, now: float) -> ProposalReport | None:
     """Proposals from the store's last hour, when a previous run left enough traffic there
     to propose anything; ``None`` otherwise (a new store, no schema yet, too little)."""
     try:
-        from collectors.store import Store
-
         store = Store(db_url, migrate=False)
     except Exception:  # NOTE: no store yet: the collector creates it
         return None
@@ -218,8 +215,6 @@ def history_report(db_url: str, now: float) -> ProposalReport | None:
 def proposed_line(report: ProposalReport, what: str, config: Path) -> str:
     """The one line ``up`` prints: which SLOs, from what window, where, and that they are
     proposals to review."""
-    from slo.window import format_utc
-
     names = ", ".join(i.summary() for i in report.proposed)
     return (
         f"SLOs proposed from {what} ({format_utc(report.start)} to {format_utc(report.end)}): "

@@ -52,7 +52,7 @@ def _engine_knob_params(command_name: str) -> dict[str, object]:
     """The click parameters of ``tailwatch engine <command_name>`` that are engine knobs."""
     import typer.main
 
-    from tailwatch.engine_cli import ENGINE_KNOB_OPTIONS
+    from tailwatch.engine_options import ENGINE_KNOB_OPTIONS
 
     knobs = {*ENGINE_KNOB_OPTIONS, "seed"} if command_name == "serve" else ENGINE_KNOB_OPTIONS
     command = typer.main.get_command(app).commands["engine"].commands[command_name]
@@ -64,7 +64,7 @@ def test_engine_knob_options_take_default_and_help_from_engine_config(command_na
     import dataclasses
 
     from engine.config import EngineConfig
-    from tailwatch.engine_cli import ENGINE_KNOB_OPTIONS
+    from tailwatch.engine_options import ENGINE_KNOB_OPTIONS
 
     params = _engine_knob_params(command_name)
     assert set(params) >= set(ENGINE_KNOB_OPTIONS)  # every shared knob is an option
