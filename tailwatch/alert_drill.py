@@ -24,9 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from alerts.model import AlertState
+from alerts import AlertState, Transition
 from alerts.sql import alert_state_of
-from alerts.transitions import Transition
 from collectors.store import Store
 from loadgen.drill import DrillResult, check_real_time, run_drill
 from loadgen.drill_report import (

@@ -10,19 +10,20 @@ from typing import Annotated
 
 import typer
 
-from alerts.errors import AlertsError
-from alerts.silences import Silence, SilenceState
+from alerts import AlertsError, Silence, SilenceState
 from alerts.sql import alert_state_of
-from alerts.views.alerts import (
+from alerts.views import (
     STATE_CHOICES,
     alert_json,
     alert_rows,
     alerts_table,
+    health_json,
+    health_table,
+    health_warnings,
+    iso,
     silence_json,
     silences_table,
 )
-from alerts.views.display import iso
-from alerts.views.rule_errors import health_json, health_table, health_warnings
 from tailwatch.alerts_run import run
 from tailwatch.cli_options import cli_error, typer_app
 from tailwatch.store_options import (

@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from alerts.evaluator import EvaluationResult
-from alerts.triage.explain import configured_evaluator
+from alerts import EvaluationResult
+from alerts.triage import configured_evaluator
 from collectors.config import ConfigError
 from collectors.error_text import first_line
 from tailwatch.cli_options import cli_error, config_path

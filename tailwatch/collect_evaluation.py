@@ -22,9 +22,8 @@ import typer
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from alerts.evaluator import Evaluator
-from alerts.schedule import run_ticks
-from alerts.triage.explain import configured_evaluator
+from alerts import Evaluator, run_ticks
+from alerts.triage import configured_evaluator
 from collectors.config import CollectorConfig
 from collectors.first_round import FirstRound
 from collectors.store import Store

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from alerts.rules.config import AlertsConfig, load_alerts
+from alerts.rules import AlertsConfig, load_alerts
 from collectors.config import (
     CollectorConfig,
     ConfigError,

@@ -11,11 +11,8 @@ from typing import Annotated
 import typer
 
 from alerts.sql import alert_state_of
-from alerts.triage.gather import gather
-from alerts.triage.rank import triage
-from alerts.triage.report import render_text
-from alerts.triage.windows import alert_triage_windows
-from alerts.views.incidents import (
+from alerts.triage import alert_triage_windows, gather, render_text, triage
+from alerts.views import (
     LIST_HINT,
     IncidentIdError,
     incident_json,

@@ -9,10 +9,9 @@ from typing import Annotated
 
 import typer
 
-from alerts.export.names import EXPORT_DIALECTS
-from alerts.export.promtool_tests import promtool_test_files
-from alerts.export.rule_file import export_rules
-from alerts.rules.check import check_rules
+from alerts import export_rules, promtool_test_files
+from alerts.export import EXPORT_DIALECTS
+from alerts.rules import check_rules
 from collectors.config import ConfigError
 from collectors.dialect_rules import Dialect
 from collectors.store import Store

@@ -18,8 +18,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from alerts.errors import RuleError
-from alerts.rules.config import parse_duration as parse_rule_duration
+from alerts import RuleError
+from alerts.rules import parse_duration as parse_rule_duration
 from collectors.error_text import first_line
 from collectors.store import Store, default_url
 from tailwatch.cli_options import cli_error

@@ -10,7 +10,7 @@ from alerts.rules.builtin import (
     with_rules,
 )
 from alerts.rules.check import check_rules
-from alerts.rules.config import parse_duration
+from alerts.rules.config import AlertsConfig, load_alerts, parse_duration
 from alerts.rules.evaluate import common_step
 from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI, snap_threshold
 from alerts.rules.types import RULE_KINDS, KVSaturationRule, QueueGrowthRule, TailLatencyRule
@@ -20,6 +20,7 @@ __all__ = [
     "INSIDE_SLO_SUFFIX",
     "LATENCY_FAMILIES",
     "RULE_KINDS",
+    "AlertsConfig",
     "ErrorSLI",
     "KVSaturationRule",
     "LatencySLI",
@@ -29,6 +30,7 @@ __all__ = [
     "builtin_rule_set",
     "check_rules",
     "common_step",
+    "load_alerts",
     "metric_absent_rule",
     "parse_duration",
     "snap_threshold",

@@ -13,7 +13,7 @@ from alerts.triage.data import (
     WindowPair,
 )
 from alerts.triage.evidence import evidence_table, rows_by_key
-from alerts.triage.explain import triage_at, triage_explainer
+from alerts.triage.explain import configured_evaluator, triage_at, triage_explainer
 from alerts.triage.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather, knob_changes
 from alerts.triage.hypotheses import ramp
 from alerts.triage.measure_scope import exact_quantile
@@ -51,6 +51,7 @@ __all__ = [
     "TriageReport",
     "WindowPair",
     "alert_triage_windows",
+    "configured_evaluator",
     "evidence_table",
     "exact_quantile",
     "format_change",

@@ -1,8 +1,47 @@
 """What ``tailwatch alerts`` and ``tailwatch incident`` print and the console shows of alerts,
 incidents and rule errors: rows and text, pure functions of what the store holds."""
 
-from alerts.views.display import age
-from alerts.views.incidents import IncidentIdError, parse_incident_id
-from alerts.views.rule_errors import STALE_EVALUATION_SECONDS
+from alerts.views.alerts import (
+    STATE_CHOICES,
+    alert_json,
+    alert_rows,
+    alerts_table,
+    silence_json,
+    silences_table,
+)
+from alerts.views.display import age, iso
+from alerts.views.incidents import (
+    LIST_HINT,
+    IncidentIdError,
+    incident_json,
+    incidents_table,
+    labels_text,
+    parse_incident_id,
+)
+from alerts.views.rule_errors import (
+    STALE_EVALUATION_SECONDS,
+    health_json,
+    health_table,
+    health_warnings,
+)
 
-__all__ = ["STALE_EVALUATION_SECONDS", "IncidentIdError", "age", "parse_incident_id"]
+__all__ = [
+    "LIST_HINT",
+    "STALE_EVALUATION_SECONDS",
+    "STATE_CHOICES",
+    "IncidentIdError",
+    "age",
+    "alert_json",
+    "alert_rows",
+    "alerts_table",
+    "health_json",
+    "health_table",
+    "health_warnings",
+    "incident_json",
+    "incidents_table",
+    "iso",
+    "labels_text",
+    "parse_incident_id",
+    "silence_json",
+    "silences_table",
+]
