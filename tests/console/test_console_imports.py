@@ -7,47 +7,10 @@ child process, so the test run's own ``console`` modules stay the only ones it s
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
-SCRIPT = """
-import importlib, logging, pathlib, sys, traceback
-logging.disable(logging.WARNING)  # streamlit's "no runtime" warnings, once per cached read
-root = pathlib.Path(sys.argv[1])
-scripts = {"console.streamlit_app"}
-names = sorted(
-    name
-    for name in (
-        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-        for p in (root / "console").rglob("*.py")
-    )
-    if name not in scripts and not name.startswith("console.app_pages")
-)
-failed = []
-for name in names:
-    for loaded in [m for m in sys.modules if m == "console" or m.startswith("console.")]:
-        del sys.modules[loaded]
-    try:
-        importlib.import_module(name)
-    except Exception:
-        failed.append(name + ": " + traceback.format_exc().splitlines()[-1])
-print(len(names))
-print("\\n".join(failed))
-"""
+from tests.import_order import first_import_failures
 
 
 def test_every_module_of_the_console_imports_first() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ROOT)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    count, *failed = done.stdout.strip().splitlines()
-    assert int(count) > 25
+    count, failed = first_import_failures("console", "console.streamlit_app", "console.app_pages")
+    assert count > 25
     assert failed == []
