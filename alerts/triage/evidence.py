@@ -25,6 +25,7 @@ from alerts.triage.evidence_rows import (
     queue_share,
 )
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
+from alerts.views.display import clock
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
 
@@ -170,7 +171,7 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
 def _knob_rows(data: TriageInput) -> list[EvidenceRow]:
     rows = []
     for change in sorted(data.knob_changes, key=lambda c: (c.target, c.knob)):
-        at = "" if change.at_seconds is None else f"first seen at {change.at_seconds:.0f}"
+        at = "" if change.at_seconds is None else f"first seen at {clock(change.at_seconds)}"
         rows.append(
             EvidenceRow(
                 EvidenceKey.KNOB_CHANGE,
