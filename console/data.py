@@ -496,10 +496,32 @@ def knob_changes(url: str, start: float, end: float) -> tuple[KnobChange, ...]:
     return gather_knob_changes(_store(url), start, end)
 
 
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _data_span(url, family, selector: Selector, start, end, step):
+    return metric_frames.data_span(_store(url), family, dict(selector), start, end, step)
+
+
+def data_span(url: str, family: str, f: Filters) -> metric_frames.DataSpan | None:
+    """The part of the filters' range ``family``'s selected series hold readings in
+    (``metric_frames.data_span``): what a rate over the range is divided by."""
+    return _data_span(
+        url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds
+    )
+
+
+def rate_over_data(url: str, family: str, f: Filters, increase: float | None) -> float | None:
+    """``increase`` per second over the part of the range that holds ``family``'s readings
+    (not the whole range: two minutes of traffic in an hour's range is that traffic's rate)."""
+    span = data_span(url, family, f)
+    if increase is None or span is None or span.seconds <= 0:
+        return None
+    return increase / span.seconds
+
+
 def request_rate(url: str, f: Filters) -> float | None:
-    """Requests per second over the window (``requests_total``'s increase / the range)."""
-    total = counter_total(url, c.REQUESTS_TOTAL, f)
-    return None if total is None else total / f.range_seconds
+    """Requests per second over the window's data (``requests_total``'s increase over the
+    span its readings cover, :func:`data_span`)."""
+    return rate_over_data(url, c.REQUESTS_TOTAL, f, counter_total(url, c.REQUESTS_TOTAL, f))
 
 
 def _digest(token: str) -> str:

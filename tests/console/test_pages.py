@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from hypothesis import given, strategies
@@ -28,6 +29,7 @@ from console.page_kit import (
     ms,
     ms_value,
     percent,
+    rate,
 )
 from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
 from tests.console.seeded_store import HOSTILE_TENANT, Seeded
@@ -132,6 +134,28 @@ def test_overview_percentiles_are_the_merged_histograms_quantiles(seeded):
     result = ttft_goodput(records, end - start)
     assert result.num_requests == seeded.num_requests
     assert metric(at, "Goodput attainment") == percent(result.attainment)
+
+
+def test_overview_rates_are_over_the_data_not_the_whole_range(seeded):
+    """A range holding a few seconds of traffic: the request rate is the traffic's own, and
+    the caption says what it is over (the bug: the whole range's average, unsaid)."""
+    at = run(OVERVIEW_PAGE, seeded)
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        readings = store.samples(c.HTTP_RESPONSES_TOTAL, None, start, end)
+        total = counter_total(store, c.HTTP_RESPONSES_TOTAL, start, end)
+    finally:
+        store.close()
+    times = [t for samples in readings.values() for t, _ in samples]
+    first, last = min(times), max(times)
+    assert start < first and last - first < RANGES[RANGE] / 10
+    assert metric(at, "Request rate") == rate(total / (last - first))
+    assert metric(at, "Request rate") != rate(total / RANGES[RANGE])
+    shown = pd.Timestamp(first, unit="s", tz="UTC")
+    caption = next(c.value for c in at.caption if c.value.startswith("Request, error and 429"))
+    assert f"(data starts {shown:%H:%M} UTC)" in caption, caption
+    assert "over the last " in caption and f"over the last {RANGE}" not in caption
 
 
 def test_slo_page_attainment_is_slos(seeded):
