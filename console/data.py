@@ -518,6 +518,38 @@ def rate_over_data(url: str, family: str, f: Filters, increase: float | None) ->
     return increase / span.seconds
 
 
+#: Counters whose readings say a target was up and scraped (the first one a target has).
+OBSERVED_FAMILIES = (c.REQUESTS_TOTAL, c.GENERATION_TOKENS_TOTAL)
+
+
+def observed_spans(url: str, f: Filters) -> dict[str, tuple[float, float]]:
+    """Target → the first and last reading of its counters in the filters' range (the chosen
+    target, or every target; tenant aside: a replica's GPU serves every tenant): the span
+    the Cost page bills it for."""
+    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
+    selector = {k: v for k, v in f.selector().items() if k != c.LABEL_TENANT}
+    out = {}
+    for target in targets:
+        one = {**selector, c.LABEL_TARGET: target}
+        for family in OBSERVED_FAMILIES:
+            span = _data_span(
+                url, family, _sel(one), f.start_seconds, f.end_seconds, f.step_seconds
+            )
+            if span is not None:
+                first = max(f.start_seconds, span.first_seconds)  # NOTE: billed inside the range
+                out[target] = (first, max(first, span.last_seconds))
+                break
+    return out
+
+
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def nvml_gpus(url: str) -> int:
+    """GPUs NVML reported to the collector (distinct devices), 0 without GPU telemetry."""
+    series = _store(url).series(c.GPU_MEMORY_TOTAL_BYTES)
+    return len({(dict(s.labels).get(c.LABEL_TARGET), dict(s.labels).get(c.LABEL_UUID))
+                for s in series})  # fmt: skip
+
+
 def request_rate(url: str, f: Filters) -> float | None:
     """Requests per second over the window's data (``requests_total``'s increase over the
     span its readings cover, :func:`data_span`)."""

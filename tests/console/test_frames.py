@@ -276,3 +276,28 @@ def test_the_span_text_says_what_a_rate_is_over():
                        ends_early=True)  # fmt: skip
     assert span_text(stopped, f) == "over 10 min of data (03:23 UTC to 03:33 UTC)"
     assert span_text(None, f) == "over the last 1h: no data"
+
+
+def test_cost_bills_the_span_the_targets_were_observed_one_gpu_per_replica():
+    """Three replicas that ran two minutes of an hour's range: 6 GPU-minutes, not one
+    GPU-hour (the bug billed $1,723 per million tokens for that)."""
+    from console.cost_frames import billed_time, cost_summary
+    from slo import Pricing
+
+    observed = {f"replica-{i}": (T0 + 3480.0 + i, T0 + 3600.0) for i in range(3)}
+    billed = billed_time(observed)
+    assert billed.gpu_seconds == pytest.approx(3 * 120.0 - 3.0)
+    assert billed.observed_seconds == pytest.approx(120.0)
+    assert billed.basis == "one GPU per replica (3 replicas)"
+    pricing = Pricing("USD", 2.5)
+    summary = cost_summary(pricing, billed.num_gpus, billed.observed_seconds, 1000.0, 0.0, None)
+    assert summary.billed_cost == pytest.approx(2.5 * billed.gpu_seconds / 3600)
+    # NVML's count: replicas sharing one GPU bill that GPU once, over the fleet's span
+    shared = billed_time(observed, nvml_gpus=1)
+    assert (shared.gpu_seconds, shared.basis) == (
+        pytest.approx(120.0),
+        "1 GPU NVML reports, shared by 3 replicas",
+    )
+    # a configured count wins
+    assert billed_time(observed, nvml_gpus=1, configured_gpus=8).gpu_seconds == pytest.approx(960)
+    assert billed_time({}).gpu_seconds == 0.0

@@ -184,18 +184,29 @@ def test_slo_page_attainment_is_slos(seeded):
 
 
 def test_cost_page_effective_cost_is_slos(seeded):
+    """The GPU time billed is each replica's observed span (its first reading to its last),
+    one GPU each: not a GPU for the whole range (the bug: a GPU-hour for a few seconds)."""
     at = run(COST_PAGE, seeded)
     start, end = window(seeded)
     store = Store(seeded.url, migrate=False)
     try:
         tokens = counter_total(store, c.GENERATION_TOKENS_TOTAL, start, end)
+        readings = store.samples(c.REQUESTS_TOTAL, None, start, end)
     finally:
         store.close()
+    by_target: dict[str, list[float]] = {}
+    for labels, samples in readings.items():
+        by_target.setdefault(dict(labels)[c.LABEL_TARGET], []).extend(t for t, _ in samples)
+    assert len(by_target) == 2  # the seeded run's two replicas
+    gpu_seconds = sum(max(times) - min(times) for times in by_target.values())
+    assert 0 < gpu_seconds < (end - start) / 10
     expected = slo.effective_cost_per_million_tokens(
-        slo.Pricing("USD", 2.5), 1, end - start, tokens
+        slo.Pricing("USD", 2.5), 1, gpu_seconds, tokens
     )
     assert tokens > 0
     assert metric(at, "Effective (USD)") == f"{expected:,.2f}"
+    caption = next(c.value for c in at.caption if c.value.startswith("GPU time billed"))
+    assert "one GPU per replica (2 replicas)" in caption, caption
     assert len(at.get("download_button")) == 2
 
 
