@@ -268,6 +268,16 @@ def _replicas_of(url: str) -> dict[str, list[str]]:
     return out
 
 
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def replica_names(url: str) -> dict[str, str]:
+    """Engine instance id (request records' ``replica``, the spans' ``service.instance.id``)
+    → the target every other page names that replica by (``replica-0``), through the
+    engines' ``engine_info`` series; ids seen on more than one target are left out."""
+    from collectors.replica_targets import replica_targets
+
+    return replica_targets(_store(url)).unique()
+
+
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
 def _records(url, start, end, tenant, model, target):
     replicas = None if target is None else _replicas_of(url).get(target, [])

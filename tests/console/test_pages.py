@@ -263,6 +263,32 @@ def test_traces_by_trace_and_request_id(seeded):
         assert metric(at, "TTFT") == ms(record.ttft_seconds)
 
 
+def test_traces_name_the_replica_as_every_other_page_does(seeded):
+    """The Traces page showed the engine's UUID (service.instance.id) where every other page
+    says the target; now the target, with the id kept beside it."""
+    from collectors.replica_targets import replica_targets
+
+    store = Store(seeded.url, migrate=False)
+    try:
+        names = replica_targets(store).unique()
+        record = store.requests(0, math.inf)[0]
+    finally:
+        store.close()
+    assert record.replica in names and names[record.replica] != record.replica
+    targets = set(names.values())
+    at = run(TRACES_PAGE, seeded)
+    table = at.dataframe[0].value
+    assert set(table["replica"]) <= targets, set(table["replica"])
+    assert set(table["instance_id"]) <= set(names)
+    for row in table.itertuples():
+        assert names[row.instance_id] == row.replica
+    at = run(TRACES_PAGE, seeded, trace=record.trace_id)
+    caption = next(c.value for c in at.caption if c.value.startswith("Replica"))
+    plain = caption.replace("\\", "")
+    assert f"Replica **{names[record.replica]}**" in plain
+    assert f"engine instance id {record.replica}" in plain
+
+
 def test_bad_url_values_are_dropped_with_a_warning(seeded):
     at = run(TRACES_PAGE, seeded, range="2y", model="<img src=x>", trace="not-hex!")
     texts = [w.value for w in at.warning]
