@@ -17,6 +17,7 @@ LABEL_MODEL = "model"
 LABEL_TENANT = "tenant"
 LABEL_FINISHED_REASON = "finished_reason"
 LABEL_CODE = "code"
+LABEL_HANDLER = "handler"  # the route template that answered (``/v1/completions``)
 LABEL_LE = "le"
 LABEL_INSTANCE_ID = "instance_id"  # an engine process's id: its spans' service.instance.id
 
@@ -52,7 +53,12 @@ PREEMPTIONS_TOTAL = "preemptions_total"
 PREFIX_CACHE_QUERIES_TOTAL = "prefix_cache_queries_total"
 PREFIX_CACHE_HITS_TOTAL = "prefix_cache_hits_total"
 REQUESTS_TOTAL = "requests_total"
+#: The API's HTTP responses, by ``code`` (and ``handler`` where the engine labels it): only
+#: the ``/v1/`` routes (:data:`API_HANDLER_PREFIX`), so probes and scrapes, answered many
+#: times a minute, never dilute an error or 429 rate (``collectors.dialect_rules``).
 HTTP_RESPONSES_TOTAL = "http_responses_total"
+#: The routes whose responses are the API's: OpenAI's ``/v1/...``.
+API_HANDLER_PREFIX = "/v1/"
 
 REQUESTS_RUNNING = "requests_running"
 REQUESTS_WAITING = "requests_waiting"

@@ -12,6 +12,7 @@ none to drop.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from collectors import canonical as c
@@ -57,6 +58,8 @@ class Rule:
     """How one source family (or a labelled slice of it) becomes a canonical family.
 
     ``match``: only series carrying these labels (the labels are then dropped).
+    ``match_prefix``: only series whose label, where they carry it, starts with this text;
+    the label is kept, and a series without it (an engine from before the label) is mapped.
     ``rename``: source label → canonical label. ``set_labels``: labels added.
     ``scale``: multiplies values (counters, gauges) or bucket bounds and ``_sum``
     (histograms) into the canonical unit. ``from_sum``: a counter read from a histogram's
@@ -71,6 +74,14 @@ class Rule:
     set_labels: Labels = ()
     scale: float = 1.0
     from_sum: bool = False
+    match_prefix: Labels = ()
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a source series with ``labels`` is this rule's (``match``,
+        ``match_prefix``)."""
+        return all(labels.get(k) == v for k, v in self.match) and all(
+            labels.get(k, v).startswith(v) for k, v in self.match_prefix
+        )
 
 
 def _r(
@@ -82,11 +93,15 @@ def _r(
     set_labels: Labels = (),
     scale: float = 1.0,
     from_sum: bool = False,
+    match_prefix: Labels = (),
 ) -> Rule:
-    return Rule(source, family, frozenset(flags), match, rename, set_labels, scale, from_sum)
+    return Rule(
+        source, family, frozenset(flags), match, rename, set_labels, scale, from_sum, match_prefix
+    )
 
 
 _MODEL_NAME = (("model_name", c.LABEL_MODEL),)
+_API_HANDLERS = ((c.LABEL_HANDLER, c.API_HANDLER_PREFIX),)
 _STATUS_AS_REASON = (("status", c.LABEL_FINISHED_REASON),)
 
 VLLM_RULES = (
@@ -122,7 +137,9 @@ TAILWATCH_RULES = (
     _r("tailwatch:tenant_prompt_tokens", c.PROMPT_TOKENS_TOTAL),
     _r("tailwatch:tenant_generation_tokens", c.GENERATION_TOKENS_TOTAL),
     _r("tailwatch:tenant_time_to_first_token_seconds", c.TTFT_SECONDS),
-    _r("tailwatch:http_responses", c.HTTP_RESPONSES_TOTAL),
+    # NOTE: the API's responses only: the engine's probes and scrapes (handler "/metrics",
+    # "/ready", ...) are kept raw, or every scrape would dilute the error and 429 rates.
+    _r("tailwatch:http_responses", c.HTTP_RESPONSES_TOTAL, match_prefix=_API_HANDLERS),
     _r("tailwatch:engine_info", c.ENGINE_INFO),
 )
 

@@ -150,11 +150,7 @@ def _apply(
             )
             return set()
         flags.add(Flag.TYPE_ASSUMED)
-    selected = [
-        (i, s)
-        for i, s in enumerate(family.samples)
-        if all(s.labels.get(k) == v for k, v in rule.match)
-    ]
+    selected = [(i, s) for i, s in enumerate(family.samples) if rule.selects(s.labels)]
     frozen_flags = frozenset(flags)
     if not wants_histogram:
         for _, s in selected:

@@ -1,5 +1,5 @@
-"""Cost figures for the Cost page, from ``slo.cost`` and ``slo.showback``: the window's GPU
-time priced, cost per 1M output tokens effective, at capacity (the measured knee) and on
+"""Cost figures for the Cost page, from ``slo.cost`` and ``slo.showback``: the GPU time the
+targets were observed for (:func:`billed_time`) priced, cost per 1M output tokens effective, at capacity (the measured knee) and on
 good tokens only, utilisation, and showback per tenant and model with its FOCUS export.
 
 Pure: request records and token counts in, plain data out.
@@ -8,7 +8,7 @@ Pure: request records and token counts in, plain data out.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from collectors.request_records import RequestRecord
@@ -66,6 +66,50 @@ def cost_summary(
         good_only=cost_per_million_tokens(billed, good_output_tokens),
         utilisation=utilisation,
     )
+
+
+@dataclass(frozen=True)
+class BilledTime:
+    """The GPU time a window bills: ``gpu_seconds`` in all, over ``observed_seconds`` of wall
+    time (the first reading of any target to the last), so ``num_gpus`` is the GPUs on
+    average (``gpu_seconds / observed_seconds``); ``basis`` says where the count came from."""
+
+    gpu_seconds: float
+    observed_seconds: float
+    basis: str
+
+    @property
+    def num_gpus(self) -> float:
+        return self.gpu_seconds / self.observed_seconds if self.observed_seconds > 0 else 0.0
+
+
+def _plural(count: float, word: str) -> str:
+    return f"{count:g} {word}" + ("" if count == 1 else "s")
+
+
+def billed_time(
+    observed: Mapping[str, tuple[float, float]],
+    nvml_gpus: int = 0,
+    configured_gpus: int | None = None,
+) -> BilledTime:
+    """GPU time over the spans the targets were observed (``observed``: target → the first
+    and last reading of its counters in the window), never the whole window: a stack that
+    ran two minutes of an hour's range bills two minutes. GPUs: ``configured_gpus`` when
+    given (over the fleet's observed span); else the GPUs NVML saw (``nvml_gpus``, replicas
+    sharing them); else one per replica, each over its own span. No target observed: none."""
+    spans = {t: max(0.0, b - a) for t, (a, b) in observed.items()}
+    if not spans:
+        return BilledTime(0.0, 0.0, "no target observed in the window")
+    fleet = max(b for _, b in observed.values()) - min(a for a, _ in observed.values())
+    replicas = _plural(len(spans), "replica")
+    if configured_gpus:
+        return BilledTime(
+            configured_gpus * fleet, fleet, f"{_plural(configured_gpus, 'GPU')} as entered"
+        )
+    if nvml_gpus:
+        basis = f"{_plural(nvml_gpus, 'GPU')} NVML reports, shared by {replicas}"
+        return BilledTime(nvml_gpus * fleet, fleet, basis)
+    return BilledTime(sum(spans.values()), fleet, f"one GPU per replica ({replicas})")
 
 
 def usage_records(records: Sequence[RequestRecord], total_gpu_seconds: float) -> list[UsageRecord]:

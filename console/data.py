@@ -268,6 +268,16 @@ def _replicas_of(url: str) -> dict[str, list[str]]:
     return out
 
 
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def replica_names(url: str) -> dict[str, str]:
+    """Engine instance id (request records' ``replica``, the spans' ``service.instance.id``)
+    → the target every other page names that replica by (``replica-0``), through the
+    engines' ``engine_info`` series; ids seen on more than one target are left out."""
+    from collectors.replica_targets import replica_targets
+
+    return replica_targets(_store(url)).unique()
+
+
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
 def _records(url, start, end, tenant, model, target):
     replicas = None if target is None else _replicas_of(url).get(target, [])
@@ -496,10 +506,64 @@ def knob_changes(url: str, start: float, end: float) -> tuple[KnobChange, ...]:
     return gather_knob_changes(_store(url), start, end)
 
 
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _data_span(url, family, selector: Selector, start, end, step):
+    return metric_frames.data_span(_store(url), family, dict(selector), start, end, step)
+
+
+def data_span(url: str, family: str, f: Filters) -> metric_frames.DataSpan | None:
+    """The part of the filters' range ``family``'s selected series hold readings in
+    (``metric_frames.data_span``): what a rate over the range is divided by."""
+    return _data_span(
+        url, family, _sel(f.selector()), f.start_seconds, f.end_seconds, f.step_seconds
+    )
+
+
+def rate_over_data(url: str, family: str, f: Filters, increase: float | None) -> float | None:
+    """``increase`` per second over the part of the range that holds ``family``'s readings
+    (not the whole range: two minutes of traffic in an hour's range is that traffic's rate)."""
+    span = data_span(url, family, f)
+    if increase is None or span is None or span.seconds <= 0:
+        return None
+    return increase / span.seconds
+
+
+#: Counters whose readings say a target was up and scraped (the first one a target has).
+OBSERVED_FAMILIES = (c.REQUESTS_TOTAL, c.GENERATION_TOKENS_TOTAL)
+
+
+def observed_spans(url: str, f: Filters) -> dict[str, tuple[float, float]]:
+    """Target → the first and last reading of its counters in the filters' range (the chosen
+    target, or every target; tenant aside: a replica's GPU serves every tenant): the span
+    the Cost page bills it for."""
+    targets = (f.target,) if f.target else tuple(catalog(url)["target"])
+    selector = {k: v for k, v in f.selector().items() if k != c.LABEL_TENANT}
+    out = {}
+    for target in targets:
+        one = {**selector, c.LABEL_TARGET: target}
+        for family in OBSERVED_FAMILIES:
+            span = _data_span(
+                url, family, _sel(one), f.start_seconds, f.end_seconds, f.step_seconds
+            )
+            if span is not None:
+                first = max(f.start_seconds, span.first_seconds)  # NOTE: billed inside the range
+                out[target] = (first, max(first, span.last_seconds))
+                break
+    return out
+
+
+@st.cache_data(ttl=60, max_entries=8, show_spinner=False)
+def nvml_gpus(url: str) -> int:
+    """GPUs NVML reported to the collector (distinct devices), 0 without GPU telemetry."""
+    series = _store(url).series(c.GPU_MEMORY_TOTAL_BYTES)
+    return len({(dict(s.labels).get(c.LABEL_TARGET), dict(s.labels).get(c.LABEL_UUID))
+                for s in series})  # fmt: skip
+
+
 def request_rate(url: str, f: Filters) -> float | None:
-    """Requests per second over the window (``requests_total``'s increase / the range)."""
-    total = counter_total(url, c.REQUESTS_TOTAL, f)
-    return None if total is None else total / f.range_seconds
+    """Requests per second over the window's data (``requests_total``'s increase over the
+    span its readings cover, :func:`data_span`)."""
+    return rate_over_data(url, c.REQUESTS_TOTAL, f, counter_total(url, c.REQUESTS_TOTAL, f))
 
 
 def _digest(token: str) -> str:

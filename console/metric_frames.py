@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -127,6 +128,74 @@ def counter_rate_frame(
             if increase is not None:
                 rows.append((_ts(t), name, increase / step * per_seconds))
     return pd.DataFrame(rows, columns=["ts", "series", "rate"])
+
+
+#: Readings that stopped less than this before the range's end (or two steps, if longer)
+#: have not stopped: a scrape interval, and the live view's end runs a step ahead of now.
+QUIET_SECONDS = 120.0
+#: How far before a range's start a reading is looked for (or two steps, if longer): the
+#: one the range's first increase starts from (Prometheus's staleness is as long).
+LOOKBACK_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class DataSpan:
+    """The part of a range ``[start, end]`` a family's readings cover, as its window counts
+    them: from ``first_seconds``, the reading its first increase starts from (the last one
+    before ``start`` when readings go back past it), to ``last_seconds``, the newest. ``starts_late``: the readings begin inside the range
+    (a stack that started two minutes ago); ``ends_early``: they stop well before its end (a
+    stack that stopped). A rate is an increase over :attr:`seconds`, never over the whole
+    range: an hour holding two minutes of traffic is not a twentieth of the traffic."""
+
+    first_seconds: float
+    last_seconds: float
+    starts_late: bool
+    ends_early: bool
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.last_seconds - self.first_seconds)
+
+
+def _reading_times(reader, family, selector, start, end) -> list[float]:  # type: ignore[no-untyped-def]
+    series = reader.samples(family, dict(selector), start, end)
+    return [float(t) for readings in series.values() for t, _ in readings]
+
+
+def data_span(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step: float,
+) -> DataSpan | None:
+    """Where in ``[start, end]`` the selected series of the counter ``family`` hold readings
+    (see :class:`DataSpan`); ``None`` when no step has an increase. The steps
+    (``counter_series``, roll-ups where they cover) find the first and last steps with data;
+    only the readings around those two steps are read to place the ends to the scrape."""
+    steps = reader.counter_series(family, dict(selector), start, end, step)
+    filled = [t for t, increase in steps if increase is not None]
+    if not filled:
+        return None
+    # NOTE: a step's increase needs a reading before it, which lies in the step before:
+    # the first reading is at most two steps before the first step with an increase.
+    # NOTE: a window counts every pair of readings whose later one is inside it: the first
+    # step with an increase holds the later reading of the first pair, whose earlier one is
+    # up to a scrape interval before (and, with readings before the start, before it)
+    lookback = max(2 * step, LOOKBACK_SECONDS)
+    head = _reading_times(reader, family, selector, max(start, filled[0] - lookback), filled[0])
+    tail = _reading_times(reader, family, selector, filled[-1] - step, min(end, filled[-1]))
+    before = _reading_times(reader, family, selector, start - lookback, start)
+    earliest = min(head) if head else filled[0] - step
+    first = max(before) if before else earliest
+    last = max(tail) if tail else min(end, filled[-1])
+    return DataSpan(
+        first_seconds=first,
+        last_seconds=max(first, last),
+        starts_late=first > start,
+        ends_early=last < end - max(2 * step, QUIET_SECONDS),
+    )
 
 
 def counter_increase_by(

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from console.filters import Filters
+from console.metric_frames import DataSpan
 from console.settings import ConsoleSettings
 from slo import QuantileResult, SLOSpec
 
@@ -112,6 +113,41 @@ def rate(x: float | None, unit: str = "/s") -> str:
     if x is None or not math.isfinite(x):
         return "—"
     return f"{x:,.2f}{unit}"
+
+
+def duration_text(seconds: float) -> str:
+    """``45 s``, ``2 min``, ``1 h 5 min``, ``2 d 3 h``: a span to its two largest units."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    for unit, size, smaller, smaller_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60)):
+        if whole >= size:
+            rest = (whole % size) // smaller_size
+            return f"{whole // size} {unit} {rest} {smaller}" if rest else f"{whole // size} {unit}"
+    return f"{round(whole / 60)} min"
+
+
+def _utc_minute(seconds: float, day_of: float) -> str:
+    """``11:02 UTC``, with the date when it is not ``day_of``'s."""
+    moment = pd.Timestamp(seconds, unit="s", tz="UTC")
+    same_day = moment.date() == pd.Timestamp(day_of, unit="s", tz="UTC").date()
+    return f"{moment:%H:%M} UTC" if same_day else f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def span_text(span: DataSpan | None, f: Filters) -> str:
+    """What a rate over ``span`` is over, for a caption: ``over the last 1h`` when the data
+    fills the range; ``over the last 2 min (data starts 11:02 UTC)`` when it begins inside
+    it; ``over 2 min of data (11:02 UTC to 11:04 UTC)`` when it stopped before its end."""
+    if span is None:
+        return f"over the last {f.range_key}: no data"
+    if span.ends_early:
+        first = _utc_minute(span.first_seconds, span.last_seconds)
+        last = _utc_minute(span.last_seconds, f.end_seconds)
+        return f"over {duration_text(span.seconds)} of data ({first} to {last})"
+    if span.starts_late:
+        first = _utc_minute(span.first_seconds, f.end_seconds)
+        return f"over the last {duration_text(span.seconds)} (data starts {first})"
+    return f"over the last {f.range_key}"
 
 
 def section(title: str, caption: str = "") -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -35,6 +35,7 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 REQUEST_COLUMNS = [
     "arrival", "request_id", "trace_id", "tenant", "model", "replica", "finish_reason",
     "queue_ms", "ttft_ms", "e2e_ms", "input_tokens", "output_tokens", "preemptions",
+    "instance_id",
 ]  # fmt: skip
 
 # Span event names of the bundled engine (docs/tracing.md, "Events").
@@ -69,8 +70,19 @@ def read_requests(
     return [r for r in records if r.replica in wanted]
 
 
-def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
-    """One row per record, times in ms, strings as stored (the page shows them as text)."""
+def replica_name(record: RequestRecord, names: Mapping[str, str]) -> str:
+    """The replica as every other page names it, its scrape target (``replica-0``), from
+    ``names`` (engine instance id → target); the stored id where no target is known."""
+    return names.get(record.replica or "", record.replica or "")
+
+
+def request_frame(
+    records: Sequence[RequestRecord], names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """One row per record, times in ms, strings as stored (the page shows them as text).
+    ``replica`` is the target's name where ``names`` (instance id → target) knows it;
+    ``instance_id`` keeps the engine's own id (its spans' ``service.instance.id``)."""
+    names = names or {}
     rows = [
         (
             pd.Timestamp(r.arrival, unit="s", tz="UTC"),
@@ -78,7 +90,7 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
             r.trace_id,
             r.tenant or "",
             r.model or "",
-            r.replica or "",
+            replica_name(r, names),
             r.finish_reason or ("error" if r.is_error else ""),
             _ms(r.queue_seconds),
             _ms(r.ttft_seconds),
@@ -86,6 +98,7 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
             r.input_tokens,
             r.output_tokens,
             r.preemptions,
+            r.replica or "",
         )
         for r in records
     ]

@@ -23,6 +23,7 @@ LABEL_REASON = "reason"
 LABEL_SOURCE = "source"
 LABEL_TENANT = "tenant"
 LABEL_CODE = "code"
+LABEL_HANDLER = "handler"  # the route template, as prometheus-fastapi-instrumentator's
 LABEL_KNOB = "knob"
 LABEL_INSTANCE_ID = "instance_id"
 LABEL_GPU = "gpu"
@@ -269,11 +270,17 @@ TENANT_TIME_TO_FIRST_TOKEN = _h(
     "time_to_first_token",
     _TENANT_LABELS,
 )
+#: The ``handler`` of a request no route matched (a 404), as prometheus-fastapi-instrumentator
+#: names it: the path itself would let any client add series.
+UNMATCHED_HANDLER = "none"
+#: Routes whose responses are the API's (the OpenAI routes); every other handler is a probe,
+#: a scrape or the admin API, which error and 429 rates must not count.
+API_HANDLER_PREFIX = "/v1/"
 HTTP_RESPONSES = MetricSpec(
     "tailwatch:http_responses",
-    "HTTP responses sent by the engine server, by status code.",
+    "HTTP responses sent by the engine server, by status code and route template (handler).",
     "counter",
-    (LABEL_MODEL_NAME, LABEL_CODE),
+    (LABEL_MODEL_NAME, LABEL_CODE, LABEL_HANDLER),
 )
 KNOB_CHANGES = MetricSpec(
     "tailwatch:knob_changes",

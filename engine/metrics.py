@@ -220,8 +220,11 @@ class EngineMetrics:
 
     # -- front end ---------------------------------------------------------------------------
 
-    def observe_http_response(self, status_code: int) -> None:
-        self.family(mn.HTTP_RESPONSES).labels(self.model_name, str(int(status_code))).inc()
+    def observe_http_response(self, status_code: int, handler: str = mn.UNMATCHED_HANDLER) -> None:
+        """Count one response by status code and ``handler``, the route template that served
+        it (``/v1/completions``; ``none`` when no route matched)."""
+        family = self.family(mn.HTTP_RESPONSES)
+        family.labels(self.model_name, str(int(status_code)), handler).inc()
 
     def render(self, accept_header: str | None) -> tuple[bytes, str]:
         """The exposition and its content type: OpenMetrics 1.0 (with exemplars) when

@@ -35,6 +35,7 @@ from collectors.request_records import RequestRecord
 from collectors.store.protocols import RequestReader
 from loadgen.errors import WorkloadError
 from loadgen.workload import ScheduledRequest
+from slo.window import format_utc
 
 _LETTERS = tuple(range(ord("a"), ord("z") + 1))
 #: Records read from the store per page (the protocol's default limit).
@@ -180,7 +181,9 @@ def build_trace(
     outside = [r for r in ordered if not window_start <= r.arrival <= window_end]
     if outside:
         raise WorkloadError(
-            "window", f"record {outside[0].request_id!r} arrived at {outside[0].arrival} outside it"
+            "window",
+            f"record {outside[0].request_id!r} arrived at {format_utc(outside[0].arrival)}, "
+            f"outside it ({format_utc(window_start)} to {format_utc(window_end)})",
         )
     unreplayable: Counter[str] = Counter()
     kept: list[RequestRecord] = []

@@ -6,6 +6,7 @@ names. Also Prometheus's duration text.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -60,6 +61,20 @@ class EngineNames:
             if is_plain:
                 return rule.source
         return None
+
+    def matchers(self, family: str) -> dict[str, str]:
+        """The regex matchers (keys ending in ``~``, as ``promql_text.selector`` takes them)
+        that pick, of the plain source's series, those its rule maps (``match_prefix``):
+        the label starts with the prefix, or is absent (``""`` matches an absent label), as
+        the collector maps them. Empty when the rule maps every series."""
+        source = self.source(family)
+        for rule in EXPOSED[self.dialect]:
+            if rule.source == source and rule.family == family:
+                return {
+                    self.label(k) + "~": re.escape(prefix) + ".*|"
+                    for k, prefix in rule.match_prefix
+                }
+        return {}
 
     def tenant_source(self, family: str) -> str | None:
         """The engine's per-tenant breakdown of a family (the bundled engine's

@@ -75,6 +75,11 @@ class Reader:
     def label(self, canonical: str) -> str:
         return self.names.label(canonical)
 
+    def matchers(self, family: str) -> dict[str, str]:
+        """The matchers that keep ``family``'s series to those the collector maps (the API's
+        routes of ``http_responses_total``; ``EngineNames.matchers``)."""
+        return self.names.matchers(family)
+
     def fleet(self) -> str:
         return self.label(c.LABEL_MODEL)
 

@@ -75,6 +75,7 @@ def error_ratio(
     per_tenant: bool = False,
 ) -> str:
     metric = reader.metric(sli.family, per_tenant=per_tenant)
+    base = {**base, **({} if per_tenant else reader.matchers(sli.family))}
     label = reader.label(sli.label)
     group = f" by ({by})" if by else ""
     if sli.indicator.source is ErrorSource.REQUESTS:

@@ -16,6 +16,7 @@ from alerts.triage.evidence import evidence_table, rows_by_key
 from alerts.triage.explain import configured_evaluator, triage_at, triage_explainer
 from alerts.triage.gather import KNOB_CHANGES_FAMILY, GatherOptions, gather, knob_changes
 from alerts.triage.hypotheses import ramp
+from alerts.triage.knob_groups import KnobChangeGroup, group_knob_changes, short_targets
 from alerts.triage.measure_scope import exact_quantile
 from alerts.triage.rank import (
     NO_CAUSE,
@@ -41,6 +42,7 @@ __all__ = [
     "SCORE_FLOOR",
     "GatherOptions",
     "KnobChange",
+    "KnobChangeGroup",
     "Measure",
     "Measurements",
     "SlowRequest",
@@ -58,11 +60,13 @@ __all__ = [
     "format_seconds",
     "format_value",
     "gather",
+    "group_knob_changes",
     "knob_changes",
     "onset_seconds",
     "ramp",
     "render_text",
     "rows_by_key",
+    "short_targets",
     "slowest_requests",
     "triage",
     "triage_at",

@@ -24,6 +24,7 @@ from alerts.triage.evidence_rows import (
     preemptions_per_request,
     queue_share,
 )
+from alerts.triage.knob_groups import group_knob_changes, short_targets
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
@@ -168,20 +169,22 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
 
 
 def _knob_rows(data: TriageInput) -> list[EvidenceRow]:
+    """One row per group of knobs changed together (:mod:`alerts.triage.knob_groups`): a
+    drill's two knobs on three replicas are one row, not six."""
     rows = []
-    for change in sorted(data.knob_changes, key=lambda c: (c.target, c.knob)):
-        at = "" if change.at_seconds is None else f"first seen at {change.at_seconds:.0f}"
+    for group in group_knob_changes(data.knob_changes):
+        when = group.when()
         rows.append(
             EvidenceRow(
                 EvidenceKey.KNOB_CHANGE,
-                f"knob change: {change.knob}",
-                change.target,
-                change.num_changes,
+                f"knob change: {', '.join(group.knobs)}",
+                short_targets(group.targets),
+                group.num_changes,
                 NAN,
                 NAN,
                 ChangeKind.DIFFERENCE,
                 Source.COUNTER,
-                at,
+                f"first seen {when}" if when else "",
             )
         )
     return rows

@@ -17,6 +17,7 @@ from rich.text import Text
 from alerts.triage.data import SlowRequest
 from alerts.triage.evidence import ChangeKind, EvidenceKey, EvidenceRow
 from alerts.triage.hypotheses import Hypothesis, Reason
+from alerts.triage.knob_groups import group_knob_changes
 from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
 
 K = EvidenceKey
@@ -146,12 +147,10 @@ def _recommendation(report: TriageReport) -> Text:
     lines = [f"Recommendation ({rec.cause.value}): {action.summary}{where} [{knob}]"]
     lines.append(f"  why: {action.why}")
     lines += [f"  or: {a.summary} [{a.direction} {a.knob}]" for a in rec.alternatives]
-    for change in rec.recent_changes:
-        at = f" at {change.at_seconds:.0f}" if change.at_seconds is not None else ""
-        lines.append(
-            f"  recent change: {change.knob} on {change.target} "
-            f"({change.num_changes:g}×{at}) — consider reverting it first"
-        )
+    lines += [
+        f"  recent change: {group.describe()} — consider reverting it first"
+        for group in group_knob_changes(rec.recent_changes)
+    ]
     return Text("\n".join(lines))
 
 

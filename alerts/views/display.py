@@ -22,6 +22,17 @@ def iso(seconds: float | None) -> str | None:
         return f"{seconds:g}"
 
 
+def clock(seconds: float | None) -> str:
+    """``04:11:32 UTC``: a time of day in UTC, for a time inside a window whose date is shown
+    beside it (an incident's evidence); never the raw Unix seconds. ``—`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # NOTE: past year 9999 or before year 1
+        return iso(seconds) or "—"
+
+
 def age(seconds: float) -> str:
     """``45s``, ``12m``, ``3h 5m``, ``2d 4h``: how long ago, to two units at most."""
     if not math.isfinite(seconds) or seconds < 0:

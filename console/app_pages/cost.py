@@ -11,18 +11,14 @@ import streamlit as st
 
 from collectors import canonical as c
 from console import charts, data
-from console.cost_frames import cost_summary, managed_api_cost, showback_rows
-from console.page_kit import empty, escape, page_context, percent, section
+from console.cost_frames import billed_time, cost_summary, managed_api_cost, showback_rows
+from console.page_kit import duration_text, empty, escape, page_context, percent, section
 from console.request_frames import good_flags
 from slo import Pricing, SLOError, focus_csv, showback_totals
 
 ctx = page_context()
 f = ctx.filters
 st.title("Cost")
-st.caption(
-    f"GPU time billed for the whole window ({f.range_key}); tokens from the engines' counters, "
-    "good tokens and showback from request records."
-)
 
 with st.container(border=True):
     cols = st.columns(6)
@@ -32,7 +28,10 @@ with st.container(border=True):
     price = cols[1].number_input(
         "GPU-hour price", min_value=0.0, value=2.5, step=0.1, key="cost_price"
     )
-    num_gpus = cols[2].number_input("GPUs", min_value=1, value=1, step=1, key="cost_gpus")
+    num_gpus = cols[2].number_input(
+        "GPUs (0: from the targets)", min_value=0, value=0, step=1, key="cost_gpus",
+        help="0 counts them from the targets: the GPUs NVML reports, else one per replica",
+    )  # fmt: skip
     knee = cols[3].number_input(
         "Measured knee (output tok/s)",
         min_value=0.0,
@@ -58,9 +57,22 @@ if served is None:
     served = float(sum(r.output_tokens or 0 for r in records))
 flags = good_flags(records, ctx.slos)
 good_tokens = float(sum((r.output_tokens or 0) for r, g in zip(records, flags, strict=True) if g))
-summary = cost_summary(
-    pricing, float(num_gpus), f.range_seconds, served, good_tokens, knee if knee > 0 else None
+billed = billed_time(
+    data.observed_spans(ctx.url, f), data.nvml_gpus(ctx.url), int(num_gpus) or None
 )
+summary = cost_summary(
+    pricing, billed.num_gpus, billed.observed_seconds, served, good_tokens,
+    knee if knee > 0 else None,
+)  # fmt: skip
+if billed.observed_seconds > 0:
+    st.caption(
+        f"GPU time billed: {billed.gpu_seconds / 3600:,.3g} GPU-hours, {billed.basis}, "
+        f"over the {duration_text(billed.observed_seconds)} the targets were observed in the "
+        f"last {f.range_key}; tokens from the engines' counters, good tokens and showback from "
+        "request records."
+    )
+else:
+    st.caption(f"No target was observed in the last {f.range_key}: nothing is billed.")
 
 
 def money(x: float) -> str:
@@ -99,7 +111,7 @@ if not records:
         "Showback needs request records (engine traces to `tailwatch collect`); widen the range.",
     )
     st.stop()
-rows = showback_rows(records, pricing, f.range_seconds * float(num_gpus))
+rows = showback_rows(records, pricing, billed.gpu_seconds)
 if not rows:
     empty("The window's requests carry no token counts.", "Check the engines' trace attributes.")
     st.stop()

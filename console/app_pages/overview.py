@@ -23,6 +23,7 @@ from console.page_kit import (
     rate,
     section,
     span,
+    span_text,
     versus_target,
 )
 from console.slo_frames import latency_thresholds
@@ -110,9 +111,16 @@ def overview() -> None:
         + (", ".join(f"{k} ≤ {v:g} s" for k, v in objectives.given()) or "no latency SLO"),
         border=True,
     )
-    b.metric("Request rate", rate(total / f.range_seconds if total else None), border=True)
-    d.metric("Error rate (5xx)", percent(errors / total if total else None), border=True)
-    e.metric("429 rate", percent(shed / total if total else None), border=True)
+    per_second = data.rate_over_data(url, c.HTTP_RESPONSES_TOTAL, f, total) if total else None
+    over = span_text(data.data_span(url, c.HTTP_RESPONSES_TOTAL, f), f) if total else ""
+    api = "the API's responses (/v1/ routes; probes and scrapes are not counted)"
+    b.metric("Request rate", rate(per_second), border=True, help=f"{api}, {over}")
+    d.metric("Error rate (5xx)", percent(errors / total if total else None), border=True,
+             help=f"5xx share of {api}, {over}")  # fmt: skip
+    e.metric("429 rate", percent(shed / total if total else None), border=True,
+             help=f"429 share of {api}, {over}")  # fmt: skip
+    if total:
+        st.caption(f"Request, error and 429 rates {over}.")
     if not ctx.slos:
         st.caption(
             "No SLOs configured: add `slos:` to tailwatch.yaml and start the console with "

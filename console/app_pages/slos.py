@@ -9,8 +9,18 @@ import math
 import pandas as pd
 import streamlit as st
 
+from collectors import canonical as c
 from console import charts, data
-from console.page_kit import empty, escape, page_context, percent, section, span, versus_target
+from console.page_kit import (
+    empty,
+    escape,
+    page_context,
+    percent,
+    section,
+    span,
+    span_text,
+    versus_target,
+)
 from console.request_frames import exact_attainment, good_flags
 
 ctx = page_context()
@@ -116,7 +126,13 @@ else:
     cols = st.columns(3)
     cols[0].metric("Requests", f"{len(frame):,}", border=True)
     cols[1].metric("Good requests", f"{total_good:,}", border=True)
-    cols[2].metric("Goodput", f"{total_good / f.range_seconds:.3f} req/s", border=True)
+    # NOTE: over the part of the range that holds data, as the Overview's rates
+    goodput_rate = data.rate_over_data(ctx.url, c.REQUESTS_TOTAL, f, float(total_good))
+    over = span_text(data.data_span(ctx.url, c.REQUESTS_TOTAL, f), f)
+    if goodput_rate is None:  # no finished-request counter: the records' own range
+        goodput_rate, over = total_good / f.range_seconds, f"over the last {f.range_key}"
+    cols[2].metric("Goodput", f"{goodput_rate:.3f} req/s", border=True, help=over)
+    st.caption(f"Goodput {over}.")
     left, right = st.columns(2)
     with left:
         st.markdown("**Goodput** (good requests per second)")

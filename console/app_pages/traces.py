@@ -8,7 +8,14 @@ import streamlit as st
 
 from console import charts, data
 from console.page_kit import TRACES_PAGE, empty, escape, ms, page_context, section
-from console.request_frames import REQUEST_ID, TRACE_ID, request_frame, slowest, waterfall_frame
+from console.request_frames import (
+    REQUEST_ID,
+    TRACE_ID,
+    replica_name,
+    request_frame,
+    slowest,
+    waterfall_frame,
+)
 
 ctx = page_context()
 f = ctx.filters
@@ -58,6 +65,14 @@ if trace_id:
             data.request_by_id(ctx.url, request_param) if request_param else None
         )
         if record is not None:
+            names = data.replica_names(ctx.url)
+            shown = replica_name(record, names)
+            instance = (
+                f" · engine instance id {escape(record.replica)} (service.instance.id)"
+                if record.replica and record.replica != shown
+                else ""
+            )
+            st.caption(f"Replica **{escape(shown or 'unknown')}**{instance}")
             cols = st.columns(5)
             cols[0].metric("Queue", ms(record.queue_seconds), border=True)
             cols[1].metric("TTFT", ms(record.ttft_seconds), border=True)
@@ -81,13 +96,19 @@ if not records:
 else:
     top = slowest(records, 20)
     st.dataframe(
-        request_frame(top),
+        request_frame(top, data.replica_names(ctx.url)),
         hide_index=True,
         width="stretch",
         column_config={
+            "replica": st.column_config.TextColumn(
+                "replica", help="the scrape target, as every other page names it"
+            ),
+            "instance_id": st.column_config.TextColumn(
+                "engine instance id", help="the spans' service.instance.id"
+            ),
             "arrival": st.column_config.DatetimeColumn(
                 "arrival (UTC)", format="YYYY-MM-DD HH:mm:ss.SSS"
-            )
+            ),
         },
     )
     st.caption("Open a trace:")

@@ -33,7 +33,9 @@ from alerts.triage import (
     TriageReport,
     alert_triage_windows,
     gather,
+    group_knob_changes,
     knob_changes,
+    short_targets,
     triage,
 )
 from alerts.views import IncidentIdError, parse_incident_id
@@ -239,9 +241,13 @@ def annotation_frame(
         if t.to_state in (AlertState.FIRING, AlertState.RESOLVED)
     ]
     rows += [
-        (pd.Timestamp(k.at_seconds, unit="s", tz="UTC"), f"{k.knob} on {k.target}", KNOB_CHANGE)
-        for k in knob_changes(metrics, start, end)
-        if k.at_seconds is not None
+        (
+            pd.Timestamp(g.first_seconds, unit="s", tz="UTC"),
+            f"{', '.join(g.knobs)} on {short_targets(g.targets)}",
+            KNOB_CHANGE,
+        )
+        for g in group_knob_changes(knob_changes(metrics, start, end))
+        if g.first_seconds is not None
     ]
     return pd.DataFrame(rows, columns=["ts", "alert", "state"])
 

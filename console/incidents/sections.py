@@ -18,6 +18,7 @@ from alerts.triage import (
     format_change,
     format_seconds,
     format_value,
+    group_knob_changes,
 )
 from alerts.views import age
 from console import data
@@ -122,8 +123,8 @@ def verdict(report: TriageReport) -> None:
     ]
     lines += [f"Or: {escape(a.summary)}" for a in rec.alternatives]
     lines += [
-        f"Recent change: {escape(c.knob)} on {escape(c.target)}, consider reverting it first."
-        for c in rec.recent_changes
+        f"Recent change: {escape(group.describe())}; consider reverting it first."
+        for group in group_knob_changes(rec.recent_changes)
     ]
     st.success("  \n".join(lines), icon=":material/lightbulb:")
 

@@ -18,7 +18,7 @@ from collectors import canonical as c
 from collectors.store.lab_records import LabRun
 from console import charts, data
 from console.filters import Filters
-from console.page_kit import PageContext, empty, escape, rate, section, span
+from console.page_kit import PageContext, empty, escape, rate, section, span, span_text
 
 SWEEP_HINT = (
     "Run a sweep of rates × one knob's values, e.g. `tailwatch sweep --engine "
@@ -156,10 +156,15 @@ def headroom_section(ctx: PageContext, f: Filters, target: str, knobs: dict | No
             value = run.knob_values[0]
             basis += f"; its line {lab_frames.value_label(run, value)}"
     knee = _knee_of(ctx.url, run, value)
-    live = data.request_rate(ctx.url, replace(f, target=target))
+    on_target = replace(f, target=target)
+    live = data.request_rate(ctx.url, on_target)
+    over = span_text(data.data_span(ctx.url, c.REQUESTS_TOTAL, on_target), on_target)
     room = lab_headroom.Headroom(live, knee)
     cols = st.columns(3)
-    cols[0].metric(f"Live request rate, last {f.range_key}", rate(live, " req/s"), border=True)
+    cols[0].metric(
+        f"Live request rate, last {f.range_key}", rate(live, " req/s"), border=True,
+        help=f"finished requests per second {over}",
+    )  # fmt: skip
     cols[1].metric(
         "Knee", "none passed" if knee is None else rate(knee, " req/s"), border=True,
         help="the sweep's highest rate with mean attainment ≥ 0.9",

@@ -44,6 +44,9 @@ SERVE_KNOBS = ("max_waiting_requests", "max_concurrency_per_tenant")
 #: Engine knobs a simulation ignores: they choose a device or a torch dtype.
 _DEVICE_KNOBS = ("device", "dtype", "kv_cache_memory_bytes")
 OPERATION = "text_completion"
+#: The route a virtual request stands for (token ids in, a text completion out): its
+#: responses count under the handler the server would give them.
+VIRTUAL_HANDLER = "/v1/completions"
 
 
 @dataclass(slots=True)
@@ -203,7 +206,7 @@ class VirtualReplica:
         try:
             self.engine.validate_request(list(request.prompt_token_ids), params)
         except RequestError as error:
-            self.metrics.observe_http_response(400)
+            self.metrics.observe_http_response(400, VIRTUAL_HANDLER)
             return Refused(request, self.index, 400, str(error))
         try:
             self.admission.admit(
@@ -212,7 +215,7 @@ class VirtualReplica:
                 num_pending_adds=len(self._pending),
             )
         except QueueFullError as error:
-            self.metrics.observe_http_response(429)
+            self.metrics.observe_http_response(429, VIRTUAL_HANDLER)
             return Refused(request, self.index, 429, error.reason, error.retry_after_seconds)
         if not self.is_busy:
             self.clock.advance_to(at_seconds)  # NOTE: an idle engine starts on arrival
@@ -276,7 +279,7 @@ class VirtualReplica:
                 continue
             handle = self.handles.pop(out.request_id)
             self.admission.release(handle.tenant)
-            self.metrics.observe_http_response(200 if out.finish_reason else 500)
+            self.metrics.observe_http_response(200 if out.finish_reason else 500, VIRTUAL_HANDLER)
             finished.append(Finished(handle, out))
         delay = self.step_delay_seconds
         if self.prefill_seconds_per_token and self.engine.last_step.num_prompt_tokens:

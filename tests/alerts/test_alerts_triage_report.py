@@ -71,3 +71,14 @@ def test_the_docs_example_is_the_rendering_of_its_test_input() -> None:
     block = docs.split("<!-- triage-example:start -->\n```text\n")[1].split("\n```\n")[0]
     rendered = render_text(triage(tc.slow_replica()), width=110)
     assert block == "\n".join(line.rstrip() for line in rendered.splitlines())
+
+
+def test_knob_change_times_are_shown_in_utc_never_as_unix_seconds() -> None:
+    at = 1796530293.0  # 2026-12-05 04:11:33 UTC
+    data = replace(tc.kv_pressure(), knob_changes=(KnobChange("r0", "max_num_seqs", 1.0, at),))
+    report = triage(data)
+    (row,) = [r for r in report.evidence if r.what.startswith("knob change")]
+    assert row.note == "first seen at 04:11:33 UTC"
+    text = render_text(report, width=200)
+    assert "1796530293" not in text
+    assert "04:11:33 UTC" in text

@@ -310,7 +310,7 @@ def test_bundled_engine_exposition_covers_every_canonical_family(accept: str | N
     from engine.metrics import EngineMetrics
 
     metrics = EngineMetrics("tiny", {"block_size": 16})
-    metrics.observe_http_response(200)
+    metrics.observe_http_response(200, "/v1/completions")
     body, content_type = metrics.render(accept)
     parse = parse_om if "openmetrics" in content_type else parse_text
     normalised = normalise(parse(body.decode()), TARGET)
@@ -338,3 +338,31 @@ def test_deprecated_and_current_vllm_names_in_one_exposition_give_one_series() -
         ("prefix_cache_hits_total", "vllm:prefix_cache_hits"),
     ]
     assert sum("current name wins" in note for note in normalised.notes) == 2
+
+
+def test_http_responses_count_the_api_routes_only_and_old_expositions_still_map() -> None:
+    """Probes and scrapes (``/metrics``, ``/ready``, ``none``) are kept raw, so they never
+    dilute an error or 429 rate; a series without ``handler`` (an engine before the label)
+    is the API's, as it always was."""
+    text = (
+        "# TYPE tailwatch:http_responses_total counter\n"
+        'tailwatch:http_responses_total{code="200",handler="/v1/completions",model_name="m"} 7\n'
+        'tailwatch:http_responses_total{code="429",handler="/v1/chat/completions",model_name="m"} 1\n'
+        'tailwatch:http_responses_total{code="200",handler="/metrics",model_name="m"} 90\n'
+        'tailwatch:http_responses_total{code="503",handler="/ready",model_name="m"} 4\n'
+        'tailwatch:http_responses_total{code="404",handler="none",model_name="m"} 2\n'
+        'tailwatch:http_responses_total{code="500",model_name="m"} 3\n'
+    )
+    normalised = normalise(parse_text(text), TARGET)
+    mapped = {
+        (dict(s.labels)["code"], dict(s.labels).get("handler")): s.value
+        for s in normalised.samples
+        if s.family == c.HTTP_RESPONSES_TOTAL
+    }
+    assert mapped == {
+        ("200", "/v1/completions"): 7.0,
+        ("429", "/v1/chat/completions"): 1.0,
+        ("500", None): 3.0,
+    }
+    raw = {dict(r.labels)["handler"] for r in normalised.raw if "http_responses" in r.name}
+    assert raw == {"/metrics", "/ready", "none"}

@@ -219,3 +219,85 @@ def store_with_errors(tmp_path_factory):
         store.maintain(T0 + 2 * 3600 + later)
     yield store
     store.close()
+
+
+def responses_reader(first: float, last: float, every: float = 1.0) -> FakeMetricsReader:
+    """Three replicas answering 2 requests a second each, scraped every ``every`` s from
+    ``first`` to ``last``: 6 requests a second in all."""
+    scrapes = []
+    t = first
+    while t <= last + 1e-9:
+        for target in ("replica-0", "replica-1", "replica-2"):
+            sample = c.CanonicalSample(
+                c.HTTP_RESPONSES_TOTAL,
+                c.labels_key({"target": target, "model": "m", "code": "200"}),
+                2.0 * (t - first),
+                c.Kind.COUNTER,
+            )
+            scrapes.append(ScrapeRecord(target, t, samples=(sample,)))
+        t += every
+    return FakeMetricsReader(scrapes)
+
+
+def test_a_rate_is_over_the_part_of_the_range_that_holds_data():
+    from console.metric_frames import data_span
+
+    end = T0 + 3600.0
+    start, data_start = T0, end - 120.0  # an hour's range holding two minutes of traffic
+    fleet = responses_reader(data_start, end - 1.0)
+    span = data_span(fleet, c.HTTP_RESPONSES_TOTAL, {}, start, end, 60.0)
+    assert span is not None and span.starts_late and not span.ends_early
+    assert (span.first_seconds, span.last_seconds) == (data_start, end - 1.0)
+    increase = fleet.counter_window(c.HTTP_RESPONSES_TOTAL, {}, start, end)
+    assert increase / span.seconds == pytest.approx(6.0)  # not 0.2/s, the hour's average
+    # data before the range: the whole range counts
+    full = data_span(responses_reader(start - 300.0, end - 1.0, 5.0), c.HTTP_RESPONSES_TOTAL,
+                     {}, start, end, 60.0)  # fmt: skip
+    # (the first increase runs from the last reading before the start)
+    assert full is not None and not full.starts_late and full.first_seconds == start
+    # ten minutes of traffic that stopped half an hour ago
+    stopped = data_span(responses_reader(end - 2400.0, end - 1800.0),
+                        c.HTTP_RESPONSES_TOTAL, {}, start, end, 60.0)  # fmt: skip
+    assert stopped is not None and stopped.ends_early and stopped.seconds == pytest.approx(600.0)
+    assert data_span(FakeMetricsReader(), c.HTTP_RESPONSES_TOTAL, {}, start, end, 60.0) is None
+
+
+def test_the_span_text_says_what_a_rate_is_over():
+    from console.filters import Filters
+    from console.metric_frames import DataSpan
+    from console.page_kit import span_text
+
+    f = Filters("1h", 1796530920.0)  # 2026-12-05 04:22:00 UTC
+    late = DataSpan(1796530920.0 - 125.0, 1796530915.0, starts_late=True, ends_early=False)
+    assert span_text(late, f) == "over the last 2 min (data starts 04:19 UTC)"
+    whole = DataSpan(f.start_seconds, 1796530915.0, starts_late=False, ends_early=False)
+    assert span_text(whole, f) == "over the last 1h"
+    stopped = DataSpan(f.start_seconds + 60, f.start_seconds + 660, starts_late=True,
+                       ends_early=True)  # fmt: skip
+    assert span_text(stopped, f) == "over 10 min of data (03:23 UTC to 03:33 UTC)"
+    assert span_text(None, f) == "over the last 1h: no data"
+
+
+def test_cost_bills_the_span_the_targets_were_observed_one_gpu_per_replica():
+    """Three replicas that ran two minutes of an hour's range: 6 GPU-minutes, not one
+    GPU-hour (the bug billed $1,723 per million tokens for that)."""
+    from console.cost_frames import billed_time, cost_summary
+    from slo import Pricing
+
+    observed = {f"replica-{i}": (T0 + 3480.0 + i, T0 + 3600.0) for i in range(3)}
+    billed = billed_time(observed)
+    assert billed.gpu_seconds == pytest.approx(3 * 120.0 - 3.0)
+    assert billed.observed_seconds == pytest.approx(120.0)
+    assert billed.basis == "one GPU per replica (3 replicas)"
+    pricing = Pricing("USD", 2.5)
+    summary = cost_summary(pricing, billed.num_gpus, billed.observed_seconds, 1000.0, 0.0, None)
+    assert summary.billed_cost == pytest.approx(2.5 * billed.gpu_seconds / 3600)
+    # NVML's count: replicas sharing one GPU bill that GPU once, over the fleet's span
+    shared = billed_time(observed, nvml_gpus=1)
+    assert (shared.gpu_seconds, shared.basis) == (
+        pytest.approx(120.0),
+        "1 GPU NVML reports, shared by 3 replicas",
+    )
+    # a configured count wins
+    assert billed_time(observed, nvml_gpus=1, configured_gpus=8).gpu_seconds == pytest.approx(960)
+    assert billed_time({}).gpu_seconds == 0.0

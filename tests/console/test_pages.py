@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from hypothesis import given, strategies
@@ -28,6 +29,7 @@ from console.page_kit import (
     ms,
     ms_value,
     percent,
+    rate,
 )
 from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
 from tests.console.seeded_store import HOSTILE_TENANT, Seeded
@@ -134,6 +136,28 @@ def test_overview_percentiles_are_the_merged_histograms_quantiles(seeded):
     assert metric(at, "Goodput attainment") == percent(result.attainment)
 
 
+def test_overview_rates_are_over_the_data_not_the_whole_range(seeded):
+    """A range holding a few seconds of traffic: the request rate is the traffic's own, and
+    the caption says what it is over (the bug: the whole range's average, unsaid)."""
+    at = run(OVERVIEW_PAGE, seeded)
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        readings = store.samples(c.HTTP_RESPONSES_TOTAL, None, start, end)
+        total = counter_total(store, c.HTTP_RESPONSES_TOTAL, start, end)
+    finally:
+        store.close()
+    times = [t for samples in readings.values() for t, _ in samples]
+    first, last = min(times), max(times)
+    assert start < first and last - first < RANGES[RANGE] / 10
+    assert metric(at, "Request rate") == rate(total / (last - first))
+    assert metric(at, "Request rate") != rate(total / RANGES[RANGE])
+    shown = pd.Timestamp(first, unit="s", tz="UTC")
+    caption = next(c.value for c in at.caption if c.value.startswith("Request, error and 429"))
+    assert f"(data starts {shown:%H:%M} UTC)" in caption, caption
+    assert "over the last " in caption and f"over the last {RANGE}" not in caption
+
+
 def test_slo_page_attainment_is_slos(seeded):
     at = run(SLOS_PAGE, seeded)
     start, end = window(seeded)
@@ -160,18 +184,29 @@ def test_slo_page_attainment_is_slos(seeded):
 
 
 def test_cost_page_effective_cost_is_slos(seeded):
+    """The GPU time billed is each replica's observed span (its first reading to its last),
+    one GPU each: not a GPU for the whole range (the bug: a GPU-hour for a few seconds)."""
     at = run(COST_PAGE, seeded)
     start, end = window(seeded)
     store = Store(seeded.url, migrate=False)
     try:
         tokens = counter_total(store, c.GENERATION_TOKENS_TOTAL, start, end)
+        readings = store.samples(c.REQUESTS_TOTAL, None, start, end)
     finally:
         store.close()
+    by_target: dict[str, list[float]] = {}
+    for labels, samples in readings.items():
+        by_target.setdefault(dict(labels)[c.LABEL_TARGET], []).extend(t for t, _ in samples)
+    assert len(by_target) == 2  # the seeded run's two replicas
+    gpu_seconds = sum(max(times) - min(times) for times in by_target.values())
+    assert 0 < gpu_seconds < (end - start) / 10
     expected = slo.effective_cost_per_million_tokens(
-        slo.Pricing("USD", 2.5), 1, end - start, tokens
+        slo.Pricing("USD", 2.5), 1, gpu_seconds, tokens
     )
     assert tokens > 0
     assert metric(at, "Effective (USD)") == f"{expected:,.2f}"
+    caption = next(c.value for c in at.caption if c.value.startswith("GPU time billed"))
+    assert "one GPU per replica (2 replicas)" in caption, caption
     assert len(at.get("download_button")) == 2
 
 
@@ -226,6 +261,32 @@ def test_traces_by_trace_and_request_id(seeded):
         phases = list(at.dataframe[0].value["phase"])
         assert phases[0] == "queue" and phases[-1] == "decode", phases
         assert metric(at, "TTFT") == ms(record.ttft_seconds)
+
+
+def test_traces_name_the_replica_as_every_other_page_does(seeded):
+    """The Traces page showed the engine's UUID (service.instance.id) where every other page
+    says the target; now the target, with the id kept beside it."""
+    from collectors.replica_targets import replica_targets
+
+    store = Store(seeded.url, migrate=False)
+    try:
+        names = replica_targets(store).unique()
+        record = store.requests(0, math.inf)[0]
+    finally:
+        store.close()
+    assert record.replica in names and names[record.replica] != record.replica
+    targets = set(names.values())
+    at = run(TRACES_PAGE, seeded)
+    table = at.dataframe[0].value
+    assert set(table["replica"]) <= targets, set(table["replica"])
+    assert set(table["instance_id"]) <= set(names)
+    for row in table.itertuples():
+        assert names[row.instance_id] == row.replica
+    at = run(TRACES_PAGE, seeded, trace=record.trace_id)
+    caption = next(c.value for c in at.caption if c.value.startswith("Replica"))
+    plain = caption.replace("\\", "")
+    assert f"Replica **{names[record.replica]}**" in plain
+    assert f"engine instance id {record.replica}" in plain
 
 
 def test_bad_url_values_are_dropped_with_a_warning(seeded):

@@ -14,6 +14,7 @@ from collectors.store.fake_requests import FakeRequestReader
 from loadgen.errors import WorkloadError
 from loadgen.replay import load_trace
 from loadgen.replay_trace import NO_OUTPUT, NO_PROMPT, build_trace, read_window
+from slo.window import format_utc
 
 T0 = 1_767_225_600.0
 LETTERS = set(range(ord("a"), ord("z") + 1))
@@ -171,8 +172,11 @@ def test_empty_window_and_bad_windows_are_refused():
         load_trace(reader, T0, T0 + 1000, tenant="x")
     with pytest.raises(WorkloadError, match="must be after"):
         load_trace(reader, T0 + 10, T0)
-    with pytest.raises(WorkloadError, match="outside"):
+    with pytest.raises(WorkloadError, match="outside") as refused:
         build_trace([record(0, T0 + 100)], T0, T0 + 10)
+    # NOTE: the times are written as UTC, never as raw Unix seconds
+    assert format_utc(T0 + 100) in str(refused.value)
+    assert f"{T0 + 100}" not in str(refused.value) and f"{T0 + 100:.0f}" not in str(refused.value)
 
 
 class CountingReader(FakeRequestReader):

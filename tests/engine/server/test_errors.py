@@ -17,9 +17,11 @@ class ExplodingMetrics:
 
     def __init__(self) -> None:
         self.statuses: list[int] = []
+        self.handlers: list[str] = []
 
-    def observe_http_response(self, status_code: int) -> None:
+    def observe_http_response(self, status_code: int, handler: str) -> None:
         self.statuses.append(status_code)
+        self.handlers.append(handler)
 
     def render(self, accept_header: str | None) -> tuple[bytes, str]:
         raise RuntimeError("secret internals: /etc/passwd")
@@ -62,6 +64,7 @@ def test_an_unexpected_exception_is_a_500_that_leaks_nothing_and_is_counted(asyn
     }
     assert "secret" not in response.text
     assert metrics.statuses == [500]
+    assert metrics.handlers == ["/boom"]  # the route that raised, counted where it failed
 
 
 def test_a_scrape_that_cannot_render_is_a_503_never_a_500(async_engine):
@@ -71,6 +74,7 @@ def test_a_scrape_that_cannot_render_is_a_503_never_a_500(async_engine):
     assert response.json()["error"]["code"] == "metrics_unavailable"
     assert "secret" not in response.text
     assert metrics.statuses == [503]
+    assert metrics.handlers == ["/metrics"]
 
 
 def test_a_dead_engine_loop_fails_requests_health_and_readiness(async_engine):
@@ -92,3 +96,4 @@ def test_a_dead_engine_loop_fails_requests_health_and_readiness(async_engine):
     finally:
         async_engine.loop_error = None
     assert metrics.statuses == [503, 503, 503, 503, 503]
+    assert metrics.handlers == ["/ready", "/v1/completions", "/health", "/ready", "/live"]

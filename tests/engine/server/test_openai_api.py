@@ -266,14 +266,24 @@ def test_probes_and_metrics(server):
     assert open_metrics.text.rstrip().endswith("# EOF")
 
 
-def test_every_response_is_counted_by_status_code(server):
+def test_every_response_is_counted_by_status_code_and_route(server):
     name = mn.HTTP_RESPONSES.name + "_total"
+    cases = (
+        ("200", "/v1/models"),
+        ("400", "/v1/completions"),
+        ("404", "/v1/completions"),  # an unknown model: the route matched
+        ("404", "none"),  # no route matched: the template, never the path
+        ("200", "/metrics"),
+    )
 
-    def counts() -> dict[str, float]:
+    def counts() -> dict[tuple[str, str], float]:
         samples = server.samples()  # one scrape, itself counted after it renders
         return {
-            code: samples.get((name, frozenset({"model_name": "tiny", "code": code}.items())), 0)
-            for code in ("200", "400", "404")
+            (code, handler): samples.get(
+                (name, frozenset({"model_name": "tiny", "code": code, "handler": handler}.items())),
+                0,
+            )
+            for code, handler in cases
         }
 
     before = counts()
@@ -282,7 +292,13 @@ def test_every_response_is_counted_by_status_code(server):
     httpx.post(f"{server.base_url}/v1/completions", json={"prompt": "x", "model": "nope"})
     httpx.get(f"{server.base_url}/nowhere")
     after = counts()
-    assert {code: after[code] - before[code] for code in after} == {"200": 2, "400": 1, "404": 2}
+    assert {key: after[key] - before[key] for key in after} == {
+        ("200", "/v1/models"): 1,
+        ("400", "/v1/completions"): 1,
+        ("404", "/v1/completions"): 1,
+        ("404", "none"): 1,
+        ("200", "/metrics"): 1,  # the first scrape, counted once it was sent
+    }
 
 
 def test_small_responses_are_not_held_back_by_nagle(server):
