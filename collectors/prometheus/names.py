@@ -92,7 +92,11 @@ class Source:
             if name not in wanted:
                 pairs[name] = ""  # series without the breakdown label only
         text = ",".join(f"{k}={quote(v)}" for k, v in sorted(pairs.items()))
-        return ",".join(x for x in (text, extra) if x)
+        # NOTE: the rule's match_prefix, "starts with, where the series carries the label"
+        prefixes = ",".join(
+            f"{k}=~{quote(re.escape(v) + '.*|')}" for k, v in sorted(self.rule.match_prefix)
+        )
+        return ",".join(x for x in (text, prefixes, extra) if x)
 
     def canonical(self, labels: Mapping[str, str]) -> Labels:
         """A returned series' labels as a scrape of it would be stored (``instance`` as

@@ -33,3 +33,19 @@ def test_a_database_url_opens_the_store(tmp_path) -> None:
 def test_anything_else_is_one_clear_error(url: str) -> None:
     with pytest.raises(ValueError, match="expected a Prometheus-compatible server"):
         reader_for(url)
+
+
+def test_api_responses_only_where_the_series_says_its_handler() -> None:
+    """The dialect's ``match_prefix`` (only ``/v1/…`` handlers count as API responses, series
+    without the label as before) reaches the server as one anchored regex matcher."""
+    import re
+
+    from collectors import canonical as c
+    from collectors.prometheus.names import resolve
+
+    (source,) = resolve(c.HTTP_RESPONSES_TOTAL, ["tailwatch:http_responses_total"])
+    text = source.matchers({})
+    assert 'handler=~"/v1/.*|"' in text
+    pattern = re.compile(r"(?:/v1/.*|)")  # PromQL regexes are anchored at both ends
+    assert pattern.fullmatch("/v1/completions") and pattern.fullmatch("")
+    assert not pattern.fullmatch("/metrics") and not pattern.fullmatch("/ready")
