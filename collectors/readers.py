@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from collectors.metrics_source import MetricsSource
 from collectors.prometheus import PrometheusReader
 from collectors.store import Store
 from collectors.store.protocols import MetricsReader
@@ -37,3 +38,12 @@ def reader_for(
         f"metrics URL {url!r}: expected a Prometheus-compatible server (http(s)://host:port) "
         "or a store database (sqlite:///path.db, postgresql+psycopg://…)"
     )
+
+
+def metrics_reader(source: MetricsSource | None, store: MetricsReader) -> MetricsReader:
+    """The reader the evaluator, triage and the console read metrics through: the server of
+    ``source`` (a ``prometheus:`` section or ``TAILWATCH_METRICS_URL``), else ``store`` itself.
+    Either way ``store`` keeps Tailwatch's own records."""
+    if source is None:
+        return store
+    return reader_for(source.url, match=source.match, headers=source.headers or None)

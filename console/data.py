@@ -28,10 +28,12 @@ from alerts.sql import alert_state_of
 from alerts.triage import KnobChange
 from collectors import canonical as c
 from collectors.config import ConfigError
+from collectors.metrics_source import MetricsSource
+from collectors.readers import reader_for
 from collectors.request_records import RequestRecord, SpanRecord
 from collectors.store import SchemaOutOfDateError, Store
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind
-from collectors.store.protocols import LabReader
+from collectors.store.protocols import LabReader, MetricsReader
 from collectors.store.schema import MIGRATE_COMMAND
 from console import metric_frames, request_frames, slo_frames
 from console.filters import Filters, step_for
@@ -101,6 +103,35 @@ def _store(url: str) -> Store:
     return status.store
 
 
+@st.cache_resource(show_spinner=False)
+def _open_server(metrics_url: str, match: str, headers: tuple[tuple[str, str], ...]):  # type: ignore[no-untyped-def]
+    return reader_for(metrics_url, match=match, headers=dict(headers) or None)
+
+
+@st.cache_data(ttl=60, max_entries=4, show_spinner=False)
+def _metrics_source(config_path: str | None) -> MetricsSource | None:
+    """``TAILWATCH_METRICS_URL``, or the config's ``prometheus:`` section (its headers come
+    only from there); a config that no longer loads leaves the environment's."""
+    if config_path is not None:
+        try:
+            return load_config(config_path).metrics
+        except ConfigError:
+            pass
+    return settings().metrics
+
+
+def _metrics(url: str) -> MetricsReader:
+    """What metric reads go to: the server of ``TAILWATCH_METRICS_URL`` when the console was
+    given one (``tailwatch console --config`` with a ``prometheus:`` section, ``tailwatch up
+    --prometheus``), else the store at ``url``; Tailwatch's own records (alerts, incidents,
+    requests, traces, lab runs) are always read from the store. NOTE: the reads stay keyed by
+    the store's ``url``: the server is one per console process, so the caches' keys hold."""
+    source = _metrics_source(settings().config_path)
+    if source is None:
+        return _store(url)
+    return _open_server(source.url, source.match, tuple(sorted(source.headers.items())))
+
+
 @dataclass(frozen=True)
 class ConfiguredSLOs:
     """The SLOs of the config, or none and why (``problem``: the config does not load)."""
@@ -134,7 +165,7 @@ def _sel(selector: Mapping[str, str]) -> Selector:
 @st.cache_data(ttl=60, max_entries=8, show_spinner=False)
 def catalog(url: str) -> dict[str, list[str]]:
     """Models and targets in the store's series (the filters' choices)."""
-    store = _store(url)
+    store = _metrics(url)
     return {
         "model": metric_frames.label_values(store, CATALOG_FAMILIES, c.LABEL_MODEL),
         "target": metric_frames.label_values(store, CATALOG_FAMILIES, c.LABEL_TARGET),
@@ -153,7 +184,7 @@ def tenants(url: str, start: float, end: float) -> list[str]:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _steps(url, family, selector: Selector, start, end, step):
-    return _store(url).histogram_series(family, dict(selector), start, end, step)
+    return _metrics(url).histogram_series(family, dict(selector), start, end, step)
 
 
 def _filter_steps(url: str, family: str, f: Filters) -> list:
@@ -179,7 +210,7 @@ def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _percentile_frame(url, family, selector: Selector, start, end, step):
-    return metric_frames.percentile_frame(_store(url), family, dict(selector), start, end, step)
+    return metric_frames.percentile_frame(_metrics(url), family, dict(selector), start, end, step)
 
 
 def percentile_frame_between(
@@ -192,7 +223,7 @@ def percentile_frame_between(
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _counter_rate(url, family, selector: Selector, start, end, step, split_by, per_seconds):
     return metric_frames.counter_rate_frame(
-        _store(url), family, dict(selector), start, end, step, split_by=split_by,
+        _metrics(url), family, dict(selector), start, end, step, split_by=split_by,
         per_seconds=per_seconds,
     )  # fmt: skip
 
@@ -208,7 +239,9 @@ def counter_rate(
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _increase_by(url, family, selector: Selector, label, start, end):
-    return metric_frames.counter_increase_by(_store(url), family, dict(selector), label, start, end)
+    return metric_frames.counter_increase_by(
+        _metrics(url), family, dict(selector), label, start, end
+    )
 
 
 def increase_by(url: str, family: str, label: str, f: Filters) -> dict[str, float]:
@@ -218,7 +251,7 @@ def increase_by(url: str, family: str, label: str, f: Filters) -> dict[str, floa
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _gauge(url, family, selector: Selector, start, end, step, across):
     return metric_frames.gauge_frame(
-        _store(url), family, dict(selector), start, end, step, across=across
+        _metrics(url), family, dict(selector), start, end, step, across=across
     )
 
 
@@ -231,7 +264,7 @@ def gauge(url: str, family: str, f: Filters, *, across: str = "sum") -> pd.DataF
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _ratio(url, numerator, denominator, selector: Selector, start, end, step):
     return metric_frames.ratio_frame(
-        _store(url), numerator, denominator, dict(selector), start, end, step
+        _metrics(url), numerator, denominator, dict(selector), start, end, step
     )
 
 
@@ -249,7 +282,7 @@ def heatmap(url: str, family: str, f: Filters) -> pd.DataFrame:
 @st.cache_data(ttl=60, max_entries=8, show_spinner=False)
 def gpu_families(url: str) -> list[str]:
     """The NVML families with stored series (empty: no GPU telemetry)."""
-    store = _store(url)
+    store = _metrics(url)
     return [family for family in c.GPU_FAMILIES if store.series(family)]
 
 
@@ -262,7 +295,7 @@ def _replicas_of(url: str) -> dict[str, list[str]]:
     from collectors.replica_targets import replica_targets
 
     out: dict[str, list[str]] = {}
-    for replica, targets in replica_targets(_store(url)).targets_by_replica.items():
+    for replica, targets in replica_targets(_metrics(url)).targets_by_replica.items():
         for target in targets:
             out.setdefault(target, []).append(replica)
     return out
@@ -314,7 +347,7 @@ def trace(url: str, trace_id: str) -> list[SpanRecord]:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
 def _slo_status(url, spec: SLOSpec, selector: Selector, start, end):
-    return slo_frames.slo_status(_store(url), spec, dict(selector), start, end)
+    return slo_frames.slo_status(_metrics(url), spec, dict(selector), start, end)
 
 
 def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
@@ -326,8 +359,7 @@ def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def annotations(url: str, start: float, end: float) -> pd.DataFrame:
-    store = _store(url)
-    return incident_frames.annotation_frame(alert_state_of(store), store, start, end)
+    return incident_frames.annotation_frame(alert_state_of(_store(url)), _metrics(url), start, end)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
@@ -374,7 +406,7 @@ def incident_detail(
     store = _store(url)
     configured = alert_rules(config_path)
     return incident_frames.incident_detail(
-        alert_state_of(store), store, store, incident_id, configured.rules,
+        alert_state_of(store), _metrics(url), store, incident_id, configured.rules,
         configured.window_scale, at,
     )  # fmt: skip
 
@@ -394,7 +426,7 @@ def save_silence(url: str, silence: Silence) -> None:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _counter_total(url, family, selector: Selector, start, end):
-    return _store(url).counter_window(family, dict(selector), start, end)
+    return _metrics(url).counter_window(family, dict(selector), start, end)
 
 
 def counter_total(url: str, family: str, f: Filters) -> float | None:
@@ -406,7 +438,7 @@ def counter_total(url: str, family: str, f: Filters) -> float | None:
 def _by_target(url, family, selector: Selector, targets, start, end, step):
     """Each target's ``histogram_series`` (at most ``MAX_BREAKDOWN_SERIES``), and whether
     those targets hold every series the selector picks."""
-    store = _store(url)
+    store = _metrics(url)
     chosen = tuple(targets)[: metric_frames.MAX_BREAKDOWN_SERIES]
     per_target = {
         t: store.histogram_series(family, {**dict(selector), c.LABEL_TARGET: t}, start, end, step)
@@ -503,7 +535,7 @@ def knob_changes(url: str, start: float, end: float) -> tuple[KnobChange, ...]:
     """The live knob changes in ``[start, end]`` (``alerts.triage.gather.knob_changes``)."""
     from alerts.triage import knob_changes as gather_knob_changes
 
-    return gather_knob_changes(_store(url), start, end)
+    return gather_knob_changes(_metrics(url), start, end)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)

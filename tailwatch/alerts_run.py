@@ -15,6 +15,7 @@ from alerts import EvaluationResult
 from alerts.triage import configured_evaluator
 from collectors.config import ConfigError
 from collectors.error_text import first_line
+from collectors.readers import metrics_reader
 from tailwatch.cli_options import cli_error, config_path
 from tailwatch.config import load_config
 from tailwatch.store_options import DbOption, NowOption, open_store, parse_duration, parse_now
@@ -56,7 +57,11 @@ def run(
         typer.echo(f"note: {note}", err=True)
     clock_now = None if now is None else parse_now(now)
     with open_store(db if db is not None else settings.database_url) as store:
-        evaluator = configured_evaluator(alerts, store)
+        try:
+            metrics = metrics_reader(settings.metrics, store)
+        except ValueError as error:
+            raise cli_error(first_line(error)) from None
+        evaluator = configured_evaluator(alerts, store, metrics)
         if once:
             try:
                 result = evaluator.evaluate_once(clock_now)

@@ -26,6 +26,7 @@ from alerts import Evaluator, run_ticks
 from alerts.triage import configured_evaluator
 from collectors.config import CollectorConfig
 from collectors.first_round import FirstRound
+from collectors.readers import metrics_reader
 from collectors.store import Store
 from tailwatch.config import TailwatchConfig
 
@@ -109,7 +110,7 @@ def collector_evaluation(
     alerts = settings.alerts
     if alerts is None or not alerts.in_collector:
         return None
-    evaluator = configured_evaluator(alerts, store)
+    evaluator = configured_evaluator(alerts, store, metrics_reader(settings.metrics, store))
     evaluation = CollectorEvaluation(
         evaluator,
         alerts.evaluation_interval_seconds,

@@ -26,13 +26,14 @@ from collectors.config import (
     parse_collector_section,
     parse_store_section,
 )
+from collectors.metrics_source import MetricsSource, metrics_source_of, parse_prometheus_section
 from collectors.store.connection import DB_URL_ENV
 from slo import SLOSpec, SLOSpecError, load_slos
 
 __all__ = ["ConfigError", "TailwatchConfig", "load_config", "parse_config"]
 
 #: The keys of the top level.
-SECTIONS = {"database_url", "collector", "store", "slos", "alerts"}
+SECTIONS = {"database_url", "collector", "store", "slos", "alerts", "prometheus"}
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,15 @@ class TailwatchConfig:
     #: ``alerts:``, validated by ``alerts.rules.config.load_alerts`` (docs/alerts.md);
     #: ``None`` only for a config built without :func:`parse_config`.
     alerts: AlertsConfig | None = None
+    #: ``prometheus:`` (or ``TAILWATCH_METRICS_URL``): the server the evaluator and the
+    #: console read metrics from; ``None``: the store's own (:mod:`collectors.metrics_source`).
+    metrics: MetricsSource | None = None
 
 
 def load_config(path: str | os.PathLike[str] | None) -> TailwatchConfig:
     """Read and validate ``path`` (``None``: defaults only). ``TAILWATCH_DB_URL``, when set,
-    overrides ``database_url``; no URL at all leaves it ``None`` (the store's default)."""
+    overrides ``database_url``; no URL at all leaves it ``None`` (the store's default).
+    ``TAILWATCH_METRICS_URL``, when set, overrides ``prometheus.url``."""
     data: Any = {}
     if path is not None:
         try:
@@ -79,4 +84,5 @@ def parse_config(data: Any, base_dir: Path | None = None) -> TailwatchConfig:
         alerts = load_alerts(root.get("alerts"), slos)
     except ValueError as error:  # NOTE: chained, so .rule and .field stay reachable
         raise ConfigError(f"alerts: {error}") from error
-    return TailwatchConfig(database_url or None, collector, store, slos, alerts)
+    metrics = metrics_source_of(parse_prometheus_section(root.get("prometheus")), os.environ)
+    return TailwatchConfig(database_url or None, collector, store, slos, alerts, metrics)

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from collectors.config import ConfigError
+from collectors.metrics_source import METRICS_MATCH_ENV, METRICS_URL_ENV, metrics_source_of
 from collectors.store import default_url
 from console.launch import console_environment, streamlit_command
 from tailwatch.cli_options import cli_error, config_path, port_option
@@ -44,12 +45,14 @@ def console(
         raise cli_error(f"--live {live!r}: expected seconds >= 0 (0 turns live refresh off)")
     path = config_path(config)
     database = db
-    if path is not None:
-        try:
+    try:
+        metrics = metrics_source_of(None, os.environ)
+        if path is not None:
             settings = load_config(path)
-        except ConfigError as error:
-            raise cli_error(str(error)) from None
-        database = database or settings.database_url
+            database = database or settings.database_url
+            metrics = settings.metrics
+    except ConfigError as error:
+        raise cli_error(str(error)) from None
     url = database or default_url()
     if host not in LOOPBACK:
         typer.echo(
@@ -57,7 +60,10 @@ def console(
             err=True,
         )
     env = console_environment(os.environ, url, None if path is None else str(path.resolve()), live)
-    typer.echo(f"Tailwatch console on http://{host}:{port} (store {url})", err=True)
+    if metrics is not None:
+        env[METRICS_URL_ENV], env[METRICS_MATCH_ENV] = metrics.url, metrics.match
+    read_from = "" if metrics is None else f", metrics from {metrics.url}"
+    typer.echo(f"Tailwatch console on http://{host}:{port} (store {url}{read_from})", err=True)
     command = streamlit_command(host, port)
     # NOTE: exec, not a child process: Ctrl-C and a supervisor's SIGTERM reach the server
     # itself, and no parent is left waiting on it.

@@ -75,19 +75,23 @@ def triage_explainer(
     return explain
 
 
-def configured_evaluator(config: AlertsConfig, store: Store) -> Evaluator:
-    """The evaluator of ``tailwatch.yaml``'s ``alerts:`` over a store (its readers, alert
-    state and request records): the configured rules and notifiers, and triage when an
-    alert fires, so alerts of one cause open one incident (``tailwatch collect`` and
-    ``tailwatch alerts run`` both run this one)."""
+def configured_evaluator(
+    config: AlertsConfig, store: Store, metrics: MetricsReader | None = None
+) -> Evaluator:
+    """The evaluator of ``tailwatch.yaml``'s ``alerts:``: the configured rules and notifiers,
+    and triage when an alert fires, so alerts of one cause open one incident (``tailwatch
+    collect`` and ``tailwatch alerts run`` both run this one). Rules and triage read metrics
+    from ``metrics`` (a push-down Prometheus reader; default: ``store``'s own); the alert
+    state and the request records are always ``store``'s."""
     from alerts.evaluator import Evaluator
 
+    reader = store if metrics is None else metrics
     return Evaluator(
         config.rules,
-        store,
+        reader,
         alert_state_of(store),
         notifiers=[n.build() for n in config.notifiers],
         explain=triage_explainer(
-            store, store, alert_state_of(store), config.rules, config.window_scale
+            reader, store, alert_state_of(store), config.rules, config.window_scale
         ),
     )
