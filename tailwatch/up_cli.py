@@ -21,6 +21,7 @@ MAX_REPLICAS = 16
 
 
 def up(
+    ctx: typer.Context,
     replicas: Annotated[
         int | None,
         typer.Option(
@@ -75,6 +76,20 @@ def up(
     127.0.0.1, each once the one before it is healthy; print the URLs; log each process to
     .tailwatch/logs/. Ctrl-C or SIGTERM stops everything in reverse order."""
     if prometheus is not None:
+        given = [
+            flag
+            for flag, name in (
+                ("--engine-port", "engine_port"),
+                ("--collector-port", "collector_port"),
+            )
+            # NOTE: by name: the ParameterSource enum is the click typer runs on, not ours
+            if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+        ]
+        if given:
+            raise cli_error(
+                f"{' and '.join(given)}: for the bundled engines and collector, which "
+                "--prometheus starts neither of"
+            )
         raise typer.Exit(
             _up_prometheus(prometheus, match, replicas, demo, db, config, console_port)
         )

@@ -92,6 +92,27 @@ def test_a_bad_url_is_one_line(tmp_path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--engine-port", "9000"], "--engine-port"),
+        (["--collector-port", "4318"], "--collector-port"),
+        (
+            ["--engine-port", "9000", "--collector-port", "9100"],
+            "--engine-port and --collector-port",
+        ),
+    ],
+)
+def test_port_flags_for_what_it_does_not_start_are_refused(flags, named, tmp_path) -> None:
+    """Never a flag silently ignored: with --prometheus no engine or collector starts, so their
+    ports (even given at their defaults) are a mistake named in one line."""
+    done = _tailwatch("up", "--prometheus", "http://127.0.0.1:9", *flags, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: {named}: for the bundled engines and collector, which --prometheus starts neither of"
+    ]
+
+
 def test_the_evaluator_evaluates_on_the_server(fleet, tmp_path) -> None:
     """``alerts run`` with a ``prometheus:`` section: the rules read the server, the alert
     state goes to the store. Mid-overload the queue alert is pending (one evaluation: its
