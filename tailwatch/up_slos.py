@@ -25,6 +25,7 @@ import enum
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,11 @@ def history_report(db_url: str, now: float) -> ProposalReport | None:
     return report if report.proposed else None
 
 
+def _iso(seconds: float) -> str:
+    """A time to type back into ``--from``/``--to``: ISO 8601 in UTC, to the second."""
+    return datetime.fromtimestamp(round(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def proposed_line(report: ProposalReport, what: str, config: Path) -> str:
     """The one line ``up`` prints: which SLOs, from what window, where, and that they are
     proposals to review."""
@@ -219,7 +225,7 @@ def proposed_line(report: ProposalReport, what: str, config: Path) -> str:
     return (
         f"SLOs proposed from {what} ({format_utc(report.start)} to {format_utc(report.end)}): "
         f"{names}; written to {config}. They are proposals to review: `tailwatch slo propose "
-        f"--from {report.start:.0f} --to {report.end:.0f}` prints them for your tailwatch.yaml"
+        f"--from {_iso(report.start)} --to {_iso(report.end)}` prints them for your tailwatch.yaml"
     )
 
 

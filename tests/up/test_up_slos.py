@@ -5,6 +5,7 @@ place, and the demo's first baseline lengthened for it."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from collectors import canonical as c
 from collectors.config import ConfigError
 from collectors.slo_proposals import IndicatorProposal, ProposalReport
 from collectors.store import Store, sqlite_url
+from loadgen.replay_options import parse_time
 from slo import LatencyMetric, LatencyProposal
 from tailwatch.config import load_config, parse_config
 from tailwatch.processes import Stack
@@ -179,6 +181,12 @@ def test_history_is_adopted_only_when_it_proposes_something(seeded, tmp_path) ->
     assert line.startswith("SLOs proposed from the store's last hour (")
     assert "tiny-ttft (ttft <= 0.25 s, target 0.99), tiny-itl (itl <= 0.05 s, target 0.99)" in line
     assert "proposals to review" in line and "tailwatch slo propose --from" in line
+    # the command to copy names the window as times a person reads, and it parses back
+    hint = re.search(r"tailwatch slo propose --from (\S+) --to (\S+)`", line)
+    assert hint is not None, line
+    for text in hint.groups():
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text), text
+    assert parse_time("--to", hint.group(2), 0.0) == round(END)
 
 
 def test_a_calibration_proposes_once_every_latency_has_enough_observations(seeded, tmp_path):
