@@ -11,6 +11,7 @@ export, the promtool tests), since a subpackage's ``__init__`` may not."""
 
 from alerts.conventions import ALERTNAME, SEVERITY, SEVERITY_PAGE
 from alerts.errors import (
+    AcknowledgementError,
     AlertError,
     AlertsError,
     InhibitRuleError,
@@ -25,7 +26,14 @@ from alerts.evaluator import EvaluationResult, Evaluator, rule_of
 from alerts.export.promtool_tests import promtool_test_files
 from alerts.export.rule_file import export_rules
 from alerts.grouping import Explanation, group_fired, symptoms_of
-from alerts.incidents import MAX_INCIDENT_ID, Incident, opener_of
+from alerts.incidents import (
+    MAX_ACK_BY,
+    MAX_ACK_COMMENT,
+    MAX_INCIDENT_ID,
+    Acknowledgement,
+    Incident,
+    opener_of,
+)
 from alerts.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_alerts, inhibited_by
 from alerts.kinds import KINDS, RegistryError, RuleKind, check_registry, evaluate_rule
 from alerts.labels import LabelSet, fingerprint, fingerprint_hex
@@ -61,9 +69,13 @@ __all__ = [
     "ALERTNAME",
     "DEFAULT_INHIBIT_RULES",
     "KINDS",
+    "MAX_ACK_BY",
+    "MAX_ACK_COMMENT",
     "MAX_INCIDENT_ID",
     "SEVERITY",
     "SEVERITY_PAGE",
+    "Acknowledgement",
+    "AcknowledgementError",
     "Alert",
     "AlertError",
     "AlertGroup",

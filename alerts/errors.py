@@ -51,6 +51,19 @@ class SilenceError(AlertsError):
         self.problem = problem
 
 
+class AcknowledgementError(AlertsError):
+    """An incident cannot be acknowledged or unacknowledged as asked: a field is invalid
+    (``field`` names it: ``by``, ``comment``, ``at_seconds``), or the incident is unknown,
+    resolved, or (to unacknowledge) not acknowledged (``field`` is ``incident``)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(
+            problem if field == "incident" else f"acknowledgement field {field!r}: {problem}"
+        )
+        self.field = field
+        self.problem = problem
+
+
 class InhibitRuleError(AlertsError):
     """An inhibit rule is invalid. ``rule`` is its name, ``field`` the field at fault."""
 

@@ -11,10 +11,13 @@ touches; both state stores apply it the same way, in the save's transaction).
 
 from __future__ import annotations
 
+import math
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from alerts.conventions import SEVERITY
+from alerts.errors import AcknowledgementError
 from alerts.labels import LabelSet
 from alerts.model import Alert, AlertState
 from alerts.transitions import Transition
@@ -23,6 +26,57 @@ from alerts.transitions import Transition
 MAX_INCIDENT_ID = 2**63 - 1
 #: Annotation the list and the report show as the one-line description.
 SUMMARY = "summary"
+#: The longest name an acknowledgement records (``--by``), in characters.
+MAX_ACK_BY = 100
+#: The longest comment an acknowledgement records (``--comment``), in characters.
+MAX_ACK_COMMENT = 500
+#: Unicode categories an acknowledgement's text may not hold: control characters (NUL,
+#: newline, escape), format characters (bidi overrides), line and paragraph separators, and
+#: lone surrogates (bytes that were not UTF-8).
+_REFUSED = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def _checked_text(field: str, text: object, limit: int, *, required: bool) -> str:
+    if not isinstance(text, str):
+        raise AcknowledgementError(field, f"{text!r} is not text")
+    if required and not text.strip():
+        raise AcknowledgementError(field, "must name who acknowledges (it is empty)")
+    if len(text) > limit:
+        raise AcknowledgementError(field, f"{len(text)} characters: at most {limit}")
+    if text != text.strip():
+        raise AcknowledgementError(field, "must not begin or end with spaces")
+    for char in text:
+        if unicodedata.category(char) in _REFUSED:
+            raise AcknowledgementError(
+                field, f"holds the control or format character U+{ord(char):04X}: one line of text"
+            )
+    return text
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """Someone is on an incident (PagerDuty's and Opsgenie's "acknowledge"): ``by`` whom
+    (1-:data:`MAX_ACK_BY` characters), when (``at_seconds``, finite Unix seconds) and an
+    optional ``comment`` (up to :data:`MAX_ACK_COMMENT`). It mutes nothing, unlike a silence.
+    Text holds no control or format character and no spaces at its ends
+    (:class:`~alerts.errors.AcknowledgementError` otherwise); :meth:`create` trims them."""
+
+    by: str
+    at_seconds: float
+    comment: str = ""
+
+    def __post_init__(self) -> None:
+        _checked_text("by", self.by, MAX_ACK_BY, required=True)
+        _checked_text("comment", self.comment, MAX_ACK_COMMENT, required=False)
+        at = self.at_seconds
+        if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+            raise AcknowledgementError("at_seconds", f"{at!r}: must be finite Unix seconds")
+
+    @classmethod
+    def create(cls, by: str, at_seconds: float, comment: str = "") -> Acknowledgement:
+        """An acknowledgement from what a person typed: spaces at the ends trimmed."""
+        strip = lambda text: text.strip() if isinstance(text, str) else text  # noqa: E731
+        return cls(strip(by), at_seconds, strip(comment))
 
 
 @dataclass(frozen=True)
@@ -33,6 +87,8 @@ class Incident:
 
     id: int
     alert: Alert
+    #: Who is on it, since when (``None``: nobody has acknowledged it, or it was undone).
+    ack: Acknowledgement | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -151,6 +207,30 @@ def merged(stored: Alert, new: Alert) -> Alert:
     """What an incident holds after a save brings ``new`` for it: ``new``, unless the
     incident is already resolved (closed incidents do not reopen)."""
     return stored if stored.state is AlertState.RESOLVED else new
+
+
+def check_can_acknowledge(incident: Incident | None, incident_id: object) -> Incident:
+    """``incident``, unless it is missing or resolved: :class:`AcknowledgementError` then.
+    As in PagerDuty, a resolved incident cannot be acknowledged, and the acknowledgement it
+    had when it resolved stays as it was (it cannot be undone either)."""
+    if incident is None:
+        raise AcknowledgementError("incident", f"no incident has id {incident_id!r}")
+    if not incident.is_open:
+        raise AcknowledgementError(
+            "incident",
+            f"incident {incident.id} is resolved: a resolved incident cannot be acknowledged "
+            "or unacknowledged",
+        )
+    return incident
+
+
+def check_can_unacknowledge(incident: Incident | None, incident_id: object) -> Acknowledgement:
+    """The acknowledgement to undo: :class:`AcknowledgementError` when the incident is
+    missing, resolved or not acknowledged."""
+    ack = check_can_acknowledge(incident, incident_id).ack
+    if ack is None:
+        raise AcknowledgementError("incident", f"incident {incident_id} is not acknowledged")
+    return ack
 
 
 def check_incident_id(incident_id: object) -> int | None:

@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from alerts.incidents import (
+    Acknowledgement,
     Incident,
+    check_can_acknowledge,
+    check_can_unacknowledge,
     check_incident_id,
     check_limit,
     episode_key,
@@ -101,6 +104,19 @@ class AlertStateStore(Protocol):
         first (by start, then id), at most ``limit`` (``ValueError`` unless positive)."""
         ...
 
+    def acknowledge(self, incident_id: int, ack: Acknowledgement) -> Acknowledgement | None:
+        """Record that ``ack.by`` is on open incident ``incident_id``, replacing any earlier
+        acknowledgement, which it returns (``None``: there was none). Mutes nothing.
+        :class:`~alerts.errors.AcknowledgementError` (nothing written) for an unknown or
+        resolved incident."""
+        ...
+
+    def unacknowledge(self, incident_id: int) -> Acknowledgement:
+        """Undo open incident ``incident_id``'s acknowledgement and return it;
+        :class:`~alerts.errors.AcknowledgementError` for an unknown or resolved incident, or
+        one not acknowledged."""
+        ...
+
     def evaluation_health(self) -> EvaluationHealth:
         """When the last evaluation was saved, and each rule's stored failures."""
         ...
@@ -157,9 +173,10 @@ class MemoryAlertState:
             if known is None:
                 self._last_incident_id += 1
                 known = self._incident_ids[key] = self._last_incident_id
-            else:
-                alert = merged(self._incidents[known].alert, alert)
-            self._incidents[known] = Incident(known, alert)
+            before = self._incidents.get(known)
+            if before is not None:
+                alert = merged(before.alert, alert)
+            self._incidents[known] = Incident(known, alert, None if before is None else before.ack)
         self._failures.update(recorded(self._failures, errors))
         if at_seconds is not None:
             self._last_evaluation = at_seconds
@@ -170,6 +187,19 @@ class MemoryAlertState:
 
     def incidents(self, *, since_seconds: float = -math.inf, limit: int = 100) -> list[Incident]:
         return listing_order(list(self._incidents.values()), since_seconds, limit)
+
+    def acknowledge(self, incident_id: int, ack: Acknowledgement) -> Acknowledgement | None:
+        if not isinstance(ack, Acknowledgement):
+            raise TypeError(f"ack={ack!r}: expected an Acknowledgement")
+        incident = check_can_acknowledge(self.incident(incident_id), incident_id)
+        self._incidents[incident.id] = Incident(incident.id, incident.alert, ack)
+        return incident.ack
+
+    def unacknowledge(self, incident_id: int) -> Acknowledgement:
+        ack = check_can_unacknowledge(self.incident(incident_id), incident_id)
+        incident = self._incidents[incident_id]
+        self._incidents[incident_id] = Incident(incident.id, incident.alert)
+        return ack
 
     def evaluation_health(self) -> EvaluationHealth:
         return EvaluationHealth(self._last_evaluation, latest_first(list(self._failures.values())))

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from alerts.incidents import Incident, check_limit, episode_key, episodes
+from alerts.incidents import (
+    Acknowledgement,
+    Incident,
+    check_can_acknowledge,
+    check_can_unacknowledge,
+    check_limit,
+    episode_key,
+    episodes,
+)
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import (
     EvaluationError,
@@ -97,16 +105,33 @@ def _incident_row(alert: Alert) -> dict[str, object]:
     }
 
 
+#: What an :class:`Incident` is read from: its id, the alert and the acknowledgement.
+_INCIDENT_COLUMNS = (
+    IncidentRow.id,
+    IncidentRow.alert_json,
+    IncidentRow.ack_by,
+    IncidentRow.ack_at_seconds,
+    IncidentRow.ack_comment,
+)
+
+
+def _incident(
+    row_id: int, text: str, by: str | None, at: float | None, comment: str | None
+) -> Incident:
+    ack = None if by is None or at is None else Acknowledgement(by, at, comment or "")
+    return Incident(row_id, decode_alert(text), ack)
+
+
 def read_incident(session: Session, incident_id: int) -> Incident | None:
-    text = session.scalar(select(IncidentRow.alert_json).where(IncidentRow.id == incident_id))
-    return None if text is None else Incident(incident_id, decode_alert(text))
+    row = session.execute(select(*_INCIDENT_COLUMNS).where(IncidentRow.id == incident_id)).first()
+    return None if row is None else _incident(*row)
 
 
 def read_incidents(session: Session, since_seconds: float, limit: int) -> list[Incident]:
     """Open incidents, then those resolved at or after ``since_seconds``, newest first."""
     check_limit(limit)
     newest = (IncidentRow.started_at_seconds.desc(), IncidentRow.id.desc())
-    columns = select(IncidentRow.id, IncidentRow.alert_json)
+    columns = select(*_INCIDENT_COLUMNS)
     open_rows = session.execute(
         columns.where(IncidentRow.resolved_at_seconds.is_(None)).order_by(*newest).limit(limit)
     ).all()
@@ -116,7 +141,43 @@ def read_incidents(session: Session, since_seconds: float, limit: int) -> list[I
         if since_seconds > -math.inf:
             resolved = resolved.where(IncidentRow.resolved_at_seconds >= since_seconds)
         rows += session.execute(resolved.order_by(*newest).limit(limit - len(rows))).all()
-    return [Incident(row_id, decode_alert(text)) for row_id, text in rows]
+    return [_incident(*row) for row in rows]
+
+
+def acknowledge(
+    session: Session, incident_id: int | None, ack: Acknowledgement
+) -> Acknowledgement | None:
+    """Record ``ack`` on open incident ``incident_id`` (``None``: an id no incident can have);
+    the acknowledgement it replaces, or ``AcknowledgementError``. The caller commits."""
+    found = None if incident_id is None else read_incident(session, incident_id)
+    incident = check_can_acknowledge(found, incident_id)
+    _set_ack(session, incident.id, ack)
+    return incident.ack
+
+
+def unacknowledge(session: Session, incident_id: int | None) -> Acknowledgement:
+    """Clear open incident ``incident_id``'s acknowledgement and return it."""
+    found = None if incident_id is None else read_incident(session, incident_id)
+    ack = check_can_unacknowledge(found, incident_id)
+    assert found is not None
+    _set_ack(session, found.id, None)
+    return ack
+
+
+def _set_ack(session: Session, incident_id: int, ack: Acknowledgement | None) -> None:
+    """Set or clear the acknowledgement while the incident is open; one that resolved since
+    it was read (the evaluator runs in another process) is refused as resolved."""
+    changed = session.execute(
+        update(IncidentRow)
+        .where(IncidentRow.id == incident_id, IncidentRow.resolved_at_seconds.is_(None))
+        .values(
+            ack_by=None if ack is None else ack.by,
+            ack_at_seconds=None if ack is None else ack.at_seconds,
+            ack_comment=None if ack is None else ack.comment,
+        )
+    ).rowcount
+    if not changed:
+        check_can_acknowledge(read_incident(session, incident_id), incident_id)
 
 
 # -- rule failures and the last evaluation ---------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from alerts.incidents import Incident, check_incident_id
+from alerts.incidents import Acknowledgement, Incident, check_incident_id
 from alerts.matchers import format_matchers
 from alerts.model import Alert, AlertState
 from alerts.rule_errors import EvaluationError, EvaluationHealth
@@ -117,6 +117,23 @@ class SQLAlertState:
         """Open incidents, then those resolved at or after ``since_seconds``, newest first."""
         with self._sessions() as session:
             return alert_records.read_incidents(session, since_seconds, limit)
+
+    def acknowledge(self, incident_id: int, ack: Acknowledgement) -> Acknowledgement | None:
+        """Record ``ack`` on open incident ``incident_id``, in one transaction under the write
+        lock; the acknowledgement it replaced (``AcknowledgementError``: unknown, resolved)."""
+        if not isinstance(ack, Acknowledgement):
+            raise TypeError(f"ack={ack!r}: expected an Acknowledgement")
+        with self._write_lock, self._sessions() as session:
+            before = alert_records.acknowledge(session, check_incident_id(incident_id), ack)
+            session.commit()
+        return before
+
+    def unacknowledge(self, incident_id: int) -> Acknowledgement:
+        """Clear open incident ``incident_id``'s acknowledgement and return it."""
+        with self._write_lock, self._sessions() as session:
+            ack = alert_records.unacknowledge(session, check_incident_id(incident_id))
+            session.commit()
+        return ack
 
     def evaluation_health(self) -> EvaluationHealth:
         with self._sessions() as session:

@@ -34,6 +34,11 @@ class IncidentRow(Base):
     started_at_seconds: Mapped[float] = mapped_column(Float, index=True)
     resolved_at_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     alert_json: Mapped[str] = mapped_column(Text)
+    # Revision 0007: who acknowledged it, when, and why (all ``NULL``: not acknowledged).
+    # Exact text (an acknowledgement holds no NUL or other control character).
+    ack_by: Mapped[str | None] = mapped_column(Text, nullable=True)
+    ack_at_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ack_comment: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class RuleFailureRow(Base):
