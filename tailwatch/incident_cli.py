@@ -1,7 +1,8 @@
 """``tailwatch incident list`` and ``tailwatch incident show ID``: the stored incidents (one
 per firing episode of an alert, ``alerts/incidents.py``), and the triage of one over its
 window against the baseline just before it: the evidence table, ranked hypotheses, the
-slowest requests and the recommended knob, as a terminal report."""
+slowest requests and the recommended knob, as a terminal report. ``incident ack ID --by
+NAME`` records who is on an open incident (muting nothing); ``incident unack`` undoes it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Annotated
 
 import typer
 
+from alerts import MAX_ACK_BY, MAX_ACK_COMMENT, Acknowledgement, AcknowledgementError
 from alerts.sql import alert_state_of
 from alerts.triage import alert_triage_windows, gather, render_text, triage
 from alerts.views import (
     LIST_HINT,
     IncidentIdError,
+    ack_text,
     incident_json,
     incidents_table,
     labels_text,
@@ -128,7 +131,91 @@ def show(
         f"{incident.fingerprint}  {labels_text(incident)}"
     )
     typer.echo(
+        "not acknowledged" if incident.ack is None else f"acknowledged by {ack_text(incident.ack)}"
+    )
+    typer.echo(
         f"incident {format_utc(window.start_seconds)} – {format_utc(window.end_seconds)}; "
         f"baseline {format_utc(baseline.start_seconds)} – {format_utc(baseline.end_seconds)}"
     )
     typer.echo(render_text(report, width=width), nl=False)
+
+
+IdArgument = Annotated[
+    str, typer.Argument(metavar="ID", help="The incident's id, from `tailwatch incident list`.")
+]
+#: ``--by`` is required; its default is empty so that leaving it out is the same one
+#: ``error:`` line as giving it empty.
+ByOption = Annotated[
+    str,
+    typer.Option("--by", help=f"Who (required): 1-{MAX_ACK_BY} characters, one line."),
+]
+
+
+def _incident_id(text: str) -> int:
+    try:
+        wanted = parse_incident_id(text)
+    except IncidentIdError as error:
+        raise cli_error(str(error)) from None
+    if wanted is None:
+        raise cli_error(f"ID {text!r}: no incident has that id ({LIST_HINT})")
+    return wanted
+
+
+def _ack_error(error: AcknowledgementError) -> typer.Exit:
+    """One ``error:`` line: why the incident refuses, or the option at fault."""
+    if error.field == "incident":
+        return cli_error(error.problem)
+    return cli_error(f"--{error.field}: {error.problem}")
+
+
+@incident_app.command("ack")
+def ack(
+    incident_id: IdArgument,
+    by: ByOption = "",
+    comment: Annotated[
+        str,
+        typer.Option("--comment", help=f"Why, or what you are doing (up to {MAX_ACK_COMMENT})."),
+    ] = "",
+    db: DbOption = None,
+    now: NowOption = None,
+) -> None:
+    """Acknowledge open incident ID: record who is on it, when, and an optional comment. It
+    mutes nothing (a silence does); acknowledging again replaces who and when; a resolved
+    incident cannot be acknowledged."""
+    wanted = _incident_id(incident_id)
+    at = parse_now(now)
+    try:
+        acknowledgement = Acknowledgement.create(by, at, comment)
+    except AcknowledgementError as error:
+        raise _ack_error(error) from None
+    with open_store(db) as store:
+        try:
+            before = alert_state_of(store).acknowledge(wanted, acknowledgement)
+        except AcknowledgementError as error:
+            raise _ack_error(error) from None
+    typer.echo(f"incident {wanted} acknowledged by {ack_text(acknowledgement)}")
+    if before is not None:
+        typer.echo(f"updated: it was acknowledged by {ack_text(before)}")
+
+
+@incident_app.command("unack")
+def unack(
+    incident_id: IdArgument,
+    by: ByOption = "",
+    db: DbOption = None,
+    now: NowOption = None,
+) -> None:
+    """Undo open incident ID's acknowledgement (nobody is on it any more)."""
+    wanted = _incident_id(incident_id)
+    at = parse_now(now)
+    try:
+        who = Acknowledgement.create(by, at)
+    except AcknowledgementError as error:
+        raise _ack_error(error) from None
+    with open_store(db) as store:
+        try:
+            before = alert_state_of(store).unacknowledge(wanted)
+        except AcknowledgementError as error:
+            raise _ack_error(error) from None
+    typer.echo(f"incident {wanted} unacknowledged by {ack_text(who)}")
+    typer.echo(f"it was acknowledged by {ack_text(before)}")

@@ -13,6 +13,8 @@ from alerts.views.display import age, iso
 from alerts.views.incidents import (
     LIST_HINT,
     IncidentIdError,
+    ack_json,
+    ack_text,
     incident_json,
     incidents_table,
     labels_text,
@@ -30,6 +32,8 @@ __all__ = [
     "STALE_EVALUATION_SECONDS",
     "STATE_CHOICES",
     "IncidentIdError",
+    "ack_json",
+    "ack_text",
     "age",
     "alert_json",
     "alert_rows",

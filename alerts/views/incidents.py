@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from alerts.conventions import ALERTNAME, SEVERITY
-from alerts.incidents import Incident, opener_of
+from alerts.incidents import Acknowledgement, Incident, opener_of
 from alerts.views.display import age, iso, json_value, printable
 
 #: An incident id as typed: digits, optionally after ``#`` (as the list shows them).
@@ -54,7 +54,24 @@ def incident_json(incident: Incident) -> dict[str, Any]:
         "cause": incident.alert.cause,
         "cause_scope": incident.alert.cause_scope,
         "incident_group": incident.alert.incident_group,
+        "acknowledged": ack_json(incident.ack),
     }
+
+
+def ack_json(ack: Acknowledgement | None) -> dict[str, Any] | None:
+    """Who acknowledged, when (ISO 8601 UTC) and why; ``None`` when nobody has."""
+    if ack is None:
+        return None
+    return {"by": ack.by, "at": iso(ack.at_seconds), "comment": ack.comment}
+
+
+def ack_text(ack: Acknowledgement | None) -> str:
+    """``alice at 2027-01-15T08:05:00Z: looking at KV`` (the comment only when given);
+    ``-`` when nobody has acknowledged it. Text shown as :func:`printable`."""
+    if ack is None:
+        return "-"
+    comment = f": {ack.comment}" if ack.comment else ""
+    return printable(f"{ack.by} at {iso(ack.at_seconds)}{comment}")
 
 
 def labels_text(incident: Incident) -> str:
@@ -87,6 +104,7 @@ def incidents_table(incidents: list[Incident], now_seconds: float) -> Table:
         "cause",
         "started",
         "resolved",
+        "acknowledged",
     ):
         table.add_column(column, overflow="fold")
     table.add_column("value", overflow="fold")
@@ -106,6 +124,7 @@ def incidents_table(incidents: list[Incident], now_seconds: float) -> Table:
             Text(
                 "-" if resolved is None else f"{iso(resolved)} (lasted {age(resolved - started)})"
             ),
+            Text(ack_text(incident.ack)),
             Text(
                 "-"
                 if value is None
