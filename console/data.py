@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from alerts import EvaluationHealth, Silence
+from alerts import Acknowledgement, EvaluationHealth, Silence
 from alerts.rules import Rule
 from alerts.sql import alert_state_of
 from alerts.triage import KnobChange
@@ -415,6 +415,25 @@ def incident_detail(
 def evaluation_health(url: str) -> EvaluationHealth:
     """The evaluator's stored health: when it last evaluated, and the rules failing."""
     return alert_state_of(_store(url)).evaluation_health()
+
+
+def acknowledge(url: str, incident_id: int, ack: Acknowledgement) -> Acknowledgement | None:
+    """Record ``ack`` on incident ``incident_id`` (the page has checked the admin token);
+    the acknowledgement it replaced. ``AcknowledgementError``: unknown or resolved."""
+    try:
+        return alert_state_of(_store(url)).acknowledge(incident_id, ack)
+    finally:
+        incident_list.clear()
+        incident_detail.clear()
+
+
+def unacknowledge(url: str, incident_id: int) -> Acknowledgement:
+    """Undo incident ``incident_id``'s acknowledgement and return it."""
+    try:
+        return alert_state_of(_store(url)).unacknowledge(incident_id)
+    finally:
+        incident_list.clear()
+        incident_detail.clear()
 
 
 def save_silence(url: str, silence: Silence) -> None:

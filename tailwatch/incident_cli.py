@@ -131,11 +131,11 @@ def show(
         f"{incident.fingerprint}  {labels_text(incident)}"
     )
     typer.echo(
-        "not acknowledged" if incident.ack is None else f"acknowledged by {ack_text(incident.ack)}"
-    )
-    typer.echo(
         f"incident {format_utc(window.start_seconds)} – {format_utc(window.end_seconds)}; "
         f"baseline {format_utc(baseline.start_seconds)} – {format_utc(baseline.end_seconds)}"
+    )
+    typer.echo(
+        "not acknowledged" if incident.ack is None else f"acknowledged by {ack_text(incident.ack)}"
     )
     typer.echo(render_text(report, width=width), nl=False)
 

@@ -2,8 +2,8 @@
 with severity and duration, and a warning when alert rules are failing or the evaluator has
 stopped. The detail view (URL ``?id=<incident id>``) answers first (verdict, recommended
 knob, hypotheses), then shows the evidence, the slowest requests linking to Traces and the
-timeline, triaged over the same windows as ``tailwatch incident show``. Silencing needs the
-admin token (``TAILWATCH_ADMIN_TOKEN``)."""
+timeline, triaged over the same windows as ``tailwatch incident show``. Silencing and
+acknowledging need the admin token (``TAILWATCH_ADMIN_TOKEN``)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,7 @@ def _list() -> None:
             "pending_since": st.column_config.DatetimeColumn("pending since", format=TIME),
             "started": st.column_config.DatetimeColumn("fired", format=TIME),
             "resolved": st.column_config.DatetimeColumn("resolved", format=TIME),
+            "acknowledged_by": st.column_config.TextColumn("acknowledged by"),
         },
     )
     st.caption("Open an incident:")
@@ -130,6 +131,9 @@ def _detail(incident_id: int) -> None:
         },
     )
     _silence(detail.incident.alert)
+    incident_sections.acknowledge_form(
+        ctx.url, detail.incident, now, os.environ.get(ADMIN_TOKEN_ENV)
+    )
 
 
 def _silence(alert) -> None:

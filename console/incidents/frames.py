@@ -50,7 +50,7 @@ LIST_LIMIT = 200
 FINGERPRINT_SEARCH_LIMIT = 10_000
 INCIDENT_COLUMNS = [
     "id", "state", "alert", "severity", "labels", "cause", "part_of", "pending_since",
-    "started", "resolved", "duration_s", "summary",
+    "started", "resolved", "duration_s", "acknowledged_by", "summary",
 ]  # fmt: skip
 
 
@@ -103,6 +103,7 @@ def incident_frame(incidents: Iterable[Incident], now: float) -> pd.DataFrame:
             _ts(i.started_at_seconds),
             _ts(i.resolved_at_seconds),
             round(duration_seconds(i, now), 1),
+            "" if i.ack is None else i.ack.by,
             i.summary,
         )
         for i in listed

@@ -1,6 +1,7 @@
-"""The sections of one incident's page (``?id=``): the header (what, where, when), the chart
-of the alert's latency around it, the verdict with the recommended knob, the ranked
-hypotheses, the evidence and the slowest requests linking to Traces. Stored strings are
+"""The sections of one incident's page (``?id=``): the header (what, where, when, who
+acknowledged it), the chart of the alert's latency around it, the verdict with the
+recommended knob, the ranked hypotheses, the evidence, the slowest requests linking to
+Traces, and the acknowledge form. Stored strings are
 written as text: dataframes, or markdown with every punctuation character escaped."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 import console.incidents.charts as incident_charts
+from alerts import MAX_ACK_BY, MAX_ACK_COMMENT, Acknowledgement, Incident
 from alerts.triage import (
     NO_CAUSE,
     NOT_ENOUGH_DATA,
@@ -22,7 +24,7 @@ from alerts.triage import (
 )
 from alerts.views import age
 from console import data
-from console.incidents.frames import IncidentDetail
+from console.incidents.frames import IncidentDetail, check_token
 from console.page_kit import TRACES_PAGE, empty, escape, section
 from slo.window import format_utc
 
@@ -58,6 +60,7 @@ def header(detail: IncidentDetail, now: float) -> None:
     )
     if inc.summary:
         st.markdown(f"**{escape(inc.summary)}**")
+    st.markdown(ack_line(inc.ack))
     end = inc.resolved_at_seconds
     cols = st.columns(5)
     cols[0].metric("Pending since (UTC)", _stamp(inc.pending_since_seconds)[11:], border=True)
@@ -210,3 +213,61 @@ def triage(report: TriageReport) -> None:
             icon=":material/timeline:",
             query_params={"trace": r.trace_id},
         )
+
+
+def ack_line(ack: Acknowledgement | None) -> str:
+    """Who is on it, since when (UTC) and why, as escaped markdown."""
+    if ack is None:
+        return ":gray-badge[not acknowledged]"
+    why = f" · {escape(ack.comment)}" if ack.comment else ""
+    return (
+        f":green-badge[acknowledged] by **{escape(ack.by)}** at {_stamp(ack.at_seconds)} UTC{why}"
+    )
+
+
+#: What the last acknowledge or unacknowledge did, shown after the page reruns with it.
+_ACK_DONE = "ack_done"
+
+
+def acknowledge_form(url: str, incident: Incident, now: float, expected_token: str | None) -> None:
+    """Acknowledge (someone is on it; mutes nothing) or undo it, beside the silence form; the
+    admin token is needed, as for silencing. A resolved incident cannot be acknowledged."""
+    section(
+        "Acknowledge", "says you are on it; mutes nothing (a silence does); needs the admin token"
+    )
+    done = st.session_state.pop(_ACK_DONE, None)
+    if done:
+        st.success(done)
+    if not incident.is_open:
+        st.caption("Resolved: a resolved incident cannot be acknowledged or unacknowledged.")
+        return
+    with st.form("acknowledge", border=True):
+        cols = st.columns(3)
+        by = cols[0].text_input("Your name", max_chars=MAX_ACK_BY, key="ack_by")
+        comment = cols[1].text_input(
+            "Comment (optional)", max_chars=MAX_ACK_COMMENT, key="ack_comment"
+        )
+        token = cols[2].text_input("Admin token", type="password", max_chars=512, key="ack_token")
+        buttons = st.columns(2)
+        acking = buttons[0].form_submit_button("Acknowledge")
+        undoing = buttons[1].form_submit_button("Unacknowledge", disabled=incident.ack is None)
+    if not (acking or undoing):
+        return
+    verb = "acknowledged" if acking else "unacknowledged"
+    if not check_token(token, expected_token):
+        st.error(f"Not {verb}: the admin token is wrong, or the console was started without one.")
+        return
+    try:
+        ack = Acknowledgement.create(by, now, comment if acking else "")
+        if acking:
+            before = data.acknowledge(url, incident.id, ack)
+            text = f"Acknowledged by {ack.by} at {_stamp(now)} UTC"
+            text += "" if before is None else f" (updated: it was {before.by}'s)"
+        else:
+            before = data.unacknowledge(url, incident.id)
+            text = f"Unacknowledged by {ack.by} at {_stamp(now)} UTC (it was {before.by}'s)"
+    except ValueError as error:
+        st.error(f"Not {verb}: " + escape(str(error)))
+        return
+    st.session_state[_ACK_DONE] = escape(text)
+    st.rerun()
