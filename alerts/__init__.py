@@ -7,8 +7,18 @@ subpackage per concept: :mod:`alerts.rules`, :mod:`alerts.notify`, :mod:`alerts.
 :mod:`alerts.triage`, :mod:`alerts.views` and :mod:`alerts.sql`. Code outside ``alerts/``
 imports through these ``__init__`` modules; inside, modules import each other by their full
 path. This module also exports what reads :mod:`alerts.kinds` (the evaluator, the rule-file
-export, the promtool tests), since a subpackage's ``__init__`` may not."""
+export, the promtool tests, the backtest), since a subpackage's ``__init__`` may not."""
 
+from alerts.backtest import (
+    MAX_EVALUATIONS,
+    Backtest,
+    Firing,
+    RuleBacktest,
+    backtest,
+    backtest_json,
+    backtest_lines,
+    evaluation_times,
+)
 from alerts.conventions import ALERTNAME, SEVERITY, SEVERITY_PAGE
 from alerts.errors import (
     AcknowledgementError,
@@ -71,6 +81,7 @@ __all__ = [
     "KINDS",
     "MAX_ACK_BY",
     "MAX_ACK_COMMENT",
+    "MAX_EVALUATIONS",
     "MAX_INCIDENT_ID",
     "SEVERITY",
     "SEVERITY_PAGE",
@@ -84,6 +95,7 @@ __all__ = [
     "AlertStateStore",
     "AlertmanagerNotifier",
     "AlertsError",
+    "Backtest",
     "Cause",
     "Delivery",
     "EvaluationError",
@@ -91,6 +103,7 @@ __all__ = [
     "EvaluationResult",
     "Evaluator",
     "Explanation",
+    "Firing",
     "Incident",
     "InhibitRule",
     "InhibitRuleError",
@@ -106,6 +119,7 @@ __all__ = [
     "NotifierConfigError",
     "RegistryError",
     "RetryPolicy",
+    "RuleBacktest",
     "RuleError",
     "RuleFailure",
     "RuleKind",
@@ -115,9 +129,13 @@ __all__ = [
     "Tick",
     "Transition",
     "WebhookNotifier",
+    "backtest",
+    "backtest_json",
+    "backtest_lines",
     "check_registry",
     "due_tick",
     "evaluate_rule",
+    "evaluation_times",
     "export_rules",
     "fingerprint",
     "fingerprint_hex",

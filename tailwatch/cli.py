@@ -86,7 +86,7 @@ COMMANDS: dict[str, CommandRow] = {
     "rules": CommandRow(
         "tailwatch.rules_cli",
         "rules_app",
-        "Alert rules: export them for Prometheus, check them against the store.",
+        "Alert rules: export them for Prometheus, check them against the store, backtest them.",
     ),
     "alerts": CommandRow(
         "tailwatch.alerts_cli",

@@ -1,25 +1,40 @@
-"""``tailwatch rules export|check``: the alert rules as a Prometheus rule file, and which
-rules read series that no target has. Options only; the logic is in ``alerts/``."""
+"""``tailwatch rules export|check|backtest``: the alert rules as a Prometheus rule file, which
+rules read series that no target has, and when the rules would have fired over a past window.
+Options only; the logic is in ``alerts/``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from alerts import export_rules, promtool_test_files
+from alerts import backtest as run_backtest
+from alerts import (
+    backtest_json,
+    backtest_lines,
+    evaluation_times,
+    export_rules,
+    promtool_test_files,
+)
 from alerts.export import EXPORT_DIALECTS
 from alerts.rules import check_rules
 from collectors.config import ConfigError
 from collectors.dialect_rules import Dialect
+from collectors.error_text import first_line
+from collectors.readers import reader_for
 from collectors.store import Store
+from loadgen.replay_options import parse_time
 from tailwatch.cli_options import check_writable_output, cli_error, save_output, typer_app
 from tailwatch.config import load_config
+from tailwatch.store_options import DbOption, JsonOption, open_store, parse_duration, print_json
 
 rules_app = typer_app(
-    name="rules", help="Alert rules: export them for Prometheus, check them against the store."
+    name="rules",
+    help="Alert rules: export them for Prometheus, check them against the store, backtest them.",
 )
 FORMATS = ("prometheus",)
 _CONFIG_HELP = "tailwatch.yaml with slos: and alerts: (default: the built-in rules only)."
@@ -112,3 +127,68 @@ def check(
         typer.echo(f"{result.rule:<36} {result.alert:<24} {state}")
     typer.echo(f"{len(broken)} of {len(results)} rules read series that no target has", err=True)
     raise typer.Exit(1 if broken else 0)
+
+
+@rules_app.command()
+def backtest(
+    start: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="Start of the window: ISO 8601 (2026-12-06T10:00:00Z), Unix seconds, or "
+            "a time before now (-24h).",
+        ),
+    ],
+    end: Annotated[
+        str, typer.Option("--to", help="End of the window (as --from; default: now).")
+    ] = "now",
+    step: Annotated[
+        str | None,
+        typer.Option(
+            help="Time between evaluations (15s, 1m, or seconds); default: "
+            "alerts.evaluation_interval, 15s."
+        ),
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help=_CONFIG_HELP)] = None,
+    db: DbOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Evaluate the rules at every evaluation time of a past window, over the store or the
+    configured Prometheus, and show per rule when it would have paged or ticketed (nothing is
+    saved, nobody is notified)."""
+    clock = time.time()
+    try:
+        times = (parse_time("--from", start, clock), parse_time("--to", end, clock))
+    except ValueError as error:
+        raise cli_error(first_line(error)) from None
+    settings = _load(config)
+    seconds = (
+        settings.alerts.evaluation_interval_seconds
+        if step is None
+        else parse_duration("--step", step)
+    )
+    try:
+        evaluation_times(*times, seconds)
+    except ValueError as error:
+        raise cli_error(first_line(error)) from None
+    for note in settings.alerts.notes:
+        typer.echo(f"note: {note}", err=True)
+    with contextlib.ExitStack() as stack:
+        source = settings.metrics
+        if source is None:  # NOTE: the store is opened only when it holds the metrics
+            reader = stack.enter_context(open_store(db or settings.database_url))
+        else:
+            try:
+                reader = reader_for(source.url, match=source.match, headers=source.headers or None)
+            except ValueError as error:
+                raise cli_error(first_line(error)) from None
+            stack.callback(reader.close)  # type: ignore[attr-defined]
+        try:
+            result = run_backtest(settings.alerts.rules, reader, *times, seconds)
+        except Exception as error:  # NOTE: a store or server that cannot answer is one line
+            raise cli_error(f"backtest failed: {first_line(error)}") from None
+    if json_output:
+        print_json(backtest_json(result))
+        return
+    for line in backtest_lines(result):
+        typer.echo(line)
