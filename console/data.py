@@ -204,6 +204,12 @@ def window_percentiles(url: str, family: str, f: Filters) -> dict[str, QuantileR
     return metric_frames.window_of_steps(_filter_steps(url, family, f))
 
 
+def window_sum_count(url: str, family: str, f: Filters) -> tuple[float, float] | None:
+    """A histogram's observed sum and count over the window (``metric_frames.window_sum_count``
+    of the steps the percentiles read): the mean is their ratio."""
+    return metric_frames.window_sum_count(_filter_steps(url, family, f))
+
+
 def percentile_frame(url: str, family: str, f: Filters) -> pd.DataFrame:
     return metric_frames.step_percentiles(_filter_steps(url, family, f))
 

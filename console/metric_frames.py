@@ -102,6 +102,18 @@ def window_of_steps(steps: Sequence[HistogramStep]) -> dict[str, QuantileResult]
     return {PERCENTILE_NAMES[q]: histogram.quantile(q) for q in PERCENTILES}
 
 
+def window_sum_count(steps: Sequence[HistogramStep]) -> tuple[float, float] | None:
+    """The window's observed sum and count (the merged steps' ``_sum`` and ``+Inf`` count):
+    their ratio is the mean; ``None`` without a histogram or when a step lacks its sum."""
+    histograms = [h for _, h in steps if h is not None]
+    if not histograms:
+        return None
+    histogram = merge_histograms(histograms)
+    if histogram.sum_value is None:
+        return None
+    return histogram.sum_value, histogram.total_count
+
+
 def counter_rate_frame(
     reader: MetricsReader,
     family: str,

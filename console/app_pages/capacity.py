@@ -1,22 +1,88 @@
 """Capacity: the planner of seed Q39, from a model's shape (or a preset) and the GPU's memory
 to the KV tokens and sequences that fit, the demand by Little's law and the replicas needed
-against a measured ceiling, with the arithmetic shown line by line (``slo.plan_capacity``)."""
+against a measured ceiling, with the arithmetic shown line by line (``slo.plan_capacity``).
+The workload starts from the fleet's traffic over the selected range and the ceiling from the
+newest sweep's knee, else from the worked example (``console.capacity_start``)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from console.page_kit import escape, page_context, section
+from collectors import canonical as c
+from console import capacity_start as cs
+from console import data
+from console.page_kit import escape, page_context, section, span_text
 from slo import SLOError, plan_capacity
 from slo.capacity import GIB
 
-page_context(needs_store=False)
+ctx = page_context(needs_store=False)
+f = ctx.filters
 st.title("Capacity")
 st.caption(
     "How many replicas a workload needs: KV cache per token from the model's shape, what fits "
     "in GPU memory, Little's law for the demand, and the concurrency one replica holds within "
     "its SLO (the knee of a load sweep, `tailwatch load sweep`)."
 )
+FLEET, WORKED = "This fleet (selected range)", "Q39 worked example"
+
+
+def _fleet() -> cs.Fleet | None:
+    """The selected range's traffic (the sidebar's range, model, target and tenant)."""
+    requests = data.counter_total(ctx.url, c.REQUESTS_TOTAL, f)
+    if not requests:
+        return cs.Fleet(requests, None, None, None, None, None, "")
+    e2e = data.window_sum_count(ctx.url, c.E2E_SECONDS, f)
+    over = span_text(data.data_span(ctx.url, c.REQUESTS_TOTAL, f), f)
+    if not over.startswith(f"over the last {f.range_key}"):
+        over += f" ({f.range_key} selected)"
+    return cs.Fleet(
+        requests=requests,
+        prompt_tokens=data.counter_total(ctx.url, c.PROMPT_TOKENS_TOTAL, f),
+        generation_tokens=data.counter_total(ctx.url, c.GENERATION_TOKENS_TOTAL, f),
+        e2e_count=None if e2e is None else e2e[1],
+        e2e_sum=None if e2e is None else e2e[0],
+        arrival_rate=data.request_rate(ctx.url, f),
+        over=over,
+    )
+
+
+def _ceiling() -> cs.Start:
+    return cs.ceiling_start(data.lab_runs(ctx.url, "sweep"), lambda i: data.lab_points(ctx.url, i))
+
+
+if ctx.problem:
+    fleet, why_not = None, "no store is configured or readable"
+    st.info(
+        "**No store to read:** the inputs start from Q39's worked example. " + escape(ctx.problem)
+    )
+    ceiling = cs.q39(cs.Q39_CEILING, why_not)
+else:
+    fleet, why_not = _fleet(), f"no traffic in the selected range ({f.range_key})"
+    ceiling = _ceiling()
+has_traffic = cs.has_traffic(fleet)
+# NOTE: keyed on whether there is traffic, so the default follows it when the range changes
+start_from = st.radio(
+    "Start from", [FLEET, WORKED], index=0 if has_traffic else 1, horizontal=True,
+    key=f"cap_start_{has_traffic}",
+)  # fmt: skip
+if start_from == FLEET:
+    view = f"fleet_{f.range_key}_{f.model}_{f.target}_{f.tenant}"
+    starts = {**cs.fleet_starts(fleet, view, why_not), "ceiling": ceiling}
+else:
+    chosen = why_not if not has_traffic else "chosen in Start from"
+    starts = {
+        "arrival": cs.q39(cs.Q39_ARRIVAL, chosen),
+        "latency": cs.q39(cs.Q39_LATENCY, chosen),
+        "tokens": cs.q39(cs.Q39_TOKENS, chosen),
+        "ceiling": cs.q39(cs.Q39_CEILING, chosen),
+    }
+
+
+def _key(name: str) -> str:
+    """A widget key per source: the user's edit sticks; a new source (another range, a new
+    sweep) is a fresh widget that starts from it."""
+    return f"cap_{name}_{starts[name].source}"
+
 
 #: (layers, KV heads, head dim, weights GiB) per preset; Q39's worked example first.
 PRESETS = {
@@ -40,15 +106,35 @@ with st.container(border=True):
     weights = cols[2].number_input("Weights (GiB)", 0.0, 4096.0, weights0, key=f"cap_w_{preset}")
     activations = cols[3].number_input("Activations (GiB)", 0.0, 4096.0, 4.0, key="cap_act")
     st.markdown("**Workload and measured ceiling**")
-    cols = st.columns(6)
-    length = cols[0].number_input("Tokens per sequence", 1, 10_000_000, 4000, key="cap_len")
-    arrival = cols[1].number_input("Arrival rate (req/s)", 0.0, 1e6, 3.0, key="cap_rate")
-    latency = cols[2].number_input("Mean latency (s)", 0.0, 1e5, 12.0, key="cap_lat")
-    ceiling = cols[3].number_input(
-        "Measured ceiling (concurrent)", 0.001, 1e6, 24.0, key="cap_ceil"
+    cols = st.columns(4)
+    length = cols[0].number_input(
+        "Tokens per sequence", 1, 10_000_000, int(starts["tokens"].value), key=_key("tokens")
     )
-    spares = cols[4].number_input("Spare replicas", 0, 1000, 1, key="cap_spares")
-    block = cols[5].number_input("Block size (tokens)", 1, 1024, 1, key="cap_block")
+    arrival = cols[1].number_input(
+        "Arrival rate (req/s)",
+        0.0,
+        1e6,
+        float(starts["arrival"].value),
+        key=_key("arrival"),
+        format="%.3f",
+    )
+    latency = cols[2].number_input(
+        "Mean latency (s)",
+        0.0,
+        1e5,
+        float(starts["latency"].value),
+        key=_key("latency"),
+        format="%.3f",
+    )
+    ceiling = cols[3].number_input(
+        "Measured ceiling (concurrent)", 0.001, 1e6, max(0.001, float(starts["ceiling"].value)),
+        key=_key("ceiling"), format="%.3f",
+    )  # fmt: skip
+    for col, name in zip(cols, ("tokens", "arrival", "latency", "ceiling"), strict=True):
+        col.caption(escape(starts[name].caption))
+    cols = st.columns(4)
+    spares = cols[0].number_input("Spare replicas", 0, 1000, 1, key="cap_spares")
+    block = cols[1].number_input("Block size (tokens)", 1, 1024, 1, key="cap_block")
 
 bytes_per_value = 2.0 if dtype.startswith("bf16") else 1.0
 try:

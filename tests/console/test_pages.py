@@ -210,12 +210,103 @@ def test_cost_page_effective_cost_is_slos(seeded):
     assert len(at.get("download_button")) == 2
 
 
+def captions(at: AppTest) -> list[str]:
+    """The page's captions as read (markdown escapes removed)."""
+    return [c.value.replace("\\", "") for c in at.caption]
+
+
+def number(at: AppTest, label: str) -> float:
+    found = [n.value for n in at.number_input if n.label == label]
+    assert len(found) == 1, (label, [n.label for n in at.number_input])
+    return found[0]
+
+
+def start_from(at: AppTest):  # type: ignore[no-untyped-def]
+    (radio,) = [r for r in at.radio if r.label == "Start from"]
+    return radio
+
+
 def test_capacity_page_reproduces_q39(seeded):
     at = run(CAPACITY_PAGE, seeded)
+    start_from(at).set_value("Q39 worked example").run()
+    assert not at.exception, [e.value for e in at.exception]
     assert metric(at, "KV cache per token") == "160 KiB"
     assert metric(at, "KV tokens that fit") == "262,144"
     assert metric(at, "Sequences of 4,000 tokens") == "65"
     assert metric(at, "Replicas needed") == "3"
+    assert captions(at).count("Q39 worked example: chosen in Start from") == 4
+
+
+def test_capacity_page_starts_from_the_fleet_and_the_newest_sweeps_knee(seeded):
+    """The workload is the seeded run's own (its requests over the seconds they span, the
+    e2e histogram's mean, tokens per finished request); the ceiling is the finished sweep's
+    knee as a concurrency: knee rate × mean e2e at the knee (Little's law)."""
+    at = run(CAPACITY_PAGE, seeded)
+    assert start_from(at).value == "This fleet (selected range)"
+    start, end = window(seeded)
+    store = Store(seeded.url, migrate=False)
+    try:
+        requests = counter_total(store, c.REQUESTS_TOTAL, start, end)
+        readings = store.samples(c.REQUESTS_TOTAL, None, start, end)
+        e2e = merged(store, c.E2E_SECONDS, start, end)
+        tokens = counter_total(store, c.PROMPT_TOKENS_TOTAL, start, end) + counter_total(
+            store, c.GENERATION_TOKENS_TOTAL, start, end
+        )
+        (sweep,) = [r for r in store.lab_runs() if r.name == "mnbt 512 vs 4096"]
+        at_knee = [p for p in store.lab_points(sweep.id) if p.knob_value == 512 and p.rate == 10]
+    finally:
+        store.close()
+    times = [t for samples in readings.values() for t, _ in samples]
+    arrival = requests / (max(times) - min(times))
+    latency = e2e.sum_value / e2e.total_count
+    per_request = tokens / requests
+    assert requests > 0 and 0 < latency < 60 and per_request > 1
+    # the seeded sweep's 512 line passes at 5 and 10 req/s, fails at 20: its knee is 10
+    assert len(at_knee) == 3
+    knee_latency = sum(sum(p.samples["e2e_ms"]) / len(p.samples["e2e_ms"]) for p in at_knee) / 3
+    ceiling = 10 * knee_latency / 1000
+    assert number(at, "Arrival rate (req/s)") == pytest.approx(arrival, abs=1e-3)
+    assert number(at, "Mean latency (s)") == pytest.approx(latency, abs=1e-3)
+    assert number(at, "Tokens per sequence") == round(per_request)
+    assert number(at, "Measured ceiling (concurrent)") == pytest.approx(ceiling, abs=1e-3)
+    assert arrival != pytest.approx(requests / RANGES[RANGE])  # over the data, not the range
+    demand = number(at, "Arrival rate (req/s)") * number(at, "Mean latency (s)")
+    replicas = math.ceil(demand / number(at, "Measured ceiling (concurrent)")) + 1
+    assert metric(at, "Replicas needed") == str(replicas)
+    shown = captions(at)
+    first = pd.Timestamp(min(times), unit="s", tz="UTC")
+    (rate_caption,) = [t for t in shown if "req/s, " in t and t.startswith("from the fleet")]
+    assert rate_caption.startswith(f"from the fleet: {arrival:,.2f} req/s, {requests:,.0f} ")
+    assert f"(data starts {first:%H:%M} UTC) ({RANGE} selected)" in rate_caption, rate_caption
+    assert any(t.startswith(f"from the fleet: mean e2e {latency:,.3f} s") for t in shown), shown
+    assert any(t.startswith("from the fleet: (") and f"= {per_request:,.0f} per request" in t
+               for t in shown), shown  # fmt: skip
+    assert any(t.startswith(f"from sweep #{sweep.id}'s knee (") and
+               "max_num_batched_tokens=512): 10 req/s × " in t for t in shown), shown  # fmt: skip
+    # an edit sticks across reruns (the fleet value only starts the widget)
+    (arrival_input,) = [n for n in at.number_input if n.label == "Arrival rate (req/s)"]
+    arrival_input.set_value(7.5).run()
+    assert number(at, "Arrival rate (req/s)") == 7.5
+    at.run()
+    assert number(at, "Arrival rate (req/s)") == 7.5
+
+
+def test_capacity_page_without_traffic_in_the_range_starts_from_q39(seeded):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["range"] = RANGE
+    at.query_params["until"] = f"{seeded.start - 3 * RANGES[RANGE]:.0f}"  # before the run
+    at.switch_page(CAPACITY_PAGE).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert start_from(at).value == "Q39 worked example"
+    assert metric(at, "Sequences of 4,000 tokens") == "65"
+    assert metric(at, "Replicas needed") == "3"
+    why = f"Q39 worked example: no traffic in the selected range ({RANGE})"
+    assert captions(at).count(why) == 4, captions(at)
+    # choosing the fleet anyway: the workload stays Q39 (with why), the ceiling is the knee
+    start_from(at).set_value("This fleet (selected range)").run()
+    assert number(at, "Arrival rate (req/s)") == 3.0 and number(at, "Mean latency (s)") == 12.0
+    assert captions(at).count(why) == 3
+    assert any(t.startswith("from sweep #") for t in captions(at)), captions(at)
 
 
 def test_incident_list_and_detail(seeded):
@@ -326,6 +417,8 @@ def test_an_unmigrated_store_says_how_to_migrate(tmp_path, monkeypatch, seeded):
     ]
     at.switch_page(CAPACITY_PAGE).run()  # the planner needs no store
     assert not at.exception and metric(at, "Replicas needed") == "3"
+    why = "Q39 worked example: no store is configured or readable"
+    assert captions(at).count(why) == 4, captions(at)
     assert not (tmp_path / "missing.db").exists(), "a reader never creates the store"
 
 
