@@ -234,6 +234,23 @@ class Stack:
     def exited(self) -> Child | None:
         return next((c for c in self.children if c.process.poll() is not None), None)
 
+    def watch(
+        self, say: Callable[[str], None], each_tick: Callable[[], None] = lambda: None
+    ) -> int:
+        """Until a child exits: call ``each_tick`` every half second, then say which child
+        exited, with its code and log, and return 1 (the launcher's exit code). Ctrl-C and
+        SIGTERM end it as ``KeyboardInterrupt`` (the caller stops the rest)."""
+        while True:
+            time.sleep(0.5)
+            each_tick()
+            dead = self.exited()
+            if dead is not None:
+                say(
+                    f"error: the {dead.name} exited (code {dead.process.returncode}); "
+                    f"see {dead.log_path}"
+                )
+                return 1
+
     def stop_order(self) -> list[Child]:
         """Reverse start order, with the engines moved before the collector.
 

@@ -178,8 +178,9 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
         if own is not None:
             baseline = demo.first_baseline_seconds if demo is not None else None
             own.start(time.time(), baseline, db_url, say)
-        while True:
-            time.sleep(0.5)
+
+        def adopt_proposed_slos() -> None:
+            nonlocal own
             if own is not None and own.poll(time.time(), say):
                 # NOTE: the evaluator builds its burn-rate rules from slos: when it starts;
                 # its alert state is in the store, so a restart loses none (up_slos.py).
@@ -187,13 +188,8 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
                 stack.restart("collector", tailwatch_command(*collect), env, collector_up, say)
                 _write_state(stack, engine_urls, collector_url, console_url, db_url)
                 own = None
-            dead = stack.exited()
-            if dead is not None:
-                say(
-                    f"error: the {dead.name} exited (code {dead.process.returncode}); see {dead.log_path}"
-                )
-                code = 1
-                break
+
+        code = stack.watch(say, adopt_proposed_slos)
     except StartError as error:
         say(f"error: {error}")
         code = 1

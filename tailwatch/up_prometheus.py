@@ -174,15 +174,7 @@ def run_up_prometheus(options: PrometheusUpOptions, say: Callable[[str], None]) 
                 ]
             )
         )
-        while True:
-            time.sleep(0.5)
-            dead = stack.exited()
-            if dead is not None:
-                say(
-                    f"error: the {dead.name} exited (code {dead.process.returncode}); see {dead.log_path}"
-                )
-                code = 1
-                break
+        code = stack.watch(say)
     except StartError as error:
         say(f"error: {error}")
         code = 1
