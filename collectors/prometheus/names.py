@@ -133,6 +133,40 @@ def resolve(family: str, names: Iterable[str]) -> list[Source]:
     return out
 
 
+def raw_metrics(name: str, names: Iterable[str]) -> list[str]:
+    """The spellings of the raw sample ``name`` (a raw family less ``RAW_PREFIX``) the server
+    holds, the name as exposed first: ``tailwatch:knob_changes_total``, then the
+    ``tailwatch_knob_changes_total`` Prometheus 2.x may hold for it."""
+    held = set(names)
+    return [s for s in _spellings(name) if s in held]
+
+
+def raw_matchers(selector: Mapping[str, str] | None, extra: str = "") -> str:
+    """The matchers selecting what ``selector`` asks of a raw family: the store keeps a raw
+    series' labels as exposed plus ``target``, so only ``target`` becomes ``instance``; a
+    breakdown label (``tenant``) must be named to select series that carry it, as the store's."""
+    wanted = dict(selector or {})
+    pairs: dict[str, str] = {}
+    for name, value in wanted.items():
+        if not isinstance(name, str) or not _LABEL_NAME.match(name):
+            raise ValueError(
+                f"label selector: {name!r} is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+            )
+        pairs[TARGET_LABEL if name == c.LABEL_TARGET else name] = value
+    for name in c.BREAKDOWN_LABELS:
+        pairs.setdefault(name, "")
+    text = ",".join(f"{k}={quote(v)}" for k, v in sorted(pairs.items()))
+    return ",".join(x for x in (text, extra) if x)
+
+
+def raw_labels(labels: Mapping[str, str]) -> Labels:
+    """A returned series' labels as the store keeps a raw series' (the exposed labels, ``le``
+    included, plus ``target``: the model label is not renamed, as the collector keeps it)."""
+    out = {k: v for k, v in labels.items() if k not in ("__name__", TARGET_LABEL)}
+    out[c.LABEL_TARGET] = labels.get(TARGET_LABEL, "")
+    return c.labels_key(out)
+
+
 def _metric(rule: Rule, held: set[str]) -> str | None:
     """The name of ``rule``'s series on the server (see :class:`Source`), or ``None``."""
     kind = c.FAMILIES[rule.family]

@@ -40,7 +40,16 @@ from collectors import canonical as c
 from collectors.canonical import Kind, Labels
 from collectors.prometheus import queries as q
 from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, point
-from collectors.prometheus.names import TARGET_LABEL, Source, quote, resolve
+from collectors.prometheus.names import (
+    TARGET_LABEL,
+    Source,
+    quote,
+    raw_labels,
+    raw_matchers,
+    raw_metrics,
+    resolve,
+)
+from collectors.store.catalog import RAW_KIND
 from collectors.store.records import (
     ScrapeStatus,
     SemanticsMismatchError,
@@ -162,6 +171,11 @@ class PrometheusReader(StepReads):
         """The series of ``family`` the server held over the last ``series_lookback_seconds``
         whose labels include every pair in ``labels``."""
         now = time.time()
+        if family.startswith(c.RAW_PREFIX):
+            return [
+                SeriesInfo(family, key, RAW_KIND, frozenset())
+                for key in self._raw_series(family, labels, now)
+            ]
         out: dict[Labels, SeriesInfo] = {}
         for source, matchers in self._sources(family, labels):
             name = source.metric + ("_bucket" if _is_histogram(source) else "")
@@ -179,7 +193,11 @@ class PrometheusReader(StepReads):
     def samples(
         self, family: str, labels: Mapping[str, str] | None, start: float, end: float
     ) -> dict[Labels, list[Sample]]:
-        """Counter or gauge readings with ``start <= t <= end``, per series, in time order."""
+        """Counter or gauge readings with ``start <= t <= end``, per series, in time order.
+        A raw family (``RAW_PREFIX`` + a sample name) reads that sample's stored values as
+        they are, from ``series_lookback_seconds`` ago at the earliest."""
+        if family.startswith(c.RAW_PREFIX):
+            return self._raw_samples(family, labels, start, end)
         # NOTE: every selected series answers, with no readings where the range has none
         out: dict[Labels, list[Sample]] = {i.labels: [] for i in self.series(family, labels)}
         filled: set[Labels] = set()
@@ -264,6 +282,37 @@ class PrometheusReader(StepReads):
         for _, points in self._raw(UP, matchers, start, end):
             out += [ScrapeStatus(t, v == 1, "" if v == 1 else DOWN_ERROR) for t, v in points]
         return sorted(out)
+
+    def _raw_series(
+        self, family: str, labels: Mapping[str, str] | None, now: float
+    ) -> dict[Labels, str]:
+        """The series of raw ``family`` the server held over the lookback: their labels as
+        the store keeps them, each with the spelling that answers for it (the name as exposed
+        wins over Prometheus 2.x's ``_`` spelling, as a current name over a renamed one)."""
+        out: dict[Labels, str] = {}
+        matchers = raw_matchers(labels, self.match)
+        for metric in raw_metrics(family.removeprefix(c.RAW_PREFIX), self.metric_names()):
+            found = self.api.series(
+                [q.selector(metric, matchers)], now - self.series_lookback_seconds, now
+            )
+            for item in found:
+                out.setdefault(raw_labels(item), metric)
+        return out
+
+    def _raw_samples(
+        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+    ) -> dict[Labels, list[Sample]]:
+        now = time.time()
+        chosen = self._raw_series(family, labels, now)
+        out: dict[Labels, list[Sample]] = {key: [] for key in chosen}
+        start = max(start, now - self.series_lookback_seconds)
+        matchers = raw_matchers(labels, self.match)
+        for metric in dict.fromkeys(chosen.values()):
+            for series_labels, points in self._raw(re.escape(metric), matchers, start, end):
+                key = raw_labels(series_labels)
+                if chosen.get(key) == metric:
+                    out[key] = [Sample(t, v) for t, v in points]
+        return out
 
     # -- the window engine (StepReads' primitives) -----------------------------------------
 
