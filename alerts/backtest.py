@@ -82,10 +82,12 @@ def evaluation_times(
         raise ValueError(f"--step {step!r}: must be a positive duration")
     if not start < end:
         raise ValueError(f"--from {iso(start)} is not before --to {iso(end)}")
-    count = math.floor((end - start) / step + 1e-9) + 1
-    if count > limit:
+    steps = (end - start) / step  # NOTE: infinite for a step of a few denormal seconds
+    count = math.floor(steps + 1e-9) + 1 if math.isfinite(steps) else None
+    if count is None or count > limit:
+        shown = f"{count:,}" if count is not None else "countless"
         raise ValueError(
-            f"{count:,} evaluations from {iso(start)} to {iso(end)} every {step:g} s: more "
+            f"{shown} evaluations from {iso(start)} to {iso(end)} every {step:g} s: more "
             f"than {limit:,}; shorten the window or raise --step"
         )
     return tuple(start + k * step for k in range(count))

@@ -207,3 +207,10 @@ def test_evaluation_times_cover_the_window_or_name_the_option(start, end, step) 
     assert times[0] == start and times[-1] <= end + 1e-6 * max(1.0, abs(end))
     assert end - times[-1] < step * (1 + 1e-9)
     assert all(b > a for a, b in itertools.pairwise(times))
+
+
+@pytest.mark.parametrize("step", [5e-324, 1e-300])
+def test_a_step_too_small_to_count_is_named_not_an_overflow(step: float) -> None:
+    """Hypothesis found it: a denormal step makes the evaluation count infinite."""
+    with pytest.raises(ValueError, match="countless evaluations|evaluations from"):
+        evaluation_times(0.0, 3600.0, step)
