@@ -87,6 +87,20 @@ def baseline_increases(
     return _sliding([v for _, v in steps], sum)
 
 
+def baseline_increases_by_target(
+    reader: MetricsReader,
+    family: str,
+    labels: Mapping[str, str] | None,
+    split: float,
+    window_seconds: float,
+    baseline_seconds: float,
+) -> dict[str, list[float | None]]:
+    """:func:`baseline_increases` of each target of the selection, from one read."""
+    start, step = _steps(split, window_seconds, baseline_seconds)
+    steps = reader.counter_series_by_target(family, labels, start, split, step)
+    return {t: _sliding([v for _, v in items], sum) for t, items in steps.items()}
+
+
 def median(values: Iterable[float | None]) -> float:
     """The median of the finite values; NaN with fewer than :data:`MIN_BASELINE_VALUES`."""
     known = [v for v in values if v is not None and math.isfinite(v)]

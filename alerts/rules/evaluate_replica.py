@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 import statistics
 
-from alerts.rules.baseline import baseline_increases, median
+from alerts.rules.baseline import baseline_increases_by_target, median
 from alerts.rules.read import (
     LOOKBACK_SECONDS,
     REPLICA_LABELS,
     Instance,
+    by_group,
+    group_key,
     groups,
     latest_readings,
 )
@@ -34,33 +36,48 @@ def kv_saturation(rule: KVSaturationRule, reader: MetricsReader, now: float) -> 
     """Per replica: the window's peak KV usage and its preemptions, against the median of
     its preemption rate over the baseline (``alerts.rules.baseline``) when the rule is
     relative (a replica without that much history is compared with nothing: PromQL's
-    ``unless`` keeps it). The value is the peak usage."""
+    ``unless`` keeps it). The value is the peak usage. Every replica is read at once
+    (:func:`by_group`), not one replica a query."""
     start = now - rule.window_seconds
-    out = []
-    for key, selector in groups(reader, c.KV_CACHE_USAGE, REPLICA_LABELS).items():
-        # NOTE: the window's peak, not the last reading: a preemption frees blocks, so usage
-        # dips below the bound between preemptions of a storm (max_over_time in PromQL)
-        readings = [
-            s.value
-            for series in reader.samples(c.KV_CACHE_USAGE, selector, start, now).values()
-            for s in series
-        ]
-        preempted = reader.counter_window(c.PREEMPTIONS_TOTAL, selector, start, now)
-        if not readings or preempted is None:
-            continue
-        usage = max(readings)
-        rate = preempted / rule.window_seconds
-        holds = usage >= rule.usage_min and preempted >= max(rule.preemptions_min, 1e-9)
-        if rule.rise_min is not None:
-            past = baseline_increases(
+    grouped = groups(reader, c.KV_CACHE_USAGE, REPLICA_LABELS)
+    if not grouped:
+        return []
+    # NOTE: the window's peak, not the last reading: a preemption frees blocks, so usage
+    # dips below the bound between preemptions of a storm (max_over_time in PromQL)
+    readings: dict[tuple[tuple[str, str], ...], list[float]] = {}
+    for series_labels, samples in reader.samples(c.KV_CACHE_USAGE, None, start, now).items():
+        key = group_key(dict(series_labels), REPLICA_LABELS)
+        if key in grouped:
+            readings.setdefault(key, []).extend(s.value for s in samples)
+    preempted_by = by_group(
+        grouped,
+        lambda labels: reader.counter_windows_by_target(c.PREEMPTIONS_TOTAL, labels, start, now),
+    )
+    past_by = (
+        by_group(
+            grouped,
+            lambda labels: baseline_increases_by_target(
                 reader,
                 c.PREEMPTIONS_TOTAL,
-                selector,
+                labels,
                 start,
                 rule.window_seconds,
                 rule.baseline_window_seconds,
-            )
-            base = median(past)
+            ),
+        )
+        if rule.rise_min is not None
+        else {}
+    )
+    out = []
+    for key in grouped:
+        preempted = preempted_by.get(key)
+        if not readings.get(key) or preempted is None:
+            continue
+        usage = max(readings[key])
+        rate = preempted / rule.window_seconds
+        holds = usage >= rule.usage_min and preempted >= max(rule.preemptions_min, 1e-9)
+        if rule.rise_min is not None:
+            base = median(past_by.get(key, []))
             # NOTE: no baseline (a new replica) compares with nothing: PromQL's ``unless``
             if not math.isnan(base):
                 holds = holds and rate > rule.rise_min * base / rule.window_seconds
@@ -77,8 +94,13 @@ def _replica_signal(
     values: dict[tuple[tuple[str, str], ...], float] = {}
     family = IMBALANCE_FAMILIES.get(rule.signal)
     if family is not None:
-        for key, selector in groups(reader, family, REPLICA_LABELS).items():
-            window = reader.histogram_window(family, selector, start, now)
+        grouped = groups(reader, family, REPLICA_LABELS)
+        windows = by_group(
+            grouped,
+            lambda labels: reader.histogram_windows_by_target(family, labels, start, now),
+        )
+        for key in grouped:
+            window = windows.get(key)
             count = 0.0 if window is None else window.cumulative_counts[-1]
             if window is None or not count or count < rule.min_observations:
                 continue
@@ -88,14 +110,15 @@ def _replica_signal(
             else:
                 values[key] = window.quantile(0.5).value
         return values
-    for key, selector in groups(reader, c.REQUESTS_WAITING, REPLICA_LABELS).items():
-        means = [
-            statistics.fmean(s.value for s in samples)
-            for samples in reader.samples(c.REQUESTS_WAITING, selector, start, now).values()
-            if samples
-        ]
-        if means:
-            values[key] = max(means)  # NOTE: max by (instance) (avg_over_time(...))
+    grouped = groups(reader, c.REQUESTS_WAITING, REPLICA_LABELS)
+    means: dict[tuple[tuple[str, str], ...], list[float]] = {}
+    for series_labels, samples in reader.samples(c.REQUESTS_WAITING, None, start, now).items():
+        key = group_key(dict(series_labels), REPLICA_LABELS)
+        if key in grouped and samples:
+            means.setdefault(key, []).append(statistics.fmean(s.value for s in samples))
+    for key in grouped:
+        if means.get(key):
+            values[key] = max(means[key])  # NOTE: max by (instance) (avg_over_time(...))
     return values
 
 
@@ -131,8 +154,9 @@ def target_down(rule: TargetDownRule, reader: MetricsReader, now: float) -> list
         }
     )
     out = []
+    recent_by = reader.scrapes_by_target(targets, now - LOOKBACK_SECONDS, now)
     for target in targets:
-        recent = reader.scrapes(target, now - LOOKBACK_SECONDS, now)
+        recent = recent_by.get(target)
         if not recent:
             continue
         last = max(recent, key=lambda s: s.timestamp_seconds)

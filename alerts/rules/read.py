@@ -8,8 +8,8 @@ whole minutes of a long window come from the store's roll-ups, not from raw snap
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple, TypeVar
 
 from collectors import canonical as c
 from collectors.store.protocols import MetricsReader
@@ -20,6 +20,8 @@ LOOKBACK_SECONDS = 300.0
 #: What a fleet rule groups by (``sum by (model)``); a per-replica rule adds ``target``.
 FLEET_LABELS = (c.LABEL_MODEL,)
 REPLICA_LABELS = (c.LABEL_TARGET, c.LABEL_MODEL)
+
+T = TypeVar("T")
 
 
 class Instance(NamedTuple):
@@ -44,10 +46,35 @@ def groups(
     names = tuple(by)
     out: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
     for info in reader.series(family, labels):
-        have = dict(info.labels)
-        key = tuple(sorted((n, have[n]) for n in names if have.get(n)))
+        key = group_key(dict(info.labels), names)
         out.setdefault(key, {**(labels or {}), **dict(key)})
     return dict(sorted(out.items()))
+
+
+def by_group(
+    grouped: Mapping[tuple[tuple[str, str], ...], Mapping[str, str]],
+    read: Callable[[dict[str, str] | None], Mapping[str, T]],
+) -> dict[tuple[tuple[str, str], ...], T]:
+    """Each group's value (of :func:`groups` by ``target`` and more) from one per-target read
+    (``read(labels)``: a reader's ``…_by_target``) for each distinct rest of the groups'
+    selectors, not one read per group: a fleet of 500 replicas of one model is one query. A
+    group whose target the read did not answer has no value."""
+    members: dict[tuple[tuple[str, str], ...], list[tuple[tuple[tuple[str, str], ...], str]]] = {}
+    for key, selector in grouped.items():
+        rest = tuple(sorted((k, v) for k, v in selector.items() if k != c.LABEL_TARGET))
+        members.setdefault(rest, []).append((key, selector.get(c.LABEL_TARGET, "")))
+    out: dict[tuple[tuple[str, str], ...], T] = {}
+    for rest, items in members.items():
+        values = read(dict(rest) or None)
+        for key, target in items:
+            if target in values:
+                out[key] = values[target]
+    return out
+
+
+def group_key(labels: Mapping[str, str], by: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """The :func:`groups` key of a series with ``labels``."""
+    return tuple(sorted((n, labels[n]) for n in by if labels.get(n)))
 
 
 def latest_readings(

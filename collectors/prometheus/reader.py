@@ -178,7 +178,9 @@ class PrometheusReader(StepReads):
             ]
         out: dict[Labels, SeriesInfo] = {}
         for source, matchers in self._sources(family, labels):
-            name = source.metric + ("_bucket" if _is_histogram(source) else "")
+            # NOTE: a histogram's series are its _count's: one per series, not one per bucket
+            # (23 times fewer label sets from a vLLM fleet's TTFT)
+            name = source.metric + ("_count" if _is_histogram(source) else "")
             if source.rule.from_sum:
                 name = source.metric + "_sum"
             found = self.api.series(
@@ -324,25 +326,90 @@ class PrometheusReader(StepReads):
         use_rollups: bool,  # NOTE: the server keeps its own data; nothing to choose
         mode: WindowSemantics,
     ) -> list[ClassicHistogram | None]:
+        fleet = self._fleet_histograms(family, labels, bounds, mode)
+        if fleet is not None:
+            return fleet
+        steps = self._target_histograms(family, labels, bounds, mode, merged=True)
+        return [_merge(family, sorted(step.items())) for step in steps]
+
+    def _fleet_histograms(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        mode: WindowSemantics,
+    ) -> list[ClassicHistogram | None] | None:
+        """The merged histogram of each step summed on the server (one series per bucket
+        comes back, whatever the fleet's size), when one source answers and every target's
+        layout is one; ``None`` when the per-target read must decide (several sources, where
+        a current name wins target by target, or a layout check that failed)."""
         self._answering(mode)
         if len(bounds) < 2:
             return []
         _require_finite(bounds)
-        steps: list[list[tuple[str, ClassicHistogram]]] = [[] for _ in bounds[1:]]
+        sources = self._meaningful_sources(family, labels)
+        if len(sources) != 1:
+            return None if sources else [None] * (len(bounds) - 1)
+        ((source, matchers),) = sources
+        expr = q.fleet_histogram_window(source.metric, matchers, bounds[1] - bounds[0])
+        steps: list[ClassicHistogram | None] = [None] * (len(bounds) - 1)
+        for k, rows in self._evaluate(expr, bounds).items():
+            if any(r.get(c.LABEL_LE) in _CHECK_ROWS for r, _ in rows):
+                return None
+            steps[k] = _histograms_by_target(rows, source.scale).get("")
+        return steps
+
+    def _histogram_steps_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        use_rollups: bool,
+        mode: WindowSemantics,
+    ) -> list[dict[str, ClassicHistogram]]:
+        """One query per source for every target: the server groups by ``instance``."""
+        return self._target_histograms(family, labels, bounds, mode, merged=False)
+
+    def _target_histograms(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        mode: WindowSemantics,
+        merged: bool,
+    ) -> list[dict[str, ClassicHistogram]]:
+        """Per step, each target's histogram. ``merged``: the targets will be added up, so
+        the whole selection must hold one meaning; else each target must."""
+        self._answering(mode)
+        if len(bounds) < 2:
+            return []
+        _require_finite(bounds)
+        steps: list[dict[str, list[ClassicHistogram]]] = [{} for _ in bounds[1:]]
         current: list[set[str]] = [set() for _ in bounds[1:]]
-        for source, matchers in self._meaningful_sources(family, labels):
+        meanings: dict[str, set[frozenset[str]]] = {}
+        for source, matchers in self._selected_sources(family, labels, merged):
             expr = q.histogram_window(source.metric, matchers, bounds[1] - bounds[0])
             for k, rows in self._evaluate(expr, bounds).items():
                 per_target = _histograms_by_target(rows, source.scale)
                 for target, histogram in sorted(per_target.items()):
                     if histogram is None:
                         self._raise_layout_change(source, family, labels, target, bounds, k)
+                        continue
                     if source.is_renamed and target in current[k]:
                         continue  # NOTE: the current name wins, as in a scrape
                     if not source.is_renamed:
                         current[k].add(target)
-                    steps[k].append((target, histogram))
-        return [_merge(family, items) for items in steps]
+                    meanings.setdefault(target, set()).add(source.flags)
+                    steps[k].setdefault(target, []).append(histogram)
+        _one_meaning_each(family, meanings)
+        return [
+            {
+                t: merged
+                for t, items in step.items()
+                if (merged := _merge(family, [(t, h) for h in items]))
+            }
+            for step in steps
+        ]
 
     def _counter_steps(
         self,
@@ -356,9 +423,46 @@ class PrometheusReader(StepReads):
         if len(bounds) < 2:
             return []
         _require_finite(bounds)
-        out: list[float | None] = [None] * (len(bounds) - 1)
+        sources = self._meaningful_sources(family, labels)
+        if len(sources) == 1:  # NOTE: summed on the server: one value a step comes back
+            ((source, matchers),) = sources
+            metric = source.metric + ("_sum" if source.rule.from_sum else "")
+            expr = q.fleet_counter_window(metric, matchers, bounds[1] - bounds[0])
+            out: list[float | None] = [None] * (len(bounds) - 1)
+            for k, rows in self._evaluate(expr, bounds).items():
+                out[k] = sum(v for _, v in rows) * source.scale
+            return out
+        steps = self._target_counters(family, labels, bounds, mode, merged=True)
+        # NOTE: summed in target order, so the float sum is the same whichever read asked
+        return [sum(v for _, v in sorted(step.items())) if step else None for step in steps]
+
+    def _counter_steps_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        use_rollups: bool,
+        mode: WindowSemantics,
+    ) -> list[dict[str, float]]:
+        return self._target_counters(family, labels, bounds, mode, merged=False)
+
+    def _target_counters(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        mode: WindowSemantics,
+        merged: bool,
+    ) -> list[dict[str, float]]:
+        """Per step, each target's increase; ``merged`` as :meth:`_target_histograms`."""
+        self._answering(mode)
+        if len(bounds) < 2:
+            return []
+        _require_finite(bounds)
+        steps: list[dict[str, float]] = [{} for _ in bounds[1:]]
         current: list[set[str]] = [set() for _ in bounds[1:]]
-        for source, matchers in self._meaningful_sources(family, labels):
+        meanings: dict[str, set[frozenset[str]]] = {}
+        for source, matchers in self._selected_sources(family, labels, merged):
             metric = source.metric + ("_sum" if source.rule.from_sum else "")
             expr = q.counter_window(metric, matchers, bounds[1] - bounds[0])
             for k, rows in self._evaluate(expr, bounds).items():
@@ -368,9 +472,40 @@ class PrometheusReader(StepReads):
                         continue
                     if not source.is_renamed:
                         current[k].add(target)
-                    increase = value * source.scale
-                    out[k] = increase if out[k] is None else out[k] + increase
-        return out
+                    meanings.setdefault(target, set()).add(source.flags)
+                    steps[k][target] = steps[k].get(target, 0.0) + value * source.scale
+        _one_meaning_each(family, meanings)
+        return steps
+
+    def _selected_sources(
+        self, family: str, labels: Mapping[str, str] | None, merged: bool
+    ) -> list[tuple[Source, str]]:
+        if merged:
+            return self._meaningful_sources(family, labels)
+        sources = self._sources(family, labels)
+        if len({s.flags for s, _ in sources}) < 2:
+            return sources
+        now = time.time()
+        return [(s, m) for s, m in sources if self._has_series(s, m, now)]
+
+    def scrapes_by_target(
+        self, targets: Sequence[str], start: float = -math.inf, end: float = math.inf
+    ) -> dict[str, list[ScrapeStatus]]:
+        """:meth:`scrapes` of each of ``targets`` from one query of ``up``."""
+        if not start <= end or not targets:
+            return {t: [] for t in targets}
+        now = time.time()
+        start, end = max(start, now - self.series_lookback_seconds), min(end, now)
+        wanted = "|".join(re.escape(t) for t in targets)
+        matchers = ",".join(x for x in (f"{TARGET_LABEL}=~{quote(wanted)}", self.match) if x)
+        out: dict[str, list[ScrapeStatus]] = {t: [] for t in targets}
+        for labels, points in self._raw(UP, matchers, start, end):
+            target = _target(labels)
+            if target in out:
+                out[target] += [
+                    ScrapeStatus(t, v == 1, "" if v == 1 else DOWN_ERROR) for t, v in points
+                ]
+        return {t: sorted(v) for t, v in out.items()}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -421,7 +556,7 @@ class PrometheusReader(StepReads):
         self.metric_names()  # NOTE: refreshing the names empties this cache
         key = (source.metric, matchers)
         if key not in self._held:
-            name = source.metric + ("_bucket" if _is_histogram(source) else "")
+            name = source.metric + ("_count" if _is_histogram(source) else "")
             name = source.metric + "_sum" if source.rule.from_sum else name
             start = now - self.series_lookback_seconds
             self._held[key] = bool(self.api.series([q.selector(name, matchers)], start, now))
@@ -543,6 +678,22 @@ def _merge(family: str, items: list[tuple[str, ClassicHistogram]]) -> ClassicHis
             )
         total = merge_histograms([total, histogram])
     return total
+
+
+#: The rows of a fleet read's failed checks (see ``queries.fleet_histogram_window``).
+_CHECK_ROWS = (q.LAYOUT_CHANGED_ROW, q.LAYOUTS_DIFFER_ROW)
+
+
+def _one_meaning_each(family: str, meanings: Mapping[str, set[frozenset[str]]]) -> None:
+    """A :class:`SemanticsMismatchError` for a target whose series hold different meanings
+    (what a read of that target alone refuses)."""
+    for held in meanings.values():
+        if len(held) > 1:
+            described = sorted(",".join(sorted(f)) or "(none)" for f in held)
+            raise SemanticsMismatchError(
+                f"series of {family} selected with different semantic flags {described}; "
+                "narrow the label selector (e.g. by target) so that one meaning is merged"
+            )
 
 
 def _require_finite(bounds: Sequence[float]) -> None:

@@ -124,6 +124,48 @@ class MetricsReader(Protocol):
         self, target: str, start: float = -math.inf, end: float = math.inf
     ) -> list[ScrapeStatus]: ...
 
+    # Per-replica reads: each target's window, in one read where the reader can (a server
+    # answers every target in one query; a per-replica rule over 500 replicas would otherwise
+    # send 500).
+
+    def histogram_windows_by_target(
+        self,
+        family: str,
+        labels: Selector,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, ClassicHistogram]: ...
+
+    def counter_windows_by_target(
+        self,
+        family: str,
+        labels: Selector,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, float]: ...
+
+    def counter_series_by_target(
+        self,
+        family: str,
+        labels: Selector,
+        start: float,
+        end: float,
+        step_seconds: float = DEFAULT_STEP_SECONDS,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, list[CounterStep]]: ...
+
+    def scrapes_by_target(
+        self, targets: Sequence[str], start: float = -math.inf, end: float = math.inf
+    ) -> dict[str, list[ScrapeStatus]]: ...
+
 
 @runtime_checkable
 class RequestReader(Protocol):

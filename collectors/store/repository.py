@@ -308,6 +308,58 @@ class Store:
             family, labels, start, end, step_seconds, use_rollups=use_rollups, semantics=semantics
         )
 
+    def histogram_windows_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, ClassicHistogram]:
+        """:meth:`histogram_window` of each target of the selection."""
+        return self._windows.histogram_windows_by_target(
+            family, labels, start, end, use_rollups=use_rollups, semantics=semantics
+        )
+
+    def counter_windows_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, float]:
+        """:meth:`counter_window` of each target of the selection."""
+        return self._windows.counter_windows_by_target(
+            family, labels, start, end, use_rollups=use_rollups, semantics=semantics
+        )
+
+    def counter_series_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        step_seconds: float = DEFAULT_STEP_SECONDS,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, list[CounterStep]]:
+        """:meth:`counter_series` of each target of the selection."""
+        return self._windows.counter_series_by_target(
+            family, labels, start, end, step_seconds, use_rollups=use_rollups, semantics=semantics
+        )
+
+    def scrapes_by_target(
+        self, targets: Sequence[str], start: float = -math.inf, end: float = math.inf
+    ) -> dict[str, list[ScrapeStatus]]:
+        """:meth:`scrapes` of each of ``targets``."""
+        return {t: self.scrapes(t, start, end) for t in targets}
+
     def rollup_coverage(self) -> float:
         """Minutes ending at or before this time are read from roll-ups (``-inf``: none)."""
         return self._windows.rollup_coverage()

@@ -12,9 +12,17 @@ SQL, so the contract tests still compare two independent computations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
-from collectors.store.records import CounterStep, HistogramStep, QuantileStep, quantile_steps
+from collectors.canonical import LABEL_TARGET
+from collectors.store.records import (
+    CounterStep,
+    HistogramStep,
+    QuantileStep,
+    ScrapeStatus,
+    quantile_steps,
+)
 from collectors.store.window_semantics import (
     WindowSemantics,
     parse_semantics,
@@ -54,6 +62,59 @@ class StepReads:
     ) -> list[float | None]:
         raise NotImplementedError
 
+    def _histogram_steps_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        use_rollups: bool,
+        mode: WindowSemantics,
+    ) -> list[dict[str, ClassicHistogram]]:
+        """Per step, each target's histogram (a target without data in a step is left out).
+        This default reads each target the selection holds in turn; a server answers all of
+        them in one query (the Prometheus reader overrides it)."""
+        per_target = {
+            target: self._histogram_steps(
+                family, {**(labels or {}), LABEL_TARGET: target}, bounds, use_rollups, mode
+            )
+            for target in self._targets(family, labels)
+        }
+        return [
+            {t: steps[k] for t, steps in per_target.items() if steps[k] is not None}
+            for k in range(len(bounds) - 1)
+        ]
+
+    def _counter_steps_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        bounds: list[float],
+        use_rollups: bool,
+        mode: WindowSemantics,
+    ) -> list[dict[str, float]]:
+        """Per step, each target's counter increase, as :meth:`_histogram_steps_by_target`."""
+        per_target = {
+            target: self._counter_steps(
+                family, {**(labels or {}), LABEL_TARGET: target}, bounds, use_rollups, mode
+            )
+            for target in self._targets(family, labels)
+        }
+        return [
+            {t: steps[k] for t, steps in per_target.items() if steps[k] is not None}
+            for k in range(len(bounds) - 1)
+        ]
+
+    def scrapes_by_target(
+        self, targets: Sequence[str], start: float = -math.inf, end: float = math.inf
+    ) -> dict[str, list[ScrapeStatus]]:
+        """A reader's ``scrapes`` of each of ``targets``."""
+        return {t: self.scrapes(t, start, end) for t in targets}  # type: ignore[attr-defined]
+
+    def _targets(self, family: str, labels: Mapping[str, str] | None) -> list[str]:
+        """The targets of the selected series (a reader's ``series``)."""
+        series = self.series(family, labels)  # type: ignore[attr-defined]
+        return sorted({dict(info.labels).get(LABEL_TARGET, "") for info in series})
+
     # -- one window -------------------------------------------------------------------------
 
     def histogram_window(
@@ -92,6 +153,43 @@ class StepReads:
             return None
         (result,) = self._counter_steps(family, labels, [start, end], use_rollups, mode)
         return result
+
+    def histogram_windows_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, ClassicHistogram]:
+        """:meth:`histogram_window` of each target of the selection (by ``target``), in one
+        read where the reader can: what a per-replica rule compares."""
+        mode = parse_semantics(semantics)
+        require_finite_edges(start, end, mode)
+        if not end > start:
+            return {}
+        (result,) = self._histogram_steps_by_target(family, labels, [start, end], use_rollups, mode)
+        return dict(sorted(result.items()))
+
+    def counter_windows_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, float]:
+        """:meth:`counter_window` of each target of the selection (by ``target``)."""
+        mode = parse_semantics(semantics)
+        require_finite_edges(start, end, mode)
+        if not end > start:
+            return {}
+        (result,) = self._counter_steps_by_target(family, labels, [start, end], use_rollups, mode)
+        return dict(sorted(result.items()))
 
     # -- step series ------------------------------------------------------------------------
 
@@ -149,3 +247,25 @@ class StepReads:
         bounds = step_bounds(start, end, step_seconds)
         steps = self._counter_steps(family, labels, bounds, use_rollups, mode)
         return [CounterStep(t, v) for t, v in zip(bounds[1:], steps, strict=True)]
+
+    def counter_series_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        step_seconds: float = DEFAULT_STEP_SECONDS,
+        *,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, list[CounterStep]]:
+        """:meth:`counter_series` of each target of the selection (by ``target``); a target
+        has a ``None`` step where it had no data."""
+        mode = parse_semantics(semantics)
+        bounds = step_bounds(start, end, step_seconds)
+        steps = self._counter_steps_by_target(family, labels, bounds, use_rollups, mode)
+        targets = sorted({t for step in steps for t in step})
+        return {
+            t: [CounterStep(at, step.get(t)) for at, step in zip(bounds[1:], steps, strict=True)]
+            for t in targets
+        }

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from sqlalchemy.orm import Session, sessionmaker
 
 from collectors.store.catalog import Catalog
-from collectors.store.records import quantile_steps, scalar_quantile_steps
+from collectors.store.reads import MetricReads
+from collectors.store.records import SeriesInfo, quantile_steps, scalar_quantile_steps
 from collectors.store.step_engine import StepEngine, rollup_coverage
 from collectors.store.step_reads import StepReads
 from collectors.store.window_semantics import WindowSemantics
@@ -36,6 +37,11 @@ class Windows(StepReads):
         self._catalog = catalog
         self._engine = StepEngine(catalog, vectorised=vectorised)
         self._quantile_steps = quantile_steps if vectorised else scalar_quantile_steps
+        self._reads = MetricReads(sessions, catalog)
+
+    def series(self, family: str, labels: Mapping[str, str] | None = None) -> list[SeriesInfo]:
+        """The selected series (the per-target reads ask which targets they hold)."""
+        return self._reads.series(family, labels)
 
     def _histogram_steps(
         self,

@@ -11,6 +11,7 @@ family's type, so one list loads both servers and the test's fake alike.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from tests.services import (
 )
 
 READY_TIMEOUT_SECONDS = 60.0
+BACKFILL_TIMEOUT_SECONDS = 900.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Point:
 class Server:
     url: str
     log: Path
+    pid: int = 0
 
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
@@ -83,13 +86,28 @@ def backfilled_prometheus(directory: Path, points: Sequence[Point], types) -> It
     data = directory / "history.om"
     data.write_text(openmetrics(points, types))
     tsdb = directory / "tsdb"
+    backfill(data, tsdb)
+    with prometheus_over(tsdb, directory) as server:
+        yield server
+
+
+def backfill(openmetrics_file: Path, tsdb: Path) -> None:
+    """``promtool tsdb create-blocks-from openmetrics``: blocks of the file's samples in
+    ``tsdb`` (added beside the blocks already there)."""
     made = subprocess.run(
-        [promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(data), str(tsdb)],
+        [promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", str(openmetrics_file), str(tsdb)],
         capture_output=True,
         text=True,
-        timeout=120,
-    )
+        timeout=BACKFILL_TIMEOUT_SECONDS,
+    )  # fmt: skip
     assert made.returncode == 0, made.stdout + made.stderr
+
+
+@contextlib.contextmanager
+def prometheus_over(tsdb: Path, directory: Path) -> Iterator[Server]:
+    """Prometheus (no scrape jobs) serving the blocks in ``tsdb`` on a free loopback port;
+    its config and log in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
     config = directory / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 15s\n")
     port = free_port()
@@ -110,11 +128,23 @@ def backfilled_prometheus(directory: Path, points: Sequence[Point], types) -> It
 @contextlib.contextmanager
 def imported_victoriametrics(directory: Path, points: Sequence[Point]) -> Iterator[Server]:
     """A single-node VictoriaMetrics holding ``points`` (imported, flushed, searchable)."""
+    with victoriametrics_over(directory / "data", directory) as server:
+        body = "\n".join(f"{_sample(p)} {round(p.t * 1000)}" for p in points) + "\n"
+        answer = httpx.post(f"{server.url}/api/v1/import/prometheus", content=body, timeout=60)
+        assert answer.status_code == 204, answer.text
+        httpx.get(f"{server.url}/internal/force_flush", timeout=60)
+        yield server
+
+
+@contextlib.contextmanager
+def victoriametrics_over(data: Path, directory: Path) -> Iterator[Server]:
+    """A single-node VictoriaMetrics on ``data`` (created when missing) on a free loopback
+    port; its log in ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
     command = [
         victoriametrics_binary(),
-        f"-storageDataPath={directory / 'data'}",
+        f"-storageDataPath={data}",
         f"-httpListenAddr=127.0.0.1:{port}",
         "-retentionPeriod=100y",
         "-search.latencyOffset=0s",
@@ -123,10 +153,6 @@ def imported_victoriametrics(directory: Path, points: Sequence[Point]) -> Iterat
     with _running(
         command, Server(f"http://127.0.0.1:{port}", directory / "server.log"), "/health"
     ) as server:
-        body = "\n".join(f"{_sample(p)} {round(p.t * 1000)}" for p in points) + "\n"
-        answer = httpx.post(f"{server.url}/api/v1/import/prometheus", content=body, timeout=60)
-        assert answer.status_code == 204, answer.text
-        httpx.get(f"{server.url}/internal/force_flush", timeout=60)
         yield server
 
 
@@ -145,7 +171,7 @@ def _running(command: list[str], server: Server, ready: str) -> Iterator[Server]
                 if time.monotonic() > deadline:
                     raise AssertionError(f"{command[0]} not ready: {server.log_tail()}")
                 time.sleep(0.1)
-            yield server
+            yield dataclasses.replace(server, pid=process.pid)
         finally:
             stop_process(process)
 

@@ -153,6 +153,24 @@ def test_windows_correct_resets_and_merge_targets(metrics) -> None:
     assert metrics.counter_window(TOKENS, {"target": "nope"}, 0, 120) is None
 
 
+def test_per_target_reads_are_each_targets_window(metrics) -> None:
+    """What the per-replica rules read: each target's window, in one call."""
+    _write(metrics)
+    assert metrics.histogram_windows_by_target(TTFT, {"model": "m"}, 0, 120) == {
+        "a": _h((2, 5, 8), 4.5),
+        "b": _h((2, 3, 5), 2.75),
+    }
+    assert metrics.counter_windows_by_target(TOKENS, None, 0, 120) == {"a": 40.0, "b": 12.0}
+    assert metrics.counter_windows_by_target(TOKENS, {"target": "nope"}, 0, 120) == {}
+    assert metrics.histogram_windows_by_target(TTFT, None, 90, 30) == {}
+    series = metrics.counter_series_by_target(TOKENS, None, 0, 120, 60)
+    for target in ("a", "b"):
+        assert series[target] == metrics.counter_series(TOKENS, {"target": target}, 0, 120, 60)
+    assert set(series) == {"a", "b"}
+    both = metrics.scrapes_by_target(["a", "b", "nobody"], 0, 60)
+    assert both == {t: metrics.scrapes(t, 0, 60) for t in ("a", "b", "nobody")}
+
+
 def test_windows_with_end_at_or_before_start_are_empty(metrics) -> None:
     _write(metrics)
     for start, end in ((60, 60), (90, 30)):

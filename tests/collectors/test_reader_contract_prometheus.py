@@ -173,6 +173,15 @@ READS: dict[str, Read] = {
     "counter-series": lambda r, s: r.counter_series(TOKENS, _m("m"), T, T + 240, 60, semantics=s),
     "counter-series-50s": lambda r, s: r.counter_series(TOKENS, _m("m", target="b"), T, T + 150, 50, semantics=s),
     "quantile-series": lambda r, s: r.quantile_series(TTFT, _m("m"), T, T + 240, (0.5, 0.9), 60, semantics=s),
+    # per target, as the per-replica rules read them (one query for every target)
+    "windows-by-target": lambda r, s: r.histogram_windows_by_target(TTFT, _m("m"), T, T + 120, semantics=s),
+    "counters-by-target": lambda r, s: r.counter_windows_by_target(TOKENS, _m("m"), T, T + 120, semantics=s),
+    "counter-series-by-target": lambda r, s: r.counter_series_by_target(TOKENS, _m("m"), T, T + 240, 60, semantics=s),
+    "by-target-layouts-apart": lambda r, s: r.histogram_windows_by_target(TTFT, _m("lay"), T, T + 60, semantics=s),
+    "by-target-layout-change": lambda r, s: r.histogram_windows_by_target(TTFT, _m("chg"), T, T + 90, semantics=s),
+    "by-target-flags": lambda r, s: r.counter_windows_by_target(TOKENS, _m("flag"), T, T + 120, semantics=s),
+    "by-target-no-series": lambda r, s: r.counter_windows_by_target(TOKENS, {"target": "nope"}, T, T + 120, semantics=s),
+    "scrapes-by-target": lambda r, s: (r.scrapes_by_target(["a", "b", "nobody"], T, T + 200), r.scrapes_by_target([])),
     # what may not be merged
     "layouts-differ": lambda r, s: r.histogram_window(TTFT, _m("lay"), T, T + 60, semantics=s),
     "layouts-differ-series": lambda r, s: r.histogram_series(TTFT, _m("lay"), T, T + 120, 60, semantics=s),
@@ -243,6 +252,21 @@ def _born_inside(extra: tuple[float, ...], extra_sum: float, step: int | None = 
     return check
 
 
+def _born_inside_targets(born: dict[str, tuple[tuple[float, ...], float]]):
+    """:func:`_born_inside` (``extra``, ``extra_sum``) for the windows of the targets in
+    ``born`` of a by-target read; the other targets' windows equal the fake's."""
+
+    def check(server: object, fake: object) -> None:
+        assert isinstance(server, dict) and isinstance(fake, dict) and set(server) == set(fake)
+        for key in fake:
+            if key in born:
+                _born_inside(*born[key])(server[key], fake[key])
+            else:
+                _same(server[key], fake[key], key)
+
+    return check
+
+
 #: VictoriaMetrics' increase() does not extrapolate and starts from the last sample before the
 #: range, as the store's exact window; but a series with no sample before the range (born
 #: inside it) counts its first sample as an increase from zero, where the exact window starts
@@ -261,6 +285,13 @@ DIFFERENCES: dict[str, dict[str, Difference]] = {
         "layouts-apart": Difference(FIRST_SAMPLE_FROM_ZERO, _born_inside((1, 2), 0.5)),
         "histogram-series": Difference(FIRST_SAMPLE_FROM_ZERO, _born_inside((0, 0, 1), 0.25, 0)),
         "quantile-series": Difference(FIRST_SAMPLE_FROM_ZERO, _born_inside((0, 0, 1), 0.25, 0)),
+        "windows-by-target": Difference(
+            FIRST_SAMPLE_FROM_ZERO, _born_inside_targets({"b": ((0, 0, 1), 0.25)})
+        ),
+        "by-target-layouts-apart": Difference(
+            FIRST_SAMPLE_FROM_ZERO,
+            _born_inside_targets({"b": ((0, 0, 1), 0.25), "c": ((1, 2), 0.5)}),
+        ),
     },
 }
 
@@ -395,6 +426,19 @@ def test_every_read_pushes_down(server) -> None:
     reader.counter_series(TOKENS, _m("m"), T, T + 240, 60)
     reader.quantile_series(TTFT, _m("m"), T, T + 240, (0.5, 0.99), 15)
     assert reader.api.num_requests - before == 3
+
+
+def test_a_per_replica_read_is_one_query_for_every_target(server) -> None:
+    """The per-replica rules read every target at once: as many queries as a fleet read."""
+    _, reader = server
+    reader.semantics, reader.metric_names()
+    reader.counter_window(TOKENS, _m("m"), T, T + 60)
+    before = reader.api.num_requests
+    windows = reader.histogram_windows_by_target(TTFT, _m("m"), T, T + 120)
+    counters = reader.counter_series_by_target(TOKENS, _m("m"), T, T + 240, 60)
+    scrapes = reader.scrapes_by_target(["a", "b"], T, T + 200)
+    assert reader.api.num_requests - before == 3
+    assert set(windows) == set(counters) == set(scrapes) == {"a", "b"}
 
 
 # -- comparing -------------------------------------------------------------------------------
