@@ -6,14 +6,16 @@ through the push-down reader). ``for:`` and ``keep_firing_for:`` therefore behav
 live; nothing is saved and nobody is notified.
 
 What comes back is, per rule, each interval it fired (start, end, severity, peak value,
-labels), so a team sees how noisy a rule set is before switching it on. Pure over its
-arguments: the caller opens the reader and prints."""
+labels), so a team sees how noisy a rule set is before switching it on. With ``triage``, each
+firing also carries the cause and scope triage named when it fired (over what the reader held
+by then, as the live evaluator's explainer does), so the team sees what the page would have
+said. Pure over its arguments: the caller opens the reader and prints."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from alerts.conventions import ALERTNAME, SEVERITY
@@ -21,6 +23,7 @@ from alerts.evaluator import Evaluator, rule_of
 from alerts.model import Alert, AlertState
 from alerts.rules.base import Rule
 from alerts.state import MemoryAlertState
+from alerts.triage import triage_explainer
 from alerts.views.display import age, iso, json_value, printable
 from collectors.store.protocols import MetricsReader
 
@@ -32,12 +35,15 @@ MAX_EVALUATIONS = 100_000
 class Firing:
     """One interval an alert fired: from ``start`` (pending → firing) to ``end`` (the
     evaluation that resolved it; ``None`` while still firing at the window's end), the
-    highest value it had while firing, and its labels (without alertname and severity)."""
+    highest value it had while firing, and its labels (without alertname and severity).
+    ``cause`` and ``scope``: triage's, when the backtest ran it and a cause stood out."""
 
     labels: Mapping[str, str]
     start: float
     end: float | None
     peak: float | None
+    cause: str = ""
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,13 +110,22 @@ def _peak(peak: float | None, value: float | None) -> float | None:
 
 
 def backtest(
-    rules: Iterable[Rule], reader: MetricsReader, start: float, end: float, step: float
+    rules: Iterable[Rule],
+    reader: MetricsReader,
+    start: float,
+    end: float,
+    step: float,
+    *,
+    triage: bool = False,
 ) -> Backtest:
     """Evaluate ``rules`` over ``reader`` at every time of :func:`evaluation_times` and
-    collect each rule's firing intervals (see the module docstring)."""
+    collect each rule's firing intervals, with triage's cause when ``triage`` (see the module
+    docstring)."""
     times = evaluation_times(start, end, step)
     rules = tuple(rules)
-    evaluator = Evaluator(rules, reader, MemoryAlertState(), inhibit_rules=())
+    state = MemoryAlertState()
+    explain = triage_explainer(reader, None, state, rules) if triage else None
+    evaluator = Evaluator(rules, reader, state, inhibit_rules=(), explain=explain)
     open_: dict[str, tuple[Rule, Firing]] = {}  # fingerprint → its rule and interval so far
     closed: dict[str, list[Firing]] = {r.name: [] for r in rules}
     errors: dict[str, list[str]] = {r.name: [] for r in rules}
@@ -132,15 +147,15 @@ def backtest(
                 else:
                     rule, firing = known
                 peak = _peak(firing.peak, alert.value)
-                open_[alert.fingerprint] = (rule, Firing(firing.labels, firing.start, None, peak))
+                cause, scope = firing.cause or alert.cause, firing.scope or alert.cause_scope
+                open_[alert.fingerprint] = (
+                    rule,
+                    Firing(firing.labels, firing.start, None, peak, cause, scope if cause else ""),
+                )
             elif known is not None:  # resolved
                 rule, firing = open_.pop(alert.fingerprint)
                 ended = alert.ended_at_seconds
-                closed[rule.name].append(
-                    Firing(
-                        firing.labels, firing.start, now if ended is None else ended, firing.peak
-                    )
-                )
+                closed[rule.name].append(replace(firing, end=now if ended is None else ended))
     for rule, firing in open_.values():
         closed[rule.name].append(firing)
     return Backtest(
@@ -186,8 +201,10 @@ def backtest_lines(result: Backtest) -> list[str]:
         for f in r.firings:
             end = "still firing" if f.end is None else iso(f.end)
             length = age((result.end if f.end is None else f.end) - f.start)
+            cause = f"  cause: {printable(f.cause)} ({printable(f.scope)})" if f.cause else ""
             lines.append(
-                f"  {iso(f.start)} → {end} ({length})  peak {_value(f.peak)}  {_labels(f.labels)}"
+                f"  {iso(f.start)} → {end} ({length})  peak {_value(f.peak)}  "
+                f"{_labels(f.labels)}{cause}"
             )
         if r.errors:
             lines.append(f"  {r.errors} evaluations failed; first: {printable(r.first_error)}")
@@ -221,6 +238,8 @@ def backtest_json(result: Backtest) -> dict[str, Any]:
                         "still_firing": f.end is None,
                         "peak": json_value(f.peak),
                         "labels": dict(f.labels),
+                        "cause": f.cause or None,
+                        "scope": f.scope or None,
                     }
                     for f in r.firings
                 ],

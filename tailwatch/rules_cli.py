@@ -25,6 +25,7 @@ from alerts.rules import check_rules
 from collectors.config import ConfigError
 from collectors.dialect_rules import Dialect
 from collectors.error_text import first_line
+from collectors.prometheus import PrometheusReader, PrometheusSourceError
 from collectors.readers import reader_for
 from collectors.store import Store
 from loadgen.replay_options import parse_time
@@ -149,13 +150,36 @@ def backtest(
             "alerts.evaluation_interval, 15s."
         ),
     ] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus",
+            help="Read metrics from this Prometheus-compatible server (Prometheus, Thanos, "
+            "Mimir, VictoriaMetrics) instead of the config's prometheus: section or the store.",
+        ),
+    ] = None,
+    match: Annotated[
+        str,
+        typer.Option(help='With --prometheus: a selector every query carries ({job="vllm"}).'),
+    ] = "",
+    triage: Annotated[
+        bool,
+        typer.Option(
+            "--triage",
+            help="Also run triage when each alert fires and show the cause it names.",
+        ),
+    ] = False,
     config: Annotated[Path | None, typer.Option(help=_CONFIG_HELP)] = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Evaluate the rules at every evaluation time of a past window, over the store or the
-    configured Prometheus, and show per rule when it would have paged or ticketed (nothing is
-    saved, nobody is notified)."""
+    """Evaluate the rules at every evaluation time of a past window, over the store or a
+    Prometheus, and show per rule when it would have paged or ticketed (nothing is saved,
+    nobody is notified)."""
+    if match and prometheus is None:
+        raise cli_error(
+            "--match goes with --prometheus URL (the config's prometheus: section has its own match:)"
+        )
     clock = time.time()
     try:
         times = (parse_time("--from", start, clock), parse_time("--to", end, clock))
@@ -175,16 +199,22 @@ def backtest(
         typer.echo(f"note: {note}", err=True)
     with contextlib.ExitStack() as stack:
         source = settings.metrics
-        if source is None:  # NOTE: the store is opened only when it holds the metrics
+        if source is None and prometheus is None:  # NOTE: the store only when it holds them
             reader = stack.enter_context(open_store(db or settings.database_url))
         else:
             try:
-                reader = reader_for(source.url, match=source.match, headers=source.headers or None)
-            except ValueError as error:
-                raise cli_error(first_line(error)) from None
+                reader = (
+                    PrometheusReader(prometheus, match=match)
+                    if prometheus is not None
+                    else reader_for(source.url, match=source.match, headers=source.headers or None)  # type: ignore[union-attr]
+                )
+            except (ValueError, PrometheusSourceError) as error:
+                raise cli_error(
+                    f"--prometheus: {first_line(error)}" if prometheus else first_line(error)
+                ) from None
             stack.callback(reader.close)  # type: ignore[attr-defined]
         try:
-            result = run_backtest(settings.alerts.rules, reader, *times, seconds)
+            result = run_backtest(settings.alerts.rules, reader, *times, seconds, triage=triage)
         except Exception as error:  # NOTE: a store or server that cannot answer is one line
             raise cli_error(f"backtest failed: {first_line(error)}") from None
     if json_output:

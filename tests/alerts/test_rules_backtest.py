@@ -155,6 +155,24 @@ def test_the_backtest_on_prometheus_pages_queue_growth_and_equals_the_fake(serve
     assert [f.labels for f in next(r for r in on_server.rules if r.rule == "queue-growth").firings]
 
 
+def test_prometheus_and_triage_name_the_overloads_cause(server, tmp_path) -> None:
+    """``--prometheus URL`` reads that server without a config; ``--triage`` says what each
+    page would have named as its cause."""
+    _, url = server
+    start, end = SERVER_PERTURB - 300, SERVER_RECOVER + 300
+    code, out, err = _run("--from", iso(start), "--to", iso(end), "--step", "60", "--prometheus", url, "--triage", "--json", "--db", sqlite_url(tmp_path / "unopened.db"))  # fmt: skip
+    assert code == 0, err
+    queue = _rule(json.loads(out), "queue-growth")
+    assert queue["count"] >= 1, queue
+    assert {(f["cause"], f["scope"]) for f in queue["firings"]} == {("overload", "fleet")}
+    assert not (tmp_path / "unopened.db").exists()  # a server read opens no store
+    code, text, err = _run("--from", iso(start), "--to", iso(end), "--step", "60", "--prometheus", url, "--triage")  # fmt: skip
+    assert code == 0, err
+    assert "cause: overload (fleet)" in text
+    code, text, _ = _run("--from", iso(start), "--to", iso(end), "--step", "60", "--prometheus", url)  # fmt: skip
+    assert code == 0 and "cause:" not in text  # no triage unless asked
+
+
 # -- errors ----------------------------------------------------------------------------------
 
 
@@ -167,6 +185,8 @@ def test_the_backtest_on_prometheus_pages_queue_growth_and_equals_the_fake(serve
         (("--from", "-1h", "--step", "0"), "--step '0': must be a positive duration"),
         (("--from", "-1h", "--step", "fast"), "--step 'fast'"),
         (("--from", "-30d", "--step", "1s"), "evaluations from"),
+        (("--from", "-1h", "--match", 'job="vllm"'), "--match goes with --prometheus URL"),
+        (("--from", "-1h", "--prometheus", "ftp://x"), "--prometheus: Prometheus URL: expected"),
     ],
 )
 def test_bad_input_is_one_error_line(args, message, tmp_path) -> None:
