@@ -12,6 +12,7 @@ above it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -28,7 +29,6 @@ from alerts.sql import alert_state_of
 from alerts.triage import KnobChange
 from collectors import canonical as c
 from collectors.config import ConfigError
-from collectors.metrics_source import MetricsSource
 from collectors.readers import reader_for
 from collectors.request_records import RequestRecord, SpanRecord
 from collectors.store import SchemaOutOfDateError, Store
@@ -108,16 +108,23 @@ def _open_server(metrics_url: str, match: str, headers: tuple[tuple[str, str], .
     return reader_for(metrics_url, match=match, headers=dict(headers) or None)
 
 
+#: A metrics source as the cache keeps it: (url, match, headers as sorted pairs).
+_Source = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
 @st.cache_data(ttl=60, max_entries=4, show_spinner=False)
-def _metrics_source(config_path: str | None) -> MetricsSource | None:
+def _metrics_source(config_path: str | None) -> _Source | None:
     """``TAILWATCH_METRICS_URL``, or the config's ``prometheus:`` section (its headers come
-    only from there); a config that no longer loads leaves the environment's."""
+    only from there); a config that no longer loads leaves the environment's. Plain tuples:
+    ``st.cache_data`` pickles what it keeps, and a ``MetricsSource``'s headers are a read-only
+    mapping that does not pickle."""
+    source = settings().metrics
     if config_path is not None:
-        try:
-            return load_config(config_path).metrics
-        except ConfigError:
-            pass
-    return settings().metrics
+        with contextlib.suppress(ConfigError):
+            source = load_config(config_path).metrics
+    if source is None:
+        return None
+    return source.url, source.match, tuple(sorted(source.headers.items()))
 
 
 def _metrics(url: str) -> MetricsReader:
@@ -129,7 +136,7 @@ def _metrics(url: str) -> MetricsReader:
     source = _metrics_source(settings().config_path)
     if source is None:
         return _store(url)
-    return _open_server(source.url, source.match, tuple(sorted(source.headers.items())))
+    return _open_server(*source)
 
 
 @dataclass(frozen=True)
@@ -314,7 +321,7 @@ def replica_names(url: str) -> dict[str, str]:
     engines' ``engine_info`` series; ids seen on more than one target are left out."""
     from collectors.replica_targets import replica_targets
 
-    return replica_targets(_store(url)).unique()
+    return replica_targets(_metrics(url)).unique()
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
@@ -565,7 +572,7 @@ def knob_changes(url: str, start: float, end: float) -> tuple[KnobChange, ...]:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _data_span(url, family, selector: Selector, start, end, step):
-    return metric_frames.data_span(_store(url), family, dict(selector), start, end, step)
+    return metric_frames.data_span(_metrics(url), family, dict(selector), start, end, step)
 
 
 def data_span(url: str, family: str, f: Filters) -> metric_frames.DataSpan | None:
@@ -612,7 +619,7 @@ def observed_spans(url: str, f: Filters) -> dict[str, tuple[float, float]]:
 @st.cache_data(ttl=60, max_entries=8, show_spinner=False)
 def nvml_gpus(url: str) -> int:
     """GPUs NVML reported to the collector (distinct devices), 0 without GPU telemetry."""
-    series = _store(url).series(c.GPU_MEMORY_TOTAL_BYTES)
+    series = _metrics(url).series(c.GPU_MEMORY_TOTAL_BYTES)
     return len({(dict(s.labels).get(c.LABEL_TARGET), dict(s.labels).get(c.LABEL_UUID))
                 for s in series})  # fmt: skip
 

@@ -5,6 +5,7 @@ bucket interval that bounds each; SLO thresholds are rules, alert transitions an
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
@@ -27,7 +28,7 @@ from console.page_kit import (
     versus_target,
 )
 from console.slo_frames import latency_thresholds
-from slo import LatencyIndicator, LatencyMetric, Objectives
+from slo import LatencyIndicator, LatencyMetric, Objectives, Outcome, finished_reason_outcome
 
 ctx = page_context()
 LATENCY = ((c.TTFT_SECONDS, "TTFT"), (c.ITL_SECONDS, "ITL"), (c.E2E_SECONDS, "E2E"))
@@ -52,6 +53,67 @@ def _strictest_target() -> float | None:
 
 def _chart(chart) -> None:
     st.altair_chart(chart, width="stretch")
+
+
+@dataclass(frozen=True)
+class RequestCounts:
+    """What the Overview's request figures count, and from which family."""
+
+    family: str
+    what: str
+    error_name: str
+    total: float
+    errors: float
+    shed: float | None  # None: not observable from this family
+
+
+def _request_counts(url: str, f) -> RequestCounts:  # type: ignore[no-untyped-def]
+    """The API's HTTP responses where an engine counts them (the bundled engine); else, as on
+    a vLLM fleet read from Prometheus, the requests the engines finished by reason."""
+    responses = data.increase_by(url, c.HTTP_RESPONSES_TOTAL, c.LABEL_CODE, f)
+    if sum(responses.values()):
+        return RequestCounts(
+            c.HTTP_RESPONSES_TOTAL,
+            "the API's responses (/v1/ routes; probes and scrapes are not counted)",
+            "5xx",
+            sum(responses.values()),
+            sum(v for k, v in responses.items() if k.startswith("5")),
+            responses.get("429", 0.0),
+        )
+    finished = data.increase_by(url, c.REQUESTS_TOTAL, c.LABEL_FINISHED_REASON, f)
+    return RequestCounts(
+        c.REQUESTS_TOTAL,
+        "the requests the engines finished (their request counter by finished_reason; "
+        "no HTTP responses counter is exported)",
+        "errors",
+        sum(finished.values()),
+        sum(v for k, v in finished.items() if finished_reason_outcome(k) is Outcome.ERROR),
+        None,
+    )
+
+
+def _goodput_shown(good, objectives: Objectives, url: str, f) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """The goodput figure and its help: exact from request records; without them (engines
+    read from Prometheus keep none), the latency SLOs' attainment from the histograms, which
+    is the goodput itself for one objective and an upper bound on it for several."""
+    given = ", ".join(f"{k} ≤ {v:g} s" for k, v in objectives.given()) or "no latency SLO"
+    if good is not None:
+        return percent(good.attainment), f"exact, from request records: good / all requests against {given}"  # fmt: skip
+    latency = [s for s in ctx.slos if isinstance(s.indicator, LatencyIndicator)
+               and s.indicator.metric is not LatencyMetric.ITL]  # fmt: skip
+    shares = [data.slo_status(url, s, f) for s in latency]
+    known = [s.attainment for s in shares if not math.isnan(s.attainment)]
+    if not known:
+        return "—", f"no request records and no latency histograms in this window ({given})"
+    if len(known) == 1:
+        return percent(known[0]), (
+            f"from the latency histograms (no request records): requests within {given}, "
+            "to the bucket bounds"
+        )
+    return "≤ " + percent(min(known)), (
+        f"from the latency histograms (no request records): at most the lowest of the SLOs' "
+        f"attainments ({given}); request records give the joint figure"
+    )
 
 
 @st.fragment(run_every=ctx.live_seconds)
@@ -98,27 +160,25 @@ def overview() -> None:
                     )
     objectives = _objectives()
     good = data.goodput(url, f, objectives) if list(objectives.given()) else None
-    responses = data.increase_by(url, c.HTTP_RESPONSES_TOTAL, c.LABEL_CODE, f)
-    total = sum(responses.values())
-    errors = sum(v for k, v in responses.items() if k.startswith("5"))
-    shed = responses.get("429", 0.0)
+    goodput, goodput_help = _goodput_shown(good, objectives, url, f)
     a, b, d, e = st.columns(4)
     a.metric(
         "Goodput attainment",
-        "—" if good is None else percent(good.attainment),
+        goodput,
         delta=versus_target(None if good is None else good.attainment, _strictest_target()),
-        help="exact, from request records: good / all requests against "
-        + (", ".join(f"{k} ≤ {v:g} s" for k, v in objectives.given()) or "no latency SLO"),
+        help=goodput_help,
         border=True,
     )
-    per_second = data.rate_over_data(url, c.HTTP_RESPONSES_TOTAL, f, total) if total else None
-    over = span_text(data.data_span(url, c.HTTP_RESPONSES_TOTAL, f), f) if total else ""
-    api = "the API's responses (/v1/ routes; probes and scrapes are not counted)"
-    b.metric("Request rate", rate(per_second), border=True, help=f"{api}, {over}")
-    d.metric("Error rate (5xx)", percent(errors / total if total else None), border=True,
-             help=f"5xx share of {api}, {over}")  # fmt: skip
-    e.metric("429 rate", percent(shed / total if total else None), border=True,
-             help=f"429 share of {api}, {over}")  # fmt: skip
+    counts = _request_counts(url, f)
+    total, errors, shed = counts.total, counts.errors, counts.shed
+    per_second = data.rate_over_data(url, counts.family, f, total) if total else None
+    over = span_text(data.data_span(url, counts.family, f), f) if total else ""
+    b.metric("Request rate", rate(per_second), border=True, help=f"{counts.what}, {over}")
+    d.metric(f"Error rate ({counts.error_name})", percent(errors / total if total else None),
+             border=True, help=f"{counts.error_name} share of {counts.what}, {over}")  # fmt: skip
+    e.metric("429 rate", percent(shed / total if total is not None and shed is not None and total else None),
+             border=True, help=f"429 share of {counts.what}, {over}" if shed is not None
+             else "the engines' counters do not say which requests were refused with 429")  # fmt: skip
     if total:
         st.caption(f"Request, error and 429 rates {over}.")
     if not ctx.slos:
