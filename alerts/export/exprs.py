@@ -10,15 +10,13 @@ model_name)``; an SLO sums all its traffic (its selector's model, if any, is a m
 
 from __future__ import annotations
 
-from alerts.export.names import EngineNames, prom_duration
+from alerts.export.names import EngineNames
 from alerts.export.promql_text import (
-    PREFIX,
     PromRule,
     Reader,
     Unexportable,
     alert_rule,
     group_name,
-    metric_token,
     quantile_token,
     quote,
     record_rule,
@@ -31,6 +29,7 @@ from alerts.export.slo import (
     snapped_bound,
 )
 from alerts.rules.baseline import MIN_BASELINE_VALUES, baseline_step_seconds
+from alerts.rules.records import PREFIX, metric_token, prom_duration
 from alerts.rules.sli import LATENCY_FAMILIES
 from alerts.rules.types import (
     IMBALANCE_FAMILIES,

@@ -5,7 +5,6 @@ names. Also Prometheus's duration text.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -107,20 +106,3 @@ def engines_exposing(sources: Iterable[str]) -> tuple[str, ...]:
             if wanted <= {r.source for r in rules}
         )
     )
-
-
-def prom_duration(seconds: float) -> str:
-    """Seconds as a Prometheus duration: ``300`` → ``5m``, ``5400`` → ``1h30m``, ``1.5`` →
-    ``1s500ms``. Raises ``ValueError`` for a duration that is not positive or finite, or not a
-    whole number of milliseconds."""
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"a window must be a positive number of seconds, got {seconds!r}")
-    millis = round(seconds * 1000)
-    if abs(millis - seconds * 1000) > 1e-6 * max(1.0, seconds * 1000):
-        raise ValueError(f"{seconds!r} s is not a whole number of milliseconds")
-    text = ""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        count, millis = divmod(millis, size)
-        if count:
-            text += f"{count}{unit}"
-    return text + (f"{millis}ms" if millis else "")

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 
 from alerts.export.names import EngineNames
 from alerts.rules.base import Rule
+from alerts.rules.records import metric_token
 from collectors import canonical as c
-
-PREFIX = "tailwatch:"
 
 
 class Unexportable(ValueError):
@@ -110,11 +109,6 @@ def record_rule(reader: Reader, group: str, name: str, expr: str, **labels: str)
         sources=tuple(dict.fromkeys(reader.sources)),
         rule=reader.rule.name,
     )
-
-
-def metric_token(text: str) -> str:
-    """``text`` as a piece of a metric name (``[a-zA-Z0-9_]``)."""
-    return "".join(ch if ch.isalnum() and ch.isascii() else "_" for ch in text)
 
 
 def quantile_token(q: float) -> str:

@@ -34,6 +34,7 @@ from alerts.export.promtool_series import (
     switched,
 )
 from alerts.rules.base import Rule
+from alerts.rules.records import slo_record_labels, slo_record_name
 from alerts.rules.sli import ErrorSLI, LatencySLI
 from alerts.rules.types import (
     IMBALANCE_FAMILIES,
@@ -90,11 +91,9 @@ def burn_rate_case(rules: list[BurnRateRule], names: EngineNames) -> Case:
         if any(w.burn_rate_factor * (1 - r.target) < ratio * (1 - 1e-9) for w in r.windows)
     ]
     expected = [r.alert_labels() for r in firing_rules]
-    from alerts.export.exprs import slo_record_name
-
     windows = sorted({w for r in rules for w in r.window_lengths_seconds()})
     records = [
-        (name, evals, [(series(name, {"slo": rules[0].slo}), ratio)])
+        (name, evals, [(series(name, slo_record_labels(rules[0].slo, rules[0].sli)), ratio)])
         for name in (slo_record_name(rules[0].slo, w) for w in windows)
     ]
     return _case(

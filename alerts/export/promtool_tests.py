@@ -12,11 +12,12 @@ from collections.abc import Sequence
 
 import yaml
 
-from alerts.export.exprs import PromRule, metric_token
-from alerts.export.names import EngineNames, prom_duration
+from alerts.export.exprs import PromRule
+from alerts.export.names import EngineNames
 from alerts.export.promtool_series import Case, CaseError
 from alerts.export.rule_file import Export
 from alerts.kinds import KINDS
+from alerts.rules.records import metric_token, prom_duration
 from alerts.rules.types import BurnRateRule, MetricAbsentRule
 
 

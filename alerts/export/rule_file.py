@@ -21,8 +21,9 @@ from alerts.export.exprs import (
     burn_rate_records,
     snapped_bound,
 )
-from alerts.export.names import EngineNames, engines_exposing, prom_duration
+from alerts.export.names import EngineNames, engines_exposing
 from alerts.kinds import KINDS
+from alerts.rules.records import prom_duration
 from alerts.rules.sli import LatencySLI
 from alerts.rules.types import BurnRateRule
 from collectors.dialect_rules import Dialect

@@ -8,18 +8,23 @@ calls errors, over what it counts at all.
 
 from __future__ import annotations
 
-from alerts.export.names import EngineNames, prom_duration
+from alerts.export.names import EngineNames
 from alerts.export.promql_text import (
-    PREFIX,
     PromRule,
     Reader,
     Unexportable,
     alert_rule,
     group_name,
-    metric_token,
     quote,
     record_rule,
     selector,
+)
+from alerts.rules.records import (
+    THRESHOLD_LABEL,
+    metric_token,
+    prom_duration,
+    slo_record_labels,
+    slo_record_name,
 )
 from alerts.rules.sli import ErrorSLI, LatencySLI, SnappedThreshold, snap_threshold
 from alerts.rules.types import BurnRateRule
@@ -89,10 +94,6 @@ def error_ratio(
     return f"sum{group} (rate({bad}[{window}])) / sum{group} (rate({valid}[{window}]))"
 
 
-def slo_record_name(slo: str, window_seconds: float) -> str:
-    return f"{PREFIX}slo_{metric_token(slo)}:error_ratio_rate{prom_duration(window_seconds)}"
-
-
 def burn_rate_records(rule: BurnRateRule, names: EngineNames, windows: tuple[float, ...]):
     """The SLI recording rules of one SLO, one per window (Sloth's ``ratio_rate<w>``)."""
     if rule.selector.route is not None:
@@ -105,9 +106,8 @@ def burn_rate_records(rule: BurnRateRule, names: EngineNames, windows: tuple[flo
     out = []
     for seconds in windows:
         expr = sli_error_ratio(reader, rule, prom_duration(seconds))
-        out.append(
-            record_rule(reader, group, slo_record_name(rule.slo, seconds), expr, slo=rule.slo)
-        )
+        labels = slo_record_labels(rule.slo, rule.sli)
+        out.append(record_rule(reader, group, slo_record_name(rule.slo, seconds), expr, **labels))
     return out
 
 
@@ -121,5 +121,9 @@ def burn_rate_alert(rule: BurnRateRule, names: EngineNames) -> list[PromRule]:
         limit = f"({w.burn_rate_factor!r} * {budget!r})"
         long_name = slo_record_name(rule.slo, w.long_window_seconds)
         short_name = slo_record_name(rule.slo, w.short_window_seconds)
-        rows.append(f"({long_name} > {limit} and {short_name} > {limit})")
+        # NOTE: the threshold label tells the evaluator which objective a record measured;
+        # the alert keeps the labels it always had
+        rows.append(
+            f"max without ({THRESHOLD_LABEL}) ({long_name} > {limit} and {short_name} > {limit})"
+        )
     return [alert_rule(rule, reader, group_name(rule), "\nor\n".join(rows))]

@@ -16,7 +16,15 @@ import statistics
 from alerts.errors import RuleError
 from alerts.rules.baseline import baseline_histograms, baseline_increases, median, observations
 from alerts.rules.burn_rate import BurnRateRule
-from alerts.rules.read import FLEET_LABELS, Instance, groups, increases_by_label, latest_readings
+from alerts.rules.read import (
+    FLEET_LABELS,
+    LOOKBACK_SECONDS,
+    Instance,
+    groups,
+    increases_by_label,
+    latest_readings,
+)
+from alerts.rules.records import slo_record_labels, slo_record_name
 from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
 from alerts.rules.types import (
     ErrorRateRule,
@@ -289,12 +297,42 @@ def _stepped_error_ratios(
     return {length: sli.error_ratio(by_value) for length, by_value in increases.items()}
 
 
+def recorded_error_ratios(
+    rule: BurnRateRule, reader: MetricsReader, now: float
+) -> dict[float, float] | None:
+    """Every window's error ratio as the server recorded it, where it evaluates the SLI
+    recording rules ``tailwatch rules export`` wrote (``alerts.rules.records``): each record's
+    latest sample within the lookback before ``now``, of this SLO and, for a latency SLO, of
+    its threshold now. ``None`` when any window has no such sample: the windows are then
+    computed from the engines' own series."""
+    labels = slo_record_labels(rule.slo, rule.sli)
+    out = {}
+    for length in rule.window_lengths_seconds():
+        family = c.RAW_PREFIX + slo_record_name(rule.slo, length)
+        readings = reader.samples(family, labels, now - LOOKBACK_SECONDS, now)
+        latest = max(
+            (s for samples in readings.values() for s in samples),
+            key=lambda s: s.timestamp_seconds,
+            default=None,
+        )
+        if latest is None:
+            return None
+        out[length] = latest.value
+    return out
+
+
 def burn_rate(rule: BurnRateRule, reader: MetricsReader, now: float) -> list[Instance]:
     """One instance for the SLO; its value is the highest burn rate of a row, taken as the
-    lower of the row's long and short burn rates (what must exceed the row's factor)."""
+    lower of the row's long and short burn rates (what must exceed the row's factor). The
+    windows' error ratios are the server's recording rules where it has them (a window of
+    days over every bucket series of a large fleet is the heaviest read a cycle has), else
+    read from the engines' series."""
     selector = _slo_selector(rule)
     step = common_step(rule.window_lengths_seconds())
-    if step is not None:
+    recorded = recorded_error_ratios(rule, reader, now)
+    if recorded is not None:
+        ratios = recorded
+    elif step is not None:
         ratios = _stepped_error_ratios(rule, reader, selector, now, step)
     else:
         ratios = {
