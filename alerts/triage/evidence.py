@@ -4,8 +4,10 @@ Rows are fleet-wide (``scope="fleet"``) or name the replica they single out (the
 the least-queued replica). Fractions (queue share, hit rate, KV usage, 429 share, preemptions
 per request) change by *difference*; times, lengths and rates by *ratio*. A row whose value
 is unknown stays in the table with NaN (rendered "not enough data"); when no row at all has
-an incident value, the table is one ``NOT_ENOUGH_DATA`` row. Replica order never matters:
-every fleet figure is a sum, a max, a min or a median, and ties go to the lowest target name.
+an incident value, the table is one ``NOT_ENOUGH_DATA`` row. Replica order and names never
+change a score: every fleet figure is an exactly rounded sum, a max, a min or a median, ties
+go first to the replica whose baseline makes the larger change, and only replicas whose rows
+are the same are left to the lowest target name.
 """
 
 from __future__ import annotations

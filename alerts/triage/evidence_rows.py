@@ -10,6 +10,7 @@ import enum
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 
 from alerts.triage.data import NAN, Measure, Measurements, Source
 
@@ -111,11 +112,31 @@ def ratio(num: Measure, den: Measure) -> Measure:
     return Measure(num.value / den.value, num.source, num.note)
 
 
+def exact_sum(values: Iterable[float]) -> float:
+    """The sum of finite ``values`` rounded once, so the same in any order; +-inf when it
+    overflows.
+
+    ``sum`` rounds at every step (``1e308 + 1e308 - 1e308`` is inf in that order, 1e308 in
+    another), and ``math.fsum`` still raises on an intermediate overflow in some orders
+    only: where it does, the sum is taken exactly as fractions."""
+    values = list(values)
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        exact = sum(map(Fraction, values), Fraction(0))
+        try:
+            return float(exact)
+        except OverflowError:
+            return math.inf if exact > 0 else -math.inf
+
+
 def total(measures: Iterable[Measure]) -> Measure:
+    """The sum of the known measures (:func:`exact_sum`: the order they come in never
+    changes it), with the first one's source and note."""
     known = [m for m in measures if m.is_known]
     if not known:
         return Measure()
-    return Measure(sum(m.value for m in known), known[0].source, known[0].note)
+    return Measure(exact_sum(m.value for m in known), known[0].source, known[0].note)
 
 
 def queue_share(m: Measurements) -> Measure:

@@ -1,10 +1,13 @@
 """Evidence rows about replicas: the least-queued one, prefix hit rates of steady and new
-replicas, and per-replica skew against the median of the others. Replica order never matters:
-every figure is a sum, a min, a max or a median, and ties go to the lowest target name.
+replicas, and per-replica skew against the median of the others. Replica order and names never
+change a score: every figure is an exactly rounded sum, a min, a max or a median, a skew tie
+goes to the replica whose baseline makes the larger change, and only replicas whose rows are
+the same are left to the lowest target name.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Mapping
 
@@ -95,22 +98,26 @@ def prefix_rows(data: TriageInput) -> list[EvidenceRow]:
 
 
 def _skew(
-    values: Mapping[str, Measure], relation: Callable[[float, float], float], pick_max: bool
+    values: Mapping[str, Measure],
+    relation: Callable[[float, float], float],
+    pick_max: bool,
+    tie_break: Callable[[str], float],
 ) -> tuple[str, Measure] | None:
     """Each replica's value against the median of the others (``relation(value, median)``);
-    the replica with the largest (``pick_max``) or smallest relation, lowest name on ties."""
+    the replica with the largest (``pick_max``) or smallest relation, the lowest
+    ``tie_break(target)`` on ties, the lowest name only after that."""
     known = {t: m for t, m in values.items() if m.is_known}
     if len(known) < 2:
         return None
-    skews: list[tuple[float, str]] = []
+    skews: list[tuple[float, float, str]] = []
     for target, m in known.items():
         others = statistics.median(o.value for t, o in known.items() if t != target)
         rel = relation(m.value, others)
         if finite(rel):
-            skews.append((-rel if pick_max else rel, target))
+            skews.append((-rel if pick_max else rel, tie_break(target), target))
     if not skews:
         return None
-    key, target = min(skews)
+    key, _, target = min(skews)
     # NOTE: the skew compares replicas whose figures may come from different sources (one
     # replica's histogram places its values, another's does not): say so per replica.
     sources = {m.source for m in known.values()}
@@ -137,11 +144,29 @@ def skew_row(
     kind: ChangeKind,
     pick_max: bool = True,
 ) -> EvidenceRow:
-    incident = _skew({t: read(p.incident) for t, p in data.replicas.items()}, relation, pick_max)
+    baselines = {t: read(p.baseline) for t, p in data.replicas.items()}
+
+    def smaller_change_later(target: str) -> float:
+        # NOTE: replicas whose incident skews tie (equal values) can differ in their own
+        # baseline skew, which the slow-replica score reads; the lowest name picked one by
+        # name and renaming replicas changed the score. Ties go to the larger change against
+        # the replica's own baseline (a lower baseline skew, a higher one with pick_max
+        # off; unknown last), so only replicas whose rows are the same are left to the name
+        base = _skew_for(target, baselines, relation)
+        if not base.is_known:
+            return math.inf
+        return base.value if pick_max else -base.value
+
+    incident = _skew(
+        {t: read(p.incident) for t, p in data.replicas.items()},
+        relation,
+        pick_max,
+        smaller_change_later,
+    )
     if incident is None:
         return make_row(key, what, Measure(), Measure(), kind, note="needs two replicas with data")
     target, value = incident
-    baseline = _skew_for(target, {t: read(p.baseline) for t, p in data.replicas.items()}, relation)
+    baseline = _skew_for(target, baselines, relation)
     return make_row(key, what, value, baseline, kind, scope=target)
 
 

@@ -241,6 +241,48 @@ def test_renaming_replicas_keeps_every_score(data: TriageInput, names) -> None:
     assert renamed_scores == pytest.approx(scores, nan_ok=False)
 
 
+def _e2e_p50s(incident: float, baseline: float) -> WindowPair:
+    return WindowPair(
+        Measurements(e2e_p50_seconds=Measure(incident, Source.HISTOGRAM)),
+        Measurements(e2e_p50_seconds=Measure(baseline, Source.HISTOGRAM)),
+    )
+
+
+@pytest.mark.parametrize("names", [("r0", "r1"), ("r1", "r0")])
+def test_a_skew_tie_goes_to_the_replica_that_changed_not_to_the_lowest_name(names) -> None:
+    # two replicas 4x the median of the others: one was 10x in the baseline already (other
+    # hardware), the other turned slow; whichever name it has, the one that turned slow counts
+    was_slow, turned_slow = names
+    replicas = {
+        was_slow: _e2e_p50s(2.0, 5.0),
+        turned_slow: _e2e_p50s(2.0, 0.5),
+        "r2": _e2e_p50s(0.5, 0.5),
+        "r3": _e2e_p50s(0.5, 0.5),
+    }
+    report = triage(TriageInput(tc.INCIDENT, tc.BASELINE, WindowPair(), replicas))
+    slow = next(h for h in report.hypotheses if h.cause is Cause.SLOW_REPLICA)
+    assert (slow.score, slow.scope) == (1.0, turned_slow)
+
+
+def test_replica_sums_do_not_overflow_in_one_naming_only() -> None:
+    # 1e308 + 1e308 - 1e308 is inf summed in that order and 1e308 in another: the steady hit
+    # rate (5e307 / 1e308) must not turn unknown for one naming of the replicas
+    c = Source.COUNTER
+    healthy = Measurements(prefix_queries=Measure(1.0, c), prefix_hits=Measure(0.9, c))
+    counts = [(1e308, 1e308), (1e308, 1e308), (-1e308, -1.5e308)]
+    for names in [("r0", "r1", "r2"), ("r0", "r2", "r1"), ("r2", "r1", "r0")]:
+        replicas = {
+            name: WindowPair(
+                Measurements(prefix_queries=Measure(q, c), prefix_hits=Measure(h, c)), healthy
+            )
+            for name, (q, h) in zip(names, counts, strict=True)
+        }
+        report = triage(TriageInput(tc.INCIDENT, tc.BASELINE, WindowPair(), replicas))
+        steady = rows_by_key(report.evidence)[EvidenceKey.STEADY_HIT_RATE]
+        assert steady.incident == pytest.approx(0.5)
+        assert steady.change == pytest.approx(-0.4)
+
+
 def test_the_onset_is_the_first_flicker_of_the_condition_within_two_lookbacks():
     from alerts.triage import onset_seconds
 
