@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -23,8 +24,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from alerts import Acknowledgement, EvaluationHealth, Silence
-from alerts.rules import Rule
+from alerts import Acknowledgement, Backtest, EvaluationHealth, Silence, backtest
+from alerts.rules import BurnRateRule, Rule
 from alerts.sql import alert_state_of
 from alerts.triage import KnobChange
 from collectors import canonical as c
@@ -409,6 +410,33 @@ def alert_rules(config_path: str | None) -> AlertRules:
         loaded = load_config(None).alerts
         problem = f"{error}; triage uses the built-in rules"
     return AlertRules(tuple(loaded.rules), loaded.window_scale, problem)
+
+
+#: The most evaluations an SLO's backtest on the SLOs page takes (its step grows with the range).
+SLO_BACKTEST_EVALUATIONS = 288
+
+
+def slo_backtest_step(start: float, end: float) -> float:
+    """The step of an SLO's backtest over ``[start, end]``: whole minutes, at most
+    :data:`SLO_BACKTEST_EVALUATIONS` evaluations (5 minutes over a day)."""
+    return 60.0 * max(1, math.ceil((end - start) / SLO_BACKTEST_EVALUATIONS / 60.0))
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=16, show_spinner=False)
+def slo_backtest(
+    url: str, config_path: str | None, slo_name: str, start: float, end: float
+) -> Backtest | None:
+    """The burn-rate rules of SLO ``slo_name`` (as the configuration writes them, proposed or
+    not) run over ``[start, end]`` by ``tailwatch rules backtest``'s evaluator, on the metrics
+    the console reads; ``None`` when the configuration gives the SLO no burn-rate rule."""
+    rules = [
+        r
+        for r in alert_rules(config_path).rules
+        if isinstance(r, BurnRateRule) and r.slo == slo_name
+    ]
+    if not rules:
+        return None
+    return backtest(rules, _metrics(url), start, end, slo_backtest_step(start, end))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)

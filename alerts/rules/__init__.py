@@ -9,6 +9,7 @@ from alerts.rules.builtin import (
     metric_absent_rule,
     with_rules,
 )
+from alerts.rules.burn_rate import BurnRateRule
 from alerts.rules.check import check_rules
 from alerts.rules.config import AlertsConfig, load_alerts, parse_duration
 from alerts.rules.evaluate import common_step
@@ -21,6 +22,7 @@ __all__ = [
     "LATENCY_FAMILIES",
     "RULE_KINDS",
     "AlertsConfig",
+    "BurnRateRule",
     "ErrorSLI",
     "KVSaturationRule",
     "LatencySLI",

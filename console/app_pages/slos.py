@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from alerts.views import iso
 from collectors import canonical as c
 from console import charts, data
 from console.page_kit import (
@@ -48,6 +49,47 @@ def _duration(seconds: float) -> str:
 
 def _number(x: float, fmt: str = "{:.3g}") -> str:
     return "—" if x is None or not math.isfinite(x) else fmt.format(x)
+
+
+def _backtest(spec) -> None:  # type: ignore[no-untyped-def]
+    """On demand: when the SLO's burn-rate alerts would have paged or ticketed over the
+    range, so a proposed objective is judged on the fleet's own past before anyone is paged."""
+    with st.expander(f"Backtest: when {spec.name}'s burn-rate alerts would have fired"):
+        step = data.slo_backtest_step(f.start_seconds, f.end_seconds)
+        st.caption(
+            f"The SLO's page and ticket rules evaluated every {_duration(step)} over the "
+            f"last {f.range_key} (as `tailwatch rules backtest` does), on the metrics this "
+            "console reads. Nothing is saved and nobody is notified."
+        )
+        if not st.button("Run the backtest", key=f"backtest-{spec.name}"):
+            return
+        result = data.slo_backtest(
+            ctx.url, ctx.settings.config_path, spec.name, f.start_seconds, f.end_seconds
+        )
+        if result is None:
+            st.info("The configuration gives this SLO no burn-rate rules to backtest.")
+            return
+        rows = [
+            {
+                "severity": r.severity,
+                "fired": iso(firing.start),
+                "resolved": "still firing" if firing.end is None else iso(firing.end),
+                "for": _duration(round(((f.end_seconds if firing.end is None else firing.end) - firing.start) / 60) * 60.0),
+                "peak burn rate": _number(firing.peak),
+            }
+            for r in result.rules
+            for firing in r.firings
+        ]  # fmt: skip
+        errors = [f"{r.rule}: {r.errors} evaluations failed ({r.first_error})" for r in result.rules if r.errors]  # fmt: skip
+        counts = result.counts()
+        summary = ", ".join(f"{n} {severity}" for severity, n in sorted(counts.items()))
+        st.markdown(f"**{summary}** over {result.evaluations:,} evaluations.")
+        if rows:
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        else:
+            st.success("Neither rule would have fired over this range.")
+        for line in errors:
+            st.warning(escape(line))
 
 
 records = data.records(ctx.url, f)
@@ -100,6 +142,7 @@ for spec in ctx.slos:
         ]
     )
     st.dataframe(table, hide_index=True, width="stretch")
+    _backtest(spec)
 
 section(
     "Goodput over time",

@@ -97,3 +97,16 @@ def test_overview_and_slos_show_the_servers_figures(console_on_server) -> None:
     assert shown["Request rate"] == "30.00/s", shown
     assert shown["Error rate (errors)"] == "0.00 %", shown
     assert shown["429 rate"] == "—", shown  # the engines' counters cannot tell
+
+
+def test_the_slos_page_backtests_the_objective_on_the_server(console_on_server) -> None:
+    """The SLO's burn-rate rules over the hour, on demand: the overload burns a 99 % TTFT
+    objective of 0.25 s (44 % attained), so its page rule fires."""
+    at = _run(SLOS_PAGE)
+    at.button(key="backtest-chat-ttft").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = [m.value for m in at.markdown if "evaluations" in m.value]
+    assert shown and "1 page" in shown[0], [m.value for m in at.markdown]
+    (table,) = [d.value for d in at.dataframe if "peak burn rate" in d.value.columns]
+    assert "page" in set(table["severity"]), table
+    assert all(text.endswith("Z") for text in table["fired"]), table  # ISO times, not Unix
