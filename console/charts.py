@@ -149,7 +149,9 @@ def series_chart(
     percent: bool = False,
 ) -> alt.LayerChart:
     """Lines of ``y`` over time, one per ``series`` value when given."""
-    axis = alt.Axis(format="%" if percent else "~s", title=title)
+    # NOTE: plain numbers, not SI prefixes: "100m" requests waiting reads as millions or
+    # minutes at 3 a.m., where it means 0.1
+    axis = alt.Axis(format="%" if percent else ",.3~r", title=title)
     encoding = {
         "x": _x(start, end),
         "y": alt.Y(f"{y}:Q", axis=axis, scale=_y_scale(frame, y, percent)),

@@ -107,6 +107,21 @@ def test_a_chart_refuses_more_than_max_points():
         charts.series_chart(frame, ts[0], ts[-1], y="value", title="x")
 
 
+def test_a_series_axis_says_plain_numbers_not_si_prefixes():
+    """0.1 requests waiting is "0.1" on the axis, not "100m" (millions? minutes?)."""
+    ts = pd.date_range("2026-01-01", periods=3, freq="min", tz="UTC")
+    frame = pd.DataFrame({"ts": ts, "value": [0.0, 0.05, 0.1]})
+    spec = charts.series_chart(frame, ts[0], ts[-1], y="value", title="requests").to_dict()
+    formats = [
+        layer["encoding"]["y"]["axis"]["format"]
+        for layer in spec["layer"]
+        if "axis" in layer.get("encoding", {}).get("y", {})
+    ]
+    assert formats and "s" not in formats[0], formats
+    percent = charts.series_chart(frame, ts[0], ts[-1], y="value", title="x", percent=True)
+    assert '"%"' in percent.to_json()
+
+
 def test_percentile_chart_carries_the_slo_rule_and_annotations():
     ts = pd.Timestamp("2026-01-01", tz="UTC")
     frame = pd.DataFrame(
