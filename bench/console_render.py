@@ -181,11 +181,17 @@ def render(page: str | None, range_key: str, until: float, *, cold: bool) -> dic
 
 
 def measure(
-    url: str, config: Path, until: float, repeats: int = REPEATS
+    url: str,
+    config: Path,
+    until: float,
+    repeats: int = REPEATS,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[list[tuple], list[tuple]]:
     """The table's rows (per page and range, cold and warm, median of ``repeats``), and the
-    cold runs' costliest reads (``console.data`` function, median wall ms)."""
+    cold runs' costliest reads (``console.data`` function, median wall ms). ``extra_env``:
+    more of the console's environment (``TAILWATCH_METRICS_URL``), restored afterwards."""
     env = {"TAILWATCH_DB_URL": url, "TAILWATCH_CONFIG": str(config), "TAILWATCH_LIVE": "0"}
+    env.update(extra_env or {})
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

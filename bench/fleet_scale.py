@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -312,26 +312,11 @@ def renders(
         config = Path(folder) / "tailwatch.yaml"
         config.write_text(console_render.SLO_YAML, encoding="utf-8")
         env = {"TAILWATCH_METRICS_URL": metrics_url} if metrics_url else {}
-        with _environment(env):
-            rows, _ = console_render.measure(store_url, config, until, repeats=repeats)
+        rows, _ = console_render.measure(store_url, config, until, repeats, env)
     for row in rows:  # NOTE: a page that stopped early (no store, no data) drew nothing
         if row[0] == "Overview" and not row[7]:
             raise RuntimeError(f"the Overview drew no chart: {row}")
     return {(row[0], row[1], row[2]): float(row[3]) / 1000 for row in rows if row[1] != "-"}
-
-
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def up_to_first_overview(url: str) -> float:

@@ -480,8 +480,18 @@ class PrometheusReader(StepReads):
     def _selected_sources(
         self, family: str, labels: Mapping[str, str] | None, merged: bool
     ) -> list[tuple[Source, str]]:
+        """The sources a read uses: for a ``merged`` read, one meaning over the whole
+        selection (:meth:`_meaningful_sources`); else every source that holds series, each
+        target checked on its own (:func:`_one_meaning_each`)."""
         if merged:
             return self._meaningful_sources(family, labels)
+        return self._held_sources(family, labels)
+
+    def _held_sources(
+        self, family: str, labels: Mapping[str, str] | None
+    ) -> list[tuple[Source, str]]:
+        """:meth:`_sources`; where their semantic flags differ, those the server holds
+        series of."""
         sources = self._sources(family, labels)
         if len({s.flags for s, _ in sources}) < 2:
             return sources
@@ -536,18 +546,8 @@ class PrometheusReader(StepReads):
     ) -> list[tuple[Source, str]]:
         """:meth:`_sources`, refused (:class:`SemanticsMismatchError`) when series of
         different semantic flags are selected: adding them would mix two measurements."""
-        sources = self._sources(family, labels)
-        if len({s.flags for s, _ in sources}) < 2:
-            return sources
-        now = time.time()
-        sources = [(s, m) for s, m in sources if self._has_series(s, m, now)]
-        held = {s.flags for s, _ in sources}
-        if len(held) > 1:
-            described = sorted(",".join(sorted(f)) or "(none)" for f in held)
-            raise SemanticsMismatchError(
-                f"series of {family} selected with different semantic flags {described}; "
-                "narrow the label selector (e.g. by target) so that one meaning is merged"
-            )
+        sources = self._held_sources(family, labels)
+        _one_meaning_each(family, {"": {s.flags for s, _ in sources}})
         return sources
 
     def _has_series(self, source: Source, matchers: str, now: float) -> bool:
@@ -685,8 +685,8 @@ _CHECK_ROWS = (q.LAYOUT_CHANGED_ROW, q.LAYOUTS_DIFFER_ROW)
 
 
 def _one_meaning_each(family: str, meanings: Mapping[str, set[frozenset[str]]]) -> None:
-    """A :class:`SemanticsMismatchError` for a target whose series hold different meanings
-    (what a read of that target alone refuses)."""
+    """A :class:`SemanticsMismatchError` for a target (or the whole selection, keyed ``""``)
+    whose series hold different meanings: adding them would mix two measurements."""
     for held in meanings.values():
         if len(held) > 1:
             described = sorted(",".join(sorted(f)) or "(none)" for f in held)
