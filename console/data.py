@@ -500,10 +500,9 @@ def _by_target(url, family, selector: Selector, targets, start, end, step):
     those targets hold every series the selector picks."""
     store = _metrics(url)
     chosen = tuple(targets)[: metric_frames.MAX_BREAKDOWN_SERIES]
-    per_target = {
-        t: store.histogram_series(family, {**dict(selector), c.LABEL_TARGET: t}, start, end, step)
-        for t in chosen
-    }
+    per_target = store.histogram_series_by_target(
+        family, dict(selector), start, end, step, targets=chosen
+    )
     held = {dict(s.labels).get(c.LABEL_TARGET) for s in store.series(family, dict(selector))}
     return per_target, held <= set(chosen)
 

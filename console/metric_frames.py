@@ -242,8 +242,15 @@ def gauge_frame(
 ) -> pd.DataFrame:
     """``ts, value``: a gauge averaged per step ``(t - step, t]`` within each series (the
     store's step convention), then summed (``across="sum"``, e.g. requests running) or maxed
-    (``"max"``, e.g. KV usage) across series. Whole-minute steps read the store's gauge
-    roll-ups where they cover (a reader with ``gauge_minutes``), raw readings elsewhere."""
+    (``"max"``, e.g. KV usage) across series. A reader over a server does it there
+    (``gauge_steps``); whole-minute steps read the store's gauge roll-ups where they cover (a
+    reader with ``gauge_minutes``), raw readings elsewhere."""
+    pushed = getattr(reader, "gauge_steps", None)  # a server's: averaged and added there
+    steps = None if pushed is None else pushed(family, dict(selector), start, end, step, across)
+    if steps is not None:
+        frame = pd.DataFrame(steps, columns=["t", "value"])
+        frame["ts"] = pd.to_datetime(frame["t"], unit="s", utc=True)
+        return frame[["ts", "value"]]
     per_series = [
         means.rename(str(labels))
         for labels, means in _gauge_step_means(reader, family, dict(selector), start, end, step)

@@ -15,8 +15,6 @@ from collectors.prometheus.names import TARGET_LABEL
 #: ``le`` of the rows that carry a histogram's ``_sum`` increase and its layout check.
 SUM_ROW = "sum"
 LAYOUT_CHANGED_ROW = "layout-changed"
-#: ``le`` of the row that says the selected targets' layouts are not all one.
-LAYOUTS_DIFFER_ROW = "layouts-differ"
 
 
 def selector(metric: str, matchers: str) -> str:
@@ -44,30 +42,37 @@ def histogram_window(stem: str, matchers: str, width_seconds: float) -> str:
 
 def fleet_histogram_window(stem: str, matchers: str, width_seconds: float) -> str:
     """``histogram_window`` summed over every target on the server (``sum by (le)``): what
-    comes back is one series per bucket, whatever the size of the fleet. Its checks come back
-    as rows only where they fail: ``le="layout-changed"`` per target whose layout changed in
-    the range, and ``le="layouts-differ"`` when the buckets are not held by as many series
-    each (targets with different layouts, which ``sum by (le)`` would silently add up); the
-    reader then reads per target to name them."""
+    comes back is one series per bucket, whatever the size of the fleet. It is only read after
+    :func:`layout_check` over the whole range found one layout: ``sum by (le)`` would silently
+    add up different layouts."""
     w = format_range(width_seconds)
     buckets = f"{selector(stem + '_bucket', matchers)}[{w}]"
     sums = f"{selector(stem + '_sum', matchers)}[{w}]"
     return (
         f"sum by (le) (increase({buckets}))"
         f' or label_replace(sum(increase({sums})), "le", "{SUM_ROW}", "", "")'
-        f" or label_replace(max by ({TARGET_LABEL}) (count_over_time({buckets}))"
-        f" != min by ({TARGET_LABEL}) (count_over_time({buckets})),"
-        f' "le", "{LAYOUT_CHANGED_ROW}", "", "")'
-        f" or label_replace(max(count by (le) (count_over_time({buckets})))"
-        f" != min(count by (le) (count_over_time({buckets}))),"
-        f' "le", "{LAYOUTS_DIFFER_ROW}", "", "")'
     )
+
+
+def layout_check(stem: str, matchers: str, width_seconds: float) -> str:
+    """The samples each bucket series holds over ``width``: one pass over the buckets for a
+    whole read, from which the reader finds a target whose layout changed (its buckets hold
+    different numbers of samples) or targets whose layouts differ (the buckets are not held by
+    as many series each). Checked per step on the server, this took four passes per step."""
+    w = format_range(width_seconds)
+    return f"count_over_time({selector(stem + '_bucket', matchers)}[{w}])"
 
 
 def fleet_counter_window(metric: str, matchers: str, width_seconds: float) -> str:
     """The counter's ``increase`` over ``width`` summed over every target on the server."""
     w = format_range(width_seconds)
     return f"sum(increase({selector(metric, matchers)}[{w}]))"
+
+
+def gauge_across(across: str, metric: str, matchers: str, width_seconds: float) -> str:
+    """Each series' mean over ``width``, summed or maxed (``across``) over every series."""
+    w = format_range(width_seconds)
+    return f"{across}(avg_over_time({selector(metric, matchers)}[{w}]))"
 
 
 def counter_window(metric: str, matchers: str, width_seconds: float) -> str:

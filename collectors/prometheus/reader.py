@@ -33,6 +33,7 @@ import math
 import re
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import httpx
 
@@ -77,6 +78,9 @@ SERIES_LOOKBACK_SECONDS = 7 * 86400.0
 RAW_CHUNK_SECONDS = 3600.0
 #: Most evaluation times one ``query_range`` asks for (Prometheus refuses over 11 000).
 MAX_POINTS_PER_QUERY = 10_000
+#: How much of a range already found to hold one layout is checked again with the part after
+#: it: samples arrive late (scrape duration, remote write), so the last minutes may have grown.
+LAYOUT_RECHECK_SECONDS = 300.0
 DOWN_ERROR = "down in Prometheus (up=0)"
 UP = "up"
 #: A probe only VictoriaMetrics answers (Prometheus, Thanos and Mimir say 404).
@@ -112,6 +116,8 @@ class PrometheusReader(StepReads):
         self._names: set[str] = set()
         self._names_at = -math.inf
         self._held: dict[tuple[str, str], bool] = {}
+        self._layouts: dict[tuple[str, str], _Layout] = {}
+        self.layout_recheck_seconds = LAYOUT_RECHECK_SECONDS
         self.names_max_age_seconds = names_max_age_seconds
         self.series_lookback_seconds = series_lookback_seconds
 
@@ -351,13 +357,61 @@ class PrometheusReader(StepReads):
         if len(sources) != 1:
             return None if sources else [None] * (len(bounds) - 1)
         ((source, matchers),) = sources
+        if not self._one_layout(source, matchers, bounds):
+            return None
         expr = q.fleet_histogram_window(source.metric, matchers, bounds[1] - bounds[0])
         steps: list[ClassicHistogram | None] = [None] * (len(bounds) - 1)
         for k, rows in self._evaluate(expr, bounds).items():
-            if any(r.get(c.LABEL_LE) in _CHECK_ROWS for r, _ in rows):
-                return None
             steps[k] = _histograms_by_target(rows, source.scale).get("")
         return steps
+
+    def _one_layout(self, source: Source, matchers: str, bounds: Sequence[float]) -> bool:
+        """Whether, over the whole of ``bounds``, every selected target kept one bucket layout
+        and all hold the same one. A range found so is remembered, so that a read inside it,
+        or the next evaluation's window, checks only the part not checked before (its layout
+        compared with the one remembered)."""
+        start, end = bounds[0], bounds[-1]
+        key = (source.metric, matchers)
+        known = self._layouts.get(key)
+        low, high = start, end
+        if known is not None:
+            if known.start <= start and end <= known.end:
+                return True
+            if known.start <= start <= known.end:
+                low = max(start, known.end - self.layout_recheck_seconds)
+            elif known.start <= end <= known.end:
+                high = min(end, known.start + self.layout_recheck_seconds)
+        layout = self._layout_over(source, matchers, low, high)
+        if layout is None:
+            return False
+        if known is None or (low, high) == (start, end):
+            self._layouts[key] = _Layout(start, end, layout)
+            return True
+        if layout and known.bounds and layout != known.bounds:
+            return False
+        joined = _Layout(min(start, known.start), max(end, known.end), known.bounds or layout)
+        self._layouts[key] = joined
+        return True
+
+    def _layout_over(
+        self, source: Source, matchers: str, start: float, end: float
+    ) -> frozenset[str] | None:
+        """The ``le``s every selected target held over ``[start, end]``, from one
+        ``count_over_time`` pass (``q.layout_check``); ``None`` when a target's layout changed
+        (its buckets hold different numbers of samples) or the targets' layouts differ (the
+        buckets are not held by as many series each)."""
+        if end <= start:
+            return frozenset()
+        rows = self._evaluate(q.layout_check(source.metric, matchers, end - start), [start, end])
+        counts: dict[str, set[float]] = {}
+        held: dict[str, int] = {}
+        for labels, value in rows.get(0, []):
+            counts.setdefault(_target(labels), set()).add(value)
+            le = labels.get(c.LABEL_LE, "")
+            held[le] = held.get(le, 0) + 1
+        if any(len(v) > 1 for v in counts.values()) or len(set(held.values())) > 1:
+            return None
+        return frozenset(held)
 
     def _histogram_steps_by_target(
         self,
@@ -366,9 +420,13 @@ class PrometheusReader(StepReads):
         bounds: list[float],
         use_rollups: bool,
         mode: WindowSemantics,
+        targets: Sequence[str] | None = None,
     ) -> list[dict[str, ClassicHistogram]]:
-        """One query per source for every target: the server groups by ``instance``."""
-        return self._target_histograms(family, labels, bounds, mode, merged=False)
+        """One query per source for every target (``targets``: those only, one regex
+        matcher): the server groups by ``instance``."""
+        if targets is not None and not targets:
+            return [{} for _ in bounds[1:]]
+        return self._target_histograms(family, labels, bounds, mode, False, targets)
 
     def _target_histograms(
         self,
@@ -377,9 +435,11 @@ class PrometheusReader(StepReads):
         bounds: list[float],
         mode: WindowSemantics,
         merged: bool,
+        targets: Sequence[str] | None = None,
     ) -> list[dict[str, ClassicHistogram]]:
         """Per step, each target's histogram. ``merged``: the targets will be added up, so
-        the whole selection must hold one meaning; else each target must."""
+        the whole selection must hold one meaning; else each target must. ``targets``: only
+        those (an ``instance=~…`` matcher added)."""
         self._answering(mode)
         if len(bounds) < 2:
             return []
@@ -388,6 +448,8 @@ class PrometheusReader(StepReads):
         current: list[set[str]] = [set() for _ in bounds[1:]]
         meanings: dict[str, set[frozenset[str]]] = {}
         for source, matchers in self._selected_sources(family, labels, merged):
+            if targets is not None:
+                matchers = ",".join(x for x in (matchers, _targets_matcher(targets)) if x)
             expr = q.histogram_window(source.metric, matchers, bounds[1] - bounds[0])
             for k, rows in self._evaluate(expr, bounds).items():
                 per_target = _histograms_by_target(rows, source.scale)
@@ -498,6 +560,52 @@ class PrometheusReader(StepReads):
         now = time.time()
         return [(s, m) for s, m in sources if self._has_series(s, m, now)]
 
+    def gauge_steps(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        step: float,
+        across: str,
+    ) -> list[tuple[float, float]] | None:
+        """A gauge averaged per step ``(t - step, t]`` within each series, then summed
+        (``across="sum"``) or maxed (``"max"``) across series, on the server: ``(t, value)``
+        per step end ``t`` (a multiple of ``step``; the first and last steps cut at ``start``
+        and ``end``), steps without readings left out. The console's ``gauge_frame`` in one
+        ``query_range`` instead of every reading copied. ``None`` where it cannot: another
+        ``across``, or several metric names selected (a current name wins over a renamed one
+        series by series, which the raw readings decide)."""
+        if across not in ("sum", "max") or not (math.isfinite(start) and math.isfinite(end)):
+            return None
+        if not (step > 0 and math.isfinite(step)) or end <= start:
+            return []
+        sources = self._held_sources(family, labels)
+        if not sources:
+            return []
+        if len(sources) != 1 or sources[0][0].kind is not Kind.GAUGE:
+            return None
+        ((source, matchers),) = sources
+        metric = source.metric + ("_sum" if source.rule.from_sum else "")
+
+        def mean_over(width: float) -> str:  # NOTE: 1 ms short: (t - width, t] on any server
+            return q.gauge_across(across, metric, matchers, width - 0.001)
+
+        first, last = math.floor(start / step) * step + step, math.ceil(end / step) * step
+        ends = [first + step * k for k in range(round((last - first) / step) + 1)]
+        full = [e for e in ends if e - step >= start and e <= end]
+        out: dict[float, float] = {}
+        for e in ends:
+            low, high = max(e - step, start), min(e, end)
+            if e not in full and high - low > 0.001:  # NOTE: a step cut at start or end
+                for _, value in self._evaluate(mean_over(high - low), [low, high]).get(0, []):
+                    out[e] = value
+        if full:
+            bounds = [full[0] - step, *full]
+            for k, rows in self._evaluate(mean_over(step), bounds).items():
+                out[bounds[k + 1]] = rows[0][1]
+        return [(t, v * source.scale) for t, v in sorted(out.items()) if not math.isnan(v)]
+
     def scrapes_by_target(
         self, targets: Sequence[str], start: float = -math.inf, end: float = math.inf
     ) -> dict[str, list[ScrapeStatus]]:
@@ -506,8 +614,7 @@ class PrometheusReader(StepReads):
             return {t: [] for t in targets}
         now = time.time()
         start, end = max(start, now - self.series_lookback_seconds), min(end, now)
-        wanted = "|".join(re.escape(t) for t in targets)
-        matchers = ",".join(x for x in (f"{TARGET_LABEL}=~{quote(wanted)}", self.match) if x)
+        matchers = ",".join(x for x in (_targets_matcher(targets), self.match) if x)
         out: dict[str, list[ScrapeStatus]] = {t: [] for t in targets}
         for labels, points in self._raw(UP, matchers, start, end):
             target = _target(labels)
@@ -663,6 +770,15 @@ def _histograms_by_target(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A range over which a metric's selected targets were found to hold one layout."""
+
+    start: float
+    end: float
+    bounds: frozenset[str]
+
+
 def _merge(family: str, items: list[tuple[str, ClassicHistogram]]) -> ClassicHistogram | None:
     """``sum by (le)`` of the targets' histograms, refusing layouts that differ."""
     if not items:
@@ -678,10 +794,6 @@ def _merge(family: str, items: list[tuple[str, ClassicHistogram]]) -> ClassicHis
             )
         total = merge_histograms([total, histogram])
     return total
-
-
-#: The rows of a fleet read's failed checks (see ``queries.fleet_histogram_window``).
-_CHECK_ROWS = (q.LAYOUT_CHANGED_ROW, q.LAYOUTS_DIFFER_ROW)
 
 
 def _one_meaning_each(family: str, meanings: Mapping[str, set[frozenset[str]]]) -> None:
@@ -706,6 +818,11 @@ def _require_finite(bounds: Sequence[float]) -> None:
 
 def _is_histogram(source: Source) -> bool:
     return source.kind is Kind.HISTOGRAM and not source.rule.from_sum
+
+
+def _targets_matcher(targets: Sequence[str]) -> str:
+    """``instance=~"a|b"``: exactly those targets (RE2 anchors the whole value)."""
+    return f"{TARGET_LABEL}=~{quote('|'.join(re.escape(t) for t in targets))}"
 
 
 def _target(labels: Mapping[str, str]) -> str:

@@ -150,6 +150,19 @@ class MetricsReader(Protocol):
         semantics: str | WindowSemantics = "exact",
     ) -> dict[str, float]: ...
 
+    def histogram_series_by_target(
+        self,
+        family: str,
+        labels: Selector,
+        start: float,
+        end: float,
+        step_seconds: float = DEFAULT_STEP_SECONDS,
+        *,
+        targets: Sequence[str] | None = None,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, list[HistogramStep]]: ...
+
     def counter_series_by_target(
         self,
         family: str,

@@ -338,6 +338,24 @@ class Store:
             family, labels, start, end, use_rollups=use_rollups, semantics=semantics
         )
 
+    def histogram_series_by_target(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        step_seconds: float = DEFAULT_STEP_SECONDS,
+        *,
+        targets: Sequence[str] | None = None,
+        use_rollups: bool = True,
+        semantics: str | WindowSemantics = "exact",
+    ) -> dict[str, list[HistogramStep]]:
+        """:meth:`histogram_series` of each target of the selection (``targets`` only)."""
+        return self._windows.histogram_series_by_target(
+            family, labels, start, end, step_seconds, targets=targets, use_rollups=use_rollups,
+            semantics=semantics,
+        )  # fmt: skip
+
     def counter_series_by_target(
         self,
         family: str,

@@ -31,6 +31,7 @@ from collectors.prometheus import PrometheusReader, PrometheusSourceError
 from collectors.store import LayoutChangeError, ScrapeRecord, SemanticsMismatchError
 from collectors.store.fake import FakeMetricsReader
 from collectors.store.protocols import MetricsReader
+from console import metric_frames
 from slo import ClassicHistogram, LayoutMismatchError, QuantileResult
 from tests.collectors.metrics_servers import (
     Point,
@@ -45,6 +46,7 @@ T = float((int(time.time()) // 3600 - 48) * 3600)
 B = (0.1, 1.0, math.inf)
 OTHER = (0.5, math.inf)
 TTFT, ITL, TOKENS, REQUESTS = "ttft_seconds", "itl_seconds", "prompt_tokens_total", "requests_total"
+RUNNING = "requests_running"
 TYPES = {
     "vllm:time_to_first_token_seconds": "histogram",
     "vllm:inter_token_latency_seconds": "histogram",
@@ -53,6 +55,7 @@ TYPES = {
     "sglang:prompt_tokens": "counter",
     "vllm:request_success": "counter",
     "tailwatch:tenant_requests": "counter",
+    "vllm:num_requests_running": "gauge",
     "up": "gauge",
 }
 
@@ -103,6 +106,10 @@ def _history() -> list[Point]:
 
     for target, items in SCRAPES.items():
         snaps("m", target, items)
+        for k, (t, *_) in enumerate(items):  # running: 1, 4, 2, 0, 3 (a) and 2, 0, 3, 1, 4 (b)
+            running = (1 + 3 * k) % 5 if target == "a" else (2 + 3 * k) % 5
+            labels = (("instance", target), ("model_name", "m"))
+            points.append(Point("vllm:num_requests_running", labels, float(running), T + t))
         snaps("lay", target, items)
     snaps("lay", "c", [(15.0, (1, 2), 0.5, 0.0), (45.0, (2, 4), 1.0, 1.0)], bounds=OTHER)
     snaps("chg", "d", [(0.0, (1, 2, 3), 1.0, 0.0), (30.0, (2, 4, 6), 2.0, 1.0)])
@@ -149,6 +156,14 @@ def _fake(points: list[Point]) -> FakeMetricsReader:
 Read = Callable[[MetricsReader, str], object]
 
 
+def _gauge_rows(reader, labels, start, end, step, across) -> list[tuple[float, float]]:
+    """The console's gauge chart (``gauge_frame``): on a server one ``query_range``."""
+    frame = metric_frames.gauge_frame(reader, RUNNING, labels, start, end, step, across=across)
+    return [
+        (ts.timestamp() - T, float(v)) for ts, v in zip(frame["ts"], frame["value"], strict=True)
+    ]
+
+
 def _m(model: str, **labels: str) -> dict[str, str]:
     return {"model": model, **labels}
 
@@ -177,11 +192,18 @@ READS: dict[str, Read] = {
     "windows-by-target": lambda r, s: r.histogram_windows_by_target(TTFT, _m("m"), T, T + 120, semantics=s),
     "counters-by-target": lambda r, s: r.counter_windows_by_target(TOKENS, _m("m"), T, T + 120, semantics=s),
     "counter-series-by-target": lambda r, s: r.counter_series_by_target(TOKENS, _m("m"), T, T + 240, 60, semantics=s),
+    "histogram-series-chosen-targets": lambda r, s: r.histogram_series_by_target(TTFT, _m("m"), T, T + 240, 60, targets=["a", "nope"], semantics=s),
     "by-target-layouts-apart": lambda r, s: r.histogram_windows_by_target(TTFT, _m("lay"), T, T + 60, semantics=s),
     "by-target-layout-change": lambda r, s: r.histogram_windows_by_target(TTFT, _m("chg"), T, T + 90, semantics=s),
     "by-target-flags": lambda r, s: r.counter_windows_by_target(TOKENS, _m("flag"), T, T + 120, semantics=s),
     "by-target-no-series": lambda r, s: r.counter_windows_by_target(TOKENS, {"target": "nope"}, T, T + 120, semantics=s),
     "scrapes-by-target": lambda r, s: (r.scrapes_by_target(["a", "b", "nobody"], T, T + 200), r.scrapes_by_target([])),
+    # gauges averaged per step within a series, then added (or maxed) across series
+    "gauge-sum": lambda r, s: _gauge_rows(r, _m("m"), T, T + 240, 60, "sum"),
+    "gauge-max": lambda r, s: _gauge_rows(r, _m("m"), T, T + 240, 60, "max"),
+    "gauge-cut-steps": lambda r, s: _gauge_rows(r, _m("m"), T + 15, T + 115, 50, "sum"),
+    "gauge-one-step": lambda r, s: _gauge_rows(r, _m("m", target="b"), T + 5, T + 50, 60, "max"),
+    "gauge-no-series": lambda r, s: _gauge_rows(r, {"target": "nope"}, T, T + 120, 60, "sum"),
     # what may not be merged
     "layouts-differ": lambda r, s: r.histogram_window(TTFT, _m("lay"), T, T + 60, semantics=s),
     "layouts-differ-series": lambda r, s: r.histogram_series(TTFT, _m("lay"), T, T + 120, 60, semantics=s),
@@ -417,15 +439,58 @@ def test_the_builtin_rules_evaluate_alike(server, fake) -> None:
 
 def test_every_read_pushes_down(server) -> None:
     """A window is one query per engine metric, whatever the number of samples: nothing of
-    the history is copied to answer it."""
-    _, reader = server
+    the history is copied to answer it. A fleet histogram read is preceded by one layout
+    check of its range, which is remembered: a read inside a checked range sends none, and a
+    read past it checks only the part after it."""
+    reader = PrometheusReader(server[1].api.url)  # NOTE: nothing checked by an earlier test
     reader.semantics, reader.metric_names()  # found once, then cached
     reader.counter_window(TOKENS, _m("m"), T, T + 60)  # which dialects hold series: cached
     before = reader.api.num_requests
-    reader.histogram_window(TTFT, _m("m"), T, T + 120)
+    reader.histogram_window(TTFT, _m("m"), T, T + 120)  # check [T, T + 120], then the window
     reader.counter_series(TOKENS, _m("m"), T, T + 240, 60)
-    reader.quantile_series(TTFT, _m("m"), T, T + 240, (0.5, 0.99), 15)
-    assert reader.api.num_requests - before == 3
+    reader.quantile_series(TTFT, _m("m"), T, T + 240, (0.5, 0.99), 15)  # check past T + 120
+    assert reader.api.num_requests - before == 5
+    checks = []
+    reader.api.query = _recording(reader.api.query, checks)
+    reader.histogram_window(TTFT, _m("m"), T + 60, T + 180)
+    assert checks == ["increase"], "a range already checked is not checked again"
+
+
+def test_a_layout_change_after_a_checked_range_is_found(server, fake) -> None:
+    """A range found to hold one layout is remembered; a later read past it checks the part
+    after it against that layout, and a change there is not summed into one histogram (read
+    per target, it gives the fake's answer: the change named)."""
+    reader = PrometheusReader(server[1].api.url)
+    reader.layout_recheck_seconds = 0.0  # NOTE: only the part after the checked range
+    semantics = reader.semantics.value
+    read = READS["layout-old-only"]
+    assert _outcome(read, reader, semantics) == _outcome(read, fake, semantics)
+    for name in ("layout-change", "layout-change-series"):
+        want = _outcome(READS[name], fake, semantics)
+        _same(_outcome(READS[name], reader, semantics), want, name)
+
+
+def test_a_gauge_chart_is_one_query(server, fake) -> None:
+    """The console's gauge chart is averaged and added on the server: one ``query_range``
+    for the whole steps, whatever the number of readings, and the fake's figures."""
+    reader = PrometheusReader(server[1].api.url)
+    reader.semantics, reader.metric_names(), reader.series(RUNNING, _m("m"))
+    before = reader.api.num_requests
+    rows = _gauge_rows(reader, _m("m"), T, T + 240, 60, "sum")
+    assert reader.api.num_requests - before == 1
+    # a at 30, 60 | 90, 120: 4, 2 | 0, 3 and b at 10, 40 | 70, 100 | 130: 2, 0 | 3, 1 | 4
+    # (a's reading at 0 is on the range's open edge): means 3 + 1, 1.5 + 2, 4
+    assert rows == _gauge_rows(fake, _m("m"), T, T + 240, 60, "sum") == [
+        (60.0, 4.0), (120.0, 3.5), (180.0, 4.0)
+    ]  # fmt: skip
+
+
+def _recording(query, log: list[str]):  # type: ignore[no-untyped-def]
+    def recorded(expr: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        log.append("count_over_time" if expr.startswith("count_over_time") else "increase")
+        return query(expr, *args, **kwargs)
+
+    return recorded
 
 
 def test_a_per_replica_read_is_one_query_for_every_target(server) -> None:
