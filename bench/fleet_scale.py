@@ -419,19 +419,27 @@ def _repeats(replicas: int) -> int:
 def _measure_server(name, history, server, loaded, with_up) -> dict:
     with PrometheusReader(server.url) as reader:
         cycle = evaluation_cycles(reader, history.end, server.pid, lambda: reader.api.num_requests)
+    _progress(name, f"cycle {cycle['wall']:.2f} s")
     with PrometheusReader(server.url) as reader:
         tested = (
             backtest_day(reader, history)
             if history.replicas in BACKTEST_REPLICAS and name.startswith("Prometheus")
             else incident_checks(reader, history)
         )
+    _progress(name, f"{tested['evaluations']} evaluations in {tested['wall']:.0f} s")
     own = sqlite_url(Path(tempfile.mkdtemp(prefix="tailwatch-own-")) / "own.db")
     Store(own).close()  # NOTE: migrated and empty: the console reads its own records there
     shown = renders(server.url, own, history.end, _repeats(history.replicas))
+    _progress(name, "pages rendered")
     up = up_to_first_overview(server.url) if with_up else None
     row = _row(name, history, loaded, cycle, shown, tested, up)
     _say(name, row)
     return row
+
+
+def _progress(name: str, what: str) -> None:
+    """A line on stderr as each part ends: a 500-replica run takes an hour."""
+    print(f"  ... {name}: {what} ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
 
 
 def _say(name: str, row: dict) -> None:
