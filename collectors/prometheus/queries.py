@@ -54,13 +54,23 @@ def fleet_histogram_window(stem: str, matchers: str, width_seconds: float) -> st
     )
 
 
-def layout_check(stem: str, matchers: str, width_seconds: float) -> str:
-    """The samples each bucket series holds over ``width``: one pass over the buckets for a
-    whole read, from which the reader finds a target whose layout changed (its buckets hold
-    different numbers of samples) or targets whose layouts differ (the buckets are not held by
-    as many series each). Checked per step on the server, this took four passes per step."""
+def layout_check(stem: str, matchers: str, width_seconds: float, *, per_series: bool) -> str:
+    """What the reader checks a fleet read's bucket layouts from, over ``width``: a target
+    whose buckets hold different numbers of samples changed layout; buckets not held by as
+    many series each mean targets with different layouts. ``per_series``: the samples each
+    bucket series holds (one pass, a row per series); else, on the server, the series holding
+    each ``le`` (a row per ``le``) and a row ``le="layout-changed"`` per target that changed
+    (three passes, few rows). Checked per step on the server, this took four passes a step."""
     w = format_range(width_seconds)
-    return f"count_over_time({selector(stem + '_bucket', matchers)}[{w}])"
+    counts = f"count_over_time({selector(stem + '_bucket', matchers)}[{w}])"
+    if per_series:
+        return counts
+    return (
+        f"count by (le) ({counts})"
+        f" or label_replace(max by ({TARGET_LABEL}) ({counts})"
+        f" != min by ({TARGET_LABEL}) ({counts}),"
+        f' "le", "{LAYOUT_CHANGED_ROW}", "", "")'
+    )
 
 
 def fleet_counter_window(metric: str, matchers: str, width_seconds: float) -> str:

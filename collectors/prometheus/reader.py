@@ -81,6 +81,9 @@ MAX_POINTS_PER_QUERY = 10_000
 #: How much of a range already found to hold one layout is checked again with the part after
 #: it: samples arrive late (scrape duration, remote write), so the last minutes may have grown.
 LAYOUT_RECHECK_SECONDS = 300.0
+#: Ranges longer than this have their layout checked from a row per bucket series (one pass
+#: on the server); shorter ones on the server (three passes, a row per ``le`` back).
+LAYOUT_ROWS_SECONDS = 3600.0
 DOWN_ERROR = "down in Prometheus (up=0)"
 UP = "up"
 #: A probe only VictoriaMetrics answers (Prometheus, Thanos and Mimir say 404).
@@ -118,6 +121,7 @@ class PrometheusReader(StepReads):
         self._held: dict[tuple[str, str], bool] = {}
         self._layouts: dict[tuple[str, str], _Layout] = {}
         self.layout_recheck_seconds = LAYOUT_RECHECK_SECONDS
+        self.layout_rows_seconds = LAYOUT_ROWS_SECONDS
         self.names_max_age_seconds = names_max_age_seconds
         self.series_lookback_seconds = series_lookback_seconds
 
@@ -396,19 +400,29 @@ class PrometheusReader(StepReads):
     def _layout_over(
         self, source: Source, matchers: str, start: float, end: float
     ) -> frozenset[str] | None:
-        """The ``le``s every selected target held over ``[start, end]``, from one
-        ``count_over_time`` pass (``q.layout_check``); ``None`` when a target's layout changed
-        (its buckets hold different numbers of samples) or the targets' layouts differ (the
-        buckets are not held by as many series each)."""
+        """The ``le``s every selected target held over ``[start, end]``; ``None`` when a
+        target's layout changed (its buckets hold different numbers of samples) or the
+        targets' layouts differ (the buckets are not held by as many series each). A long
+        range (a first read) is one ``count_over_time`` pass whose rows, one per bucket
+        series, are checked here; a short one (the part after a range already checked, each
+        evaluation) is checked on the server, which sends back a row per ``le`` and only the
+        failures: three passes over minutes of samples cost the server less than a row per
+        series of a large fleet costs to decode, every cycle (``q.layout_check``)."""
         if end <= start:
             return frozenset()
-        rows = self._evaluate(q.layout_check(source.metric, matchers, end - start), [start, end])
+        per_series = end - start > self.layout_rows_seconds
+        expr = q.layout_check(source.metric, matchers, end - start, per_series=per_series)
         counts: dict[str, set[float]] = {}
-        held: dict[str, int] = {}
-        for labels, value in rows.get(0, []):
-            counts.setdefault(_target(labels), set()).add(value)
+        held: dict[str, float] = {}
+        for labels, value in self._evaluate(expr, [start, end]).get(0, []):
             le = labels.get(c.LABEL_LE, "")
-            held[le] = held.get(le, 0) + 1
+            if le == q.LAYOUT_CHANGED_ROW:
+                return None
+            if per_series:
+                counts.setdefault(_target(labels), set()).add(value)
+                held[le] = held.get(le, 0.0) + 1.0
+            else:
+                held[le] = value
         if any(len(v) > 1 for v in counts.values()) or len(set(held.values())) > 1:
             return None
         return frozenset(held)

@@ -456,18 +456,30 @@ def test_every_read_pushes_down(server) -> None:
     assert checks == ["increase"], "a range already checked is not checked again"
 
 
-def test_a_layout_change_after_a_checked_range_is_found(server, fake) -> None:
+@pytest.mark.parametrize("rows_seconds", [0.0, 3600.0], ids=["rows-per-series", "on-server"])
+def test_a_layout_change_after_a_checked_range_is_found(server, fake, rows_seconds) -> None:
     """A range found to hold one layout is remembered; a later read past it checks the part
     after it against that layout, and a change there is not summed into one histogram (read
-    per target, it gives the fake's answer: the change named)."""
+    per target, it gives the fake's answer: the change named). Both ways of checking: from a
+    row per bucket series (long ranges), and on the server (short ones)."""
     reader = PrometheusReader(server[1].api.url)
     reader.layout_recheck_seconds = 0.0  # NOTE: only the part after the checked range
+    reader.layout_rows_seconds = rows_seconds
     semantics = reader.semantics.value
     read = READS["layout-old-only"]
     assert _outcome(read, reader, semantics) == _outcome(read, fake, semantics)
     for name in ("layout-change", "layout-change-series"):
         want = _outcome(READS[name], fake, semantics)
         _same(_outcome(READS[name], reader, semantics), want, name)
+    for name in ("layouts-differ", "layouts-differ-series", "layout-new-only", "window-merged"):
+        fresh = PrometheusReader(server[1].api.url)
+        fresh.layout_rows_seconds = rows_seconds
+        want = _outcome(READS[name], fake, semantics)
+        got, difference = _outcome(READS[name], fresh, semantics), DIFFERENCES[server[0]].get(name)
+        if difference is None:
+            _same(got, want, name)
+        else:
+            difference.check(got, want)
 
 
 def test_a_gauge_chart_is_one_query(server, fake) -> None:
