@@ -260,7 +260,21 @@ class PrometheusReader(StepReads):
         """The server's exemplars of the range (``/api/v1/query_exemplars``; Prometheus keeps
         them only in memory, with ``--enable-feature=exemplar-storage``). A server without the
         API (VictoriaMetrics) has none to give."""
-        out: list[StoredExemplar] = []
+        return [e for found in self._exemplars(family, labels, start, end).values() for e in found]
+
+    def exemplars_by_target(
+        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+    ) -> dict[str, list[StoredExemplar]]:
+        """:meth:`exemplars` of each target of the selection, from one request (triage's
+        slowest requests of every replica)."""
+        return {
+            t: found for t, found in sorted(self._exemplars(family, labels, start, end).items())
+        }
+
+    def _exemplars(
+        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+    ) -> dict[str, list[StoredExemplar]]:
+        out: dict[str, list[StoredExemplar]] = {}
         for source, matchers in self._sources(family, labels):
             if not _is_histogram(source) or self.is_victoriametrics:
                 continue
@@ -268,10 +282,12 @@ class PrometheusReader(StepReads):
             params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}"}
             data = self.api.get_json("POST", "query_exemplars", params, expr)
             for group in data if isinstance(data, list) else ():
-                bound = parse_le(dict(group.get("seriesLabels") or {}).get(c.LABEL_LE, ""))
+                series = dict(group.get("seriesLabels") or {})
+                bound = parse_le(series.get(c.LABEL_LE, ""))
+                found = out.setdefault(_target(series), [])
                 for item in group.get("exemplars") or ():
                     scaled = bound * source.scale if bound and math.isfinite(bound) else bound
-                    out.append(
+                    found.append(
                         StoredExemplar(
                             math.inf if scaled is None else scaled,
                             float(item.get("value", math.nan)) * source.scale,

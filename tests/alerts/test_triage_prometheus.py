@@ -40,7 +40,7 @@ class AsServer:
 
     def __getattr__(self, name: str):
         method = getattr(self.fake, name)
-        if name.endswith(("_window", "_series")):
+        if name.endswith(("_window", "_series", "_by_target")) and name != "scrapes_by_target":
             return lambda *a, **k: method(*a, **{**k, "semantics": self.semantics})
         return method
 
