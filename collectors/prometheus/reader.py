@@ -80,7 +80,11 @@ RAW_CHUNK_SECONDS = 3600.0
 MAX_POINTS_PER_QUERY = 10_000
 #: How much of a range already found to hold one layout is checked again with the part after
 #: it: samples arrive late (scrape duration, remote write), so the last minutes may have grown.
-LAYOUT_RECHECK_SECONDS = 300.0
+LAYOUT_RECHECK_SECONDS = 60.0
+#: Most ``series`` answers kept (per family and selector) until the names are read again.
+SERIES_CACHED = 256
+#: Ranges remembered per metric and selector as holding one layout.
+LAYOUT_RANGES_KEPT = 8
 #: Ranges longer than this have their layout checked from a row per bucket series (one pass
 #: on the server); shorter ones on the server (three passes, a row per ``le`` back).
 LAYOUT_ROWS_SECONDS = 3600.0
@@ -119,7 +123,8 @@ class PrometheusReader(StepReads):
         self._names: set[str] = set()
         self._names_at = -math.inf
         self._held: dict[tuple[str, str], bool] = {}
-        self._layouts: dict[tuple[str, str], _Layout] = {}
+        self._layouts: dict[tuple[str, str], list[_Layout]] = {}
+        self._series: dict[tuple[str, tuple[tuple[str, str], ...]], list[SeriesInfo]] = {}
         self.layout_recheck_seconds = LAYOUT_RECHECK_SECONDS
         self.layout_rows_seconds = LAYOUT_ROWS_SECONDS
         self.names_max_age_seconds = names_max_age_seconds
@@ -173,13 +178,25 @@ class PrometheusReader(StepReads):
             self._names = set(self.api.label_values("__name__", match))
             self._names_at = now
             self._held.clear()
+            self._series.clear()
         return self._names
 
     # -- series and raw readings -------------------------------------------------------------
 
     def series(self, family: str, labels: Mapping[str, str] | None = None) -> list[SeriesInfo]:
         """The series of ``family`` the server held over the last ``series_lookback_seconds``
-        whose labels include every pair in ``labels``."""
+        whose labels include every pair in ``labels``; kept as long as the metric names (a
+        cycle asks for the same ones several times: 2,500 label sets at 500 replicas), so a
+        new replica's series are seen within ``names_max_age_seconds``, as a new name is."""
+        self.metric_names()  # NOTE: refreshing the names empties this cache
+        key = (family, tuple(sorted((labels or {}).items())))
+        if key not in self._series:
+            if len(self._series) >= SERIES_CACHED:
+                self._series.clear()
+            self._series[key] = self._read_series(family, labels)
+        return list(self._series[key])
+
+    def _read_series(self, family: str, labels: Mapping[str, str] | None) -> list[SeriesInfo]:
         now = time.time()
         if family.startswith(c.RAW_PREFIX):
             return [
@@ -387,30 +404,34 @@ class PrometheusReader(StepReads):
 
     def _one_layout(self, source: Source, matchers: str, bounds: Sequence[float]) -> bool:
         """Whether, over the whole of ``bounds``, every selected target kept one bucket layout
-        and all hold the same one. A range found so is remembered, so that a read inside it,
-        or the next evaluation's window, checks only the part not checked before (its layout
-        compared with the one remembered)."""
+        and all hold the same one. Ranges found so are remembered (a few per metric and
+        selector: the current windows and the baselines before them), so that a read inside
+        one sends no check, and the next evaluation's window checks only its part after the
+        range it extends (compared with the layout remembered)."""
         start, end = bounds[0], bounds[-1]
-        key = (source.metric, matchers)
-        known = self._layouts.get(key)
+        known = self._layouts.setdefault((source.metric, matchers), [])
+        if any(k.start <= start and end <= k.end for k in known):
+            return True
+        extended = next((k for k in known if k.start <= start <= k.end), None)
+        extended = extended or next((k for k in known if k.start <= end <= k.end), None)
         low, high = start, end
-        if known is not None:
-            if known.start <= start and end <= known.end:
-                return True
-            if known.start <= start <= known.end:
-                low = max(start, known.end - self.layout_recheck_seconds)
-            elif known.start <= end <= known.end:
-                high = min(end, known.start + self.layout_recheck_seconds)
+        if extended is not None and extended.start <= start:
+            low = max(start, extended.end - self.layout_recheck_seconds)
+        elif extended is not None:
+            high = min(end, extended.start + self.layout_recheck_seconds)
         layout = self._layout_over(source, matchers, low, high)
         if layout is None:
             return False
-        if known is None or (low, high) == (start, end):
-            self._layouts[key] = _Layout(start, end, layout)
+        if extended is None:
+            known.append(_Layout(start, end, layout))
+            del known[:-LAYOUT_RANGES_KEPT]
             return True
-        if layout and known.bounds and layout != known.bounds:
+        if layout and extended.bounds and layout != extended.bounds:
             return False
-        joined = _Layout(min(start, known.start), max(end, known.end), known.bounds or layout)
-        self._layouts[key] = joined
+        known.remove(extended)
+        known.append(
+            _Layout(min(start, extended.start), max(end, extended.end), extended.bounds or layout)
+        )
         return True
 
     def _layout_over(
