@@ -496,7 +496,9 @@ def _print(rows: list[dict]) -> None:
                 f"{k['wall']:.2f} s wall, {k['cpu']:.3f} s CPU ({k['cpu'] / TICK:.1%} of a core), "
                 f"server CPU {k['server']:.2f} s, {k['queries']:.0f} queries"
             )
-    print("\npage render, wall s (median of 3; AppTest from the entrypoint)")
+    print(
+        "\npage render, wall s (median of 3 at 16 replicas, one run at more; AppTest from the entrypoint)"
+    )
     keys = [(p, rng, k) for p in ("Overview", "SLOs") for rng in ("1h", "24h") for k in ("cold", "warm")]  # fmt: skip
     print_table(
         ("store", "replicas", *(f"{p} {rng} {k}" for p, rng, k in keys)),
