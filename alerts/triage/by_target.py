@@ -18,89 +18,79 @@ replica and the others are still measured.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from collectors import canonical as c
-from collectors.canonical import Labels
 from collectors.store.protocols import MetricsReader
 from collectors.store.records import SemanticsMismatchError
-from slo import ClassicHistogram, LayoutMismatchError, Sample
+from slo import LayoutMismatchError
 
-_Key = tuple[str, tuple[tuple[str, str], ...], float, float]
+_Key = tuple[str, str, tuple[tuple[str, str], ...], float, float]
+#: What a read of every target may refuse; each replica is then read alone.
+_REFUSED = (LayoutMismatchError, SemanticsMismatchError)
 
 
 class ByTargetReads:
-    """``metrics`` whose one-target ``histogram_window``, ``counter_window`` and ``samples``
-    are answered from reads of every target (see the module docstring); any other read, and
-    one that selects no single target, goes to ``metrics``."""
+    """``metrics`` whose one-target ``histogram_window``, ``counter_window``, ``samples`` and
+    ``exemplars`` are answered from reads of every target (see the module docstring); any
+    other read, and one that selects no single target, goes to ``metrics``."""
 
     def __init__(self, metrics: MetricsReader) -> None:
         self.metrics = metrics
-        self._histograms: dict[_Key, dict[str, ClassicHistogram] | None] = {}
-        self._counters: dict[_Key, dict[str, float] | None] = {}
-        self._samples: dict[_Key, dict[str, dict[Labels, list[Sample]]]] = {}
+        self._every: dict[_Key, Mapping[str, Any] | None] = {}
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.metrics, name)
 
-    def histogram_window(
-        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
-    ) -> ClassicHistogram | None:
-        target, key = _split(family, labels, start, end)
-        if target is None:
-            return self.metrics.histogram_window(family, labels, start, end)
-        if key not in self._histograms:
-            try:
-                self._histograms[key] = self.metrics.histogram_windows_by_target(
-                    family, dict(key[1]) or None, start, end
-                )
-            except (LayoutMismatchError, SemanticsMismatchError):
-                self._histograms[key] = None  # NOTE: read alone, the refusal names the replica
-        every = self._histograms[key]
+    def histogram_window(self, family, labels, start, end):  # type: ignore[no-untyped-def]
+        every = self.metrics.histogram_windows_by_target
+        return self._one("histogram_window", every, None, family, labels, start, end)
+
+    def counter_window(self, family, labels, start, end):  # type: ignore[no-untyped-def]
+        every = self.metrics.counter_windows_by_target
+        return self._one("counter_window", every, None, family, labels, start, end)
+
+    def samples(self, family, labels, start, end):  # type: ignore[no-untyped-def]
+        return self._one("samples", self._samples_by_target, {}, family, labels, start, end)
+
+    def exemplars(self, family, labels, start, end):  # type: ignore[no-untyped-def]
+        every = getattr(self.metrics, "exemplars_by_target", None)  # NOTE: a server's
         if every is None:
-            return self.metrics.histogram_window(family, labels, start, end)
-        return every.get(target)
+            return self.metrics.exemplars(family, labels, start, end)
+        return self._one("exemplars", every, [], family, labels, start, end)
 
-    def counter_window(
-        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
-    ) -> float | None:
-        target, key = _split(family, labels, start, end)
-        if target is None:
-            return self.metrics.counter_window(family, labels, start, end)
-        if key not in self._counters:
-            try:
-                self._counters[key] = self.metrics.counter_windows_by_target(
-                    family, dict(key[1]) or None, start, end
-                )
-            except SemanticsMismatchError:
-                self._counters[key] = None
-        every = self._counters[key]
-        if every is None:
-            return self.metrics.counter_window(family, labels, start, end)
-        return every.get(target)
+    def _one(
+        self,
+        name: str,
+        every: Callable[..., Mapping[str, Any]],
+        missing: object,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+    ) -> Any:
+        """The read ``name`` of the one target ``labels`` select, from ``every`` (the same
+        read of every target, made once per family, other labels and window); ``missing``
+        for a target it holds nothing of. No single target, or a refused read of every
+        target: ``metrics``' own read."""
+        rest = dict(labels or {})
+        target = rest.pop(c.LABEL_TARGET, None)
+        if target is not None:
+            key = (name, family, tuple(sorted(rest.items())), start, end)
+            if key not in self._every:
+                try:
+                    self._every[key] = every(family, rest or None, start, end)
+                except _REFUSED:
+                    self._every[key] = None  # NOTE: read alone, the refusal names the replica
+            found = self._every[key]
+            if found is not None:
+                return found.get(target, missing)
+        return getattr(self.metrics, name)(family, labels, start, end)
 
-    def samples(
-        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
-    ) -> dict[Labels, list[Sample]]:
-        target, key = _split(family, labels, start, end)
-        if target is None:
-            return self.metrics.samples(family, labels, start, end)
-        if key not in self._samples:
-            by_target: dict[str, dict[Labels, list[Sample]]] = {}
-            for series, readings in self.metrics.samples(
-                family, dict(key[1]) or None, start, end
-            ).items():
-                owner = dict(series).get(c.LABEL_TARGET, "")
-                by_target.setdefault(owner, {})[series] = readings
-            self._samples[key] = by_target
-        return dict(self._samples[key].get(target, {}))
-
-
-def _split(
-    family: str, labels: Mapping[str, str] | None, start: float, end: float
-) -> tuple[str | None, _Key]:
-    """The one target ``labels`` select (``None``: none), and the key of the same read over
-    every target."""
-    rest = dict(labels or {})
-    target = rest.pop(c.LABEL_TARGET, None)
-    return target, (family, tuple(sorted(rest.items())), start, end)
+    def _samples_by_target(self, family, labels, start, end):  # type: ignore[no-untyped-def]
+        """One ``samples`` read of every series, grouped by target."""
+        out: dict[str, dict] = {}
+        for series, readings in self.metrics.samples(family, labels, start, end).items():
+            out.setdefault(dict(series).get(c.LABEL_TARGET, ""), {})[series] = readings
+        return out

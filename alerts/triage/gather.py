@@ -141,24 +141,10 @@ def _exemplar_requests(
     metrics: MetricsReader, targets: Sequence[str], window: TimeWindow, limit: int
 ) -> list[SlowRequest]:
     found: list[SlowRequest] = []
-    start, end = window.start_seconds, window.end_seconds
-    every = getattr(metrics, "exemplars_by_target", None)  # NOTE: a server's: one request
-    for family in EXEMPLAR_FAMILIES:
-        if every is not None:
-            each = every(family, None, start, end)
-            by_target = {t: each.get(t, []) for t in targets}
-        else:
-            by_target = {
-                t: metrics.exemplars(family, {c.LABEL_TARGET: t}, start, end) for t in targets
-            }
-        found += _slowest(family, by_target, limit)
-    return found
-
-
-def _slowest(family: str, by_target: Mapping[str, Sequence], limit: int) -> list[SlowRequest]:
-    """The ``limit`` slowest exemplars of each target that carry a trace id."""
-    found: list[SlowRequest] = []
-    for target, exemplars in by_target.items():
+    for family, target in itertools.product(EXEMPLAR_FAMILIES, targets):
+        exemplars = metrics.exemplars(
+            family, {c.LABEL_TARGET: target}, window.start_seconds, window.end_seconds
+        )
         # NOTE: unpacked, not read by attribute: a reader may return StoredExemplar or the
         # plain (upper_bound, value, labels) tuple it is equal to.
         plain = [(float(value), labels) for _, value, labels in exemplars]
@@ -224,7 +210,7 @@ def gather(
         )
         replicas[target] = _window_pair(each, {c.LABEL_TARGET: target}, mine, incident, baseline)
     slow = [
-        *_exemplar_requests(metrics, targets, incident, options.max_slow_requests),
+        *_exemplar_requests(each, targets, incident, options.max_slow_requests),
         *_record_requests(inc_records, mapping, options.max_slow_requests),
     ]
     lookback_start = incident.start_seconds - options.knob_lookback_seconds

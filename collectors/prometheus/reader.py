@@ -646,9 +646,9 @@ class PrometheusReader(StepReads):
         ends = [first + step * k for k in range(round((last - first) / step) + 1)]
         full = [e for e in ends if e - step >= start and e <= end]
         out: dict[float, float] = {}
-        for e in ends:
+        for e in {ends[0], ends[-1]} - set(full):  # NOTE: a step cut at start or end
             low, high = max(e - step, start), min(e, end)
-            if e not in full and high - low > 0.001:  # NOTE: a step cut at start or end
+            if high - low > 0.001:
                 for _, value in self._evaluate(mean_over(high - low), [low, high]).get(0, []):
                     out[e] = value
         if full:

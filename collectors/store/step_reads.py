@@ -76,7 +76,8 @@ class StepReads:
         server answers all of them in one query (the Prometheus reader overrides it)."""
         chosen = self._targets(family, labels)
         if targets is not None:
-            chosen = [t for t in chosen if t in set(targets)]
+            wanted = set(targets)
+            chosen = [t for t in chosen if t in wanted]
         per_target = {
             target: self._histogram_steps(
                 family, {**(labels or {}), LABEL_TARGET: target}, bounds, use_rollups, mode

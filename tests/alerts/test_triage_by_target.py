@@ -135,7 +135,9 @@ def test_a_servers_exemplars_of_every_replica_are_one_request() -> None:
     ]  # fmt: skip
     from alerts.triage.gather import _exemplar_requests
 
-    slow = _exemplar_requests(reader, ["a:8000", "b:8000", "c:8000"], INCIDENT, 1)
+    before = asked.count("query_exemplars")
+    slow = _exemplar_requests(ByTargetReads(reader), ["a:8000", "b:8000", "c:8000"], INCIDENT, 1)
+    assert asked.count("query_exemplars") - before == 1  # TTFT (no e2e held): every replica
     assert [(s.target, s.trace_id) for s in slow if s.ttft_seconds] == [
         ("a:8000", "a:8000-1"), ("b:8000", "b:8000-0")
     ]  # fmt: skip
