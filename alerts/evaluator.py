@@ -39,6 +39,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from alerts.conventions import ALERTNAME
@@ -52,6 +53,7 @@ from alerts.notify.dispatch import Dispatcher, DispatchOutcome
 from alerts.notify.notifiers import Notifier
 from alerts.rule_errors import EvaluationError
 from alerts.rules.base import Rule
+from alerts.rules.read import Instance
 from alerts.schedule import run_ticks
 from alerts.silences import silenced_alerts
 from alerts.state import AlertStateStore
@@ -125,7 +127,12 @@ def rule_of(alert: Alert, rules: Iterable[Rule]) -> Rule | None:
 
 class Evaluator:
     """Runs ``rules`` over ``reader``; see the module docstring. ``clock`` gives Unix seconds
-    (tests step it); ``notifiers`` get the alerts after each evaluation."""
+    (tests step it); ``notifiers`` get the alerts after each evaluation.
+
+    ``read_concurrency``: how many rules read at once (default: the reader's
+    ``concurrent_reads``, else 1). A reader over a metrics server answers several queries at
+    once, each on a core of its own, as Prometheus evaluates its rule groups; the alert state
+    still moves rule by rule, in order, from what each rule read."""
 
     def __init__(
         self,
@@ -136,8 +143,13 @@ class Evaluator:
         inhibit_rules: Iterable[InhibitRule] = DEFAULT_INHIBIT_RULES,
         notifiers: Iterable[Notifier] = (),
         explain: Explainer | None = None,
+        read_concurrency: int | None = None,
     ) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
+        concurrency = getattr(reader, "concurrent_reads", 1)
+        self.read_concurrency = max(
+            1, int(concurrency if read_concurrency is None else read_concurrency)
+        )
         self.explain = explain
         self.reader = reader
         self.state = state
@@ -188,10 +200,10 @@ class Evaluator:
         transitions: list[Transition] = []
         errors: list[EvaluationError] = []
         claimed: dict[str, str] = {}  # fingerprint → the rule raising it
-        for rule in self.rules:
+        for rule, read in zip(self.rules, self._read(now), strict=True):
             previous = self._active[rule.name]
             try:
-                holding = self._holding(rule, now, claimed)
+                holding = self._holding(rule, read, claimed)
             except Exception as error:  # NOTE: one broken rule must not stop the others
                 message = _describe(rule, error)
                 LOG.error("%s", message)
@@ -269,15 +281,36 @@ class Evaluator:
             LOG.exception("explaining %s failed; it opens an incident of its own", alert.name)
             return None
 
+    def _read(self, now: float) -> list[Callable[[], list[Instance]]]:
+        """Each rule's instances at ``now`` (a call that returns them or raises the rule's
+        error), read ``read_concurrency`` rules at a time."""
+
+        def one(rule: Rule) -> Callable[[], list[Instance]]:
+            try:
+                instances = evaluate_rule(rule, self.reader, now)
+            except Exception as error:  # NOTE: raised where the rule's outcome is used
+                failure = error
+
+                def fail() -> list[Instance]:
+                    raise failure
+
+                return fail
+            return lambda: instances
+
+        if self.read_concurrency == 1 or len(self.rules) < 2:
+            return [one(rule) for rule in self.rules]
+        with ThreadPoolExecutor(self.read_concurrency, thread_name_prefix="rule-read") as pool:
+            return list(pool.map(one, self.rules))
+
     def _holding(
-        self, rule: Rule, now: float, claimed: Mapping[str, str]
+        self, rule: Rule, read: Callable[[], list[Instance]], claimed: Mapping[str, str]
     ) -> list[tuple[LabelSet, float]]:
         """The label sets (and values) of ``rule``'s instances whose condition holds; a
         ``ValueError`` when two share a label set (Prometheus: "vector contains metrics with
         the same labelset after applying alert labels") or another rule raises the same."""
         holding = []
         seen: set[str] = set()
-        for instance in evaluate_rule(rule, self.reader, now):
+        for instance in read():
             labels = LabelSet(
                 {**instance.labels, **rule.alert_labels(), ALERTNAME: rule.alert}, field="labels"
             )

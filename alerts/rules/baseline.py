@@ -3,8 +3,9 @@ the baseline window, and the median of those.
 
 A relative rule compares its window's statistic (a p99, a mean queue time, a preemption
 rate) with what the same statistic was over the baseline window before it: the **median**
-of its values at each step (a fifth of a window) whose window ends in the baseline window
-(``(split - baseline, split]``, where ``split`` is where the rule's window starts). The
+of its values at each step (a fifth of a window, on the step grid as a PromQL subquery's)
+whose window ends in the baseline window (``(split - baseline, split]``, where ``split`` is
+where the rule's window starts). The
 exported PromQL reads the rule's own recording rule the same way:
 ``quantile_over_time(0.5, <record>[1h:1m] offset 5m)``.
 
@@ -50,12 +51,19 @@ def _sliding(items: list[T | None], add: Callable[[list[T]], T]) -> list[T | Non
     return out
 
 
-def _steps(split: float, window_seconds: float, baseline_seconds: float) -> tuple[float, float]:
-    """(start, step) of the one step-series read a baseline takes: its earliest window's
-    start, so that the first ``STEPS_PER_WINDOW`` steps make the first whole window."""
+def _steps(
+    split: float, window_seconds: float, baseline_seconds: float
+) -> tuple[float, float, float]:
+    """(start, end, step) of the one step-series read a baseline takes. Its steps fall on the
+    step grid (whole multiples of the step since the epoch), as a PromQL subquery's do, the
+    last at or before ``split``; it starts where its earliest window does, so that the first
+    ``STEPS_PER_WINDOW`` steps make the first whole window. On the grid, the next evaluation's
+    read shares every step but the newest with this one's, and a reader that keeps answers
+    (``collectors.prometheus.kept``) asks only for that one."""
     step = baseline_step_seconds(window_seconds)
     count = max(1, round(baseline_seconds / step))
-    return split - (count + STEPS_PER_WINDOW - 1) * step, step
+    end = math.floor(split / step + 1e-9) * step
+    return end - (count + STEPS_PER_WINDOW - 1) * step, end, step
 
 
 def baseline_histograms(
@@ -68,8 +76,8 @@ def baseline_histograms(
 ) -> list[ClassicHistogram | None]:
     """The histogram over ``(t - window, t]`` for every baseline step ``t`` in
     ``(split - baseline, split]``, oldest first, from one step-series read."""
-    start, step = _steps(split, window_seconds, baseline_seconds)
-    steps = reader.histogram_series(family, selector, start, split, step)
+    start, end, step = _steps(split, window_seconds, baseline_seconds)
+    steps = reader.histogram_series(family, selector, start, end, step)
     return _sliding([h for _, h in steps], merge_histograms)
 
 
@@ -82,8 +90,8 @@ def baseline_increases(
     baseline_seconds: float,
 ) -> list[float | None]:
     """A counter's increase over ``(t - window, t]`` for every baseline step ``t``."""
-    start, step = _steps(split, window_seconds, baseline_seconds)
-    steps = reader.counter_series(family, selector, start, split, step)
+    start, end, step = _steps(split, window_seconds, baseline_seconds)
+    steps = reader.counter_series(family, selector, start, end, step)
     return _sliding([v for _, v in steps], sum)
 
 
@@ -96,8 +104,8 @@ def baseline_increases_by_target(
     baseline_seconds: float,
 ) -> dict[str, list[float | None]]:
     """:func:`baseline_increases` of each target of the selection, from one read."""
-    start, step = _steps(split, window_seconds, baseline_seconds)
-    steps = reader.counter_series_by_target(family, labels, start, split, step)
+    start, end, step = _steps(split, window_seconds, baseline_seconds)
+    steps = reader.counter_series_by_target(family, labels, start, end, step)
     return {t: _sliding([v for _, v in items], sum) for t, items in steps.items()}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -63,6 +64,7 @@ class PrometheusAPI:
         self.url = check_url(self.url)
         if not self.timeout > 0:
             raise PrometheusSourceError(f"timeout={self.timeout}: must be > 0")
+        self._count_lock = threading.Lock()
         self._client = self.client or httpx.Client(
             timeout=self.timeout, follow_redirects=False, trust_env=False
         )
@@ -132,7 +134,8 @@ class PrometheusAPI:
         saying whether the server was unreachable, slow, refused (its message) or is not a
         Prometheus API."""
         url = f"{self.url}/api/v1/{path}"
-        self.num_requests += 1
+        with self._count_lock:
+            self.num_requests += 1
         try:
             if method == "POST":
                 response = self._client.post(url, data=params, headers=self.headers)

@@ -59,16 +59,16 @@ def layout_check(stem: str, matchers: str, width_seconds: float, *, per_series: 
     whose buckets hold different numbers of samples changed layout; buckets not held by as
     many series each mean targets with different layouts. ``per_series``: the samples each
     bucket series holds (one pass, a row per series); else, on the server, the series holding
-    each ``le`` (a row per ``le``) and a row ``le="layout-changed"`` per target that changed
-    (three passes, few rows). Checked per step on the server, this took four passes a step."""
+    each ``le`` (a row per ``le``) and a row ``le="layout-changed"`` per target whose buckets'
+    counts are not all one (their ``stddev`` is exactly 0 when they are: two passes, few rows).
+    Checked per step on the server, this took four passes a step."""
     w = format_range(width_seconds)
     counts = f"count_over_time({selector(stem + '_bucket', matchers)}[{w}])"
     if per_series:
         return counts
     return (
         f"count by (le) ({counts})"
-        f" or label_replace(max by ({TARGET_LABEL}) ({counts})"
-        f" != min by ({TARGET_LABEL}) ({counts}),"
+        f" or label_replace(stddev by ({TARGET_LABEL}) ({counts}) > 0,"
         f' "le", "{LAYOUT_CHANGED_ROW}", "", "")'
     )
 

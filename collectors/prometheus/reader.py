@@ -27,13 +27,16 @@ the server's is refused with a ``ValueError``, since no query can give it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
 import re
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx
 
@@ -41,6 +44,7 @@ from collectors import canonical as c
 from collectors.canonical import Kind, Labels
 from collectors.prometheus import queries as q
 from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, point
+from collectors.prometheus.kept import KeptAnswers, Rows
 from collectors.prometheus.names import (
     TARGET_LABEL,
     Source,
@@ -69,6 +73,7 @@ from slo import ClassicHistogram, HistogramSnapshot, Sample, merge_histograms, p
 from slo.window import samples_in_range
 
 logger = logging.getLogger("tailwatch.prometheus")
+T = TypeVar("T")
 
 #: How long the server's metric names are reused before they are asked for again.
 NAMES_MAX_AGE_SECONDS = 60.0
@@ -102,7 +107,14 @@ class PrometheusReader(StepReads):
     server. ``headers``: sent with every request (``Authorization``, Mimir's
     ``X-Scope-OrgID``). ``semantics``: the server's range rule when its build information
     cannot say (Thanos and Mimir report their own versions); found from the server when
-    ``None``."""
+    ``None``. ``clock``: wall time, against which a step is old enough for its answer to be
+    kept (``collectors.prometheus.kept``).
+
+    Safe to read from several threads at once: the evaluator reads
+    :attr:`concurrent_reads` rules at a time, as the server answers queries in parallel."""
+
+    #: How many rules the evaluator reads at once over this reader.
+    concurrent_reads = 4
 
     def __init__(
         self,
@@ -115,6 +127,7 @@ class PrometheusReader(StepReads):
         semantics: str | WindowSemantics | None = None,
         names_max_age_seconds: float = NAMES_MAX_AGE_SECONDS,
         series_lookback_seconds: float = SERIES_LOOKBACK_SECONDS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.api = PrometheusAPI(url, headers, timeout, client)
         self.match = _matchers_of(match)
@@ -129,6 +142,8 @@ class PrometheusReader(StepReads):
         self.layout_rows_seconds = LAYOUT_ROWS_SECONDS
         self.names_max_age_seconds = names_max_age_seconds
         self.series_lookback_seconds = series_lookback_seconds
+        self.kept = KeptAnswers(clock)
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         self.api.close()
@@ -190,11 +205,14 @@ class PrometheusReader(StepReads):
         new replica's series are seen within ``names_max_age_seconds``, as a new name is."""
         self.metric_names()  # NOTE: refreshing the names empties this cache
         key = (family, tuple(sorted((labels or {}).items())))
-        if key not in self._series:
-            if len(self._series) >= SERIES_CACHED:
-                self._series.clear()
-            self._series[key] = self._read_series(family, labels)
-        return list(self._series[key])
+        found = self._series.get(key)
+        if found is None:
+            found = self._read_series(family, labels)
+            with self._lock:
+                if len(self._series) >= SERIES_CACHED:
+                    self._series.clear()
+                self._series[key] = found
+        return list(found)
 
     def _read_series(self, family: str, labels: Mapping[str, str] | None) -> list[SeriesInfo]:
         now = time.time()
@@ -397,10 +415,9 @@ class PrometheusReader(StepReads):
         if not self._one_layout(source, matchers, bounds):
             return None
         expr = q.fleet_histogram_window(source.metric, matchers, bounds[1] - bounds[0])
-        steps: list[ClassicHistogram | None] = [None] * (len(bounds) - 1)
-        for k, rows in self._evaluate(expr, bounds).items():
-            steps[k] = _histograms_by_target(rows, source.scale).get("")
-        return steps
+        use = functools.partial(_fleet_histogram, scale=source.scale)
+        answers = self._evaluate(expr, bounds, use, "fleet")
+        return [answers.get(k) for k in range(len(bounds) - 1)]
 
     def _one_layout(self, source: Source, matchers: str, bounds: Sequence[float]) -> bool:
         """Whether, over the whole of ``bounds``, every selected target kept one bucket layout
@@ -409,7 +426,8 @@ class PrometheusReader(StepReads):
         one sends no check, and the next evaluation's window checks only its part after the
         range it extends (compared with the layout remembered)."""
         start, end = bounds[0], bounds[-1]
-        known = self._layouts.setdefault((source.metric, matchers), [])
+        with self._lock:
+            known = list(self._layouts.get((source.metric, matchers), ()))
         if any(k.start <= start and end <= k.end for k in known):
             return True
         extended = next((k for k in known if k.start <= start <= k.end), None)
@@ -422,16 +440,30 @@ class PrometheusReader(StepReads):
         layout = self._layout_over(source, matchers, low, high)
         if layout is None:
             return False
-        if extended is None:
-            known.append(_Layout(start, end, layout))
-            del known[:-LAYOUT_RANGES_KEPT]
-            return True
-        if layout and extended.bounds and layout != extended.bounds:
+        if extended is not None and layout and extended.bounds and layout != extended.bounds:
             return False
-        known.remove(extended)
-        known.append(
-            _Layout(min(start, extended.start), max(end, extended.end), extended.bounds or layout)
-        )
+        merged = _Layout(start, end, layout)
+        if extended is not None:
+            merged = _Layout(
+                min(merged.start, extended.start),
+                max(merged.end, extended.end),
+                extended.bounds or layout,
+            )
+        # NOTE: ranges that overlap and hold one layout make one: each target kept one layout
+        # across both (a change would lie inside one of them), so a baseline read after the
+        # window that checked its times is inside a checked range and sends no check
+        with self._lock:
+            kept = []
+            for k in self._layouts.get((source.metric, matchers), ()):
+                if k.start <= merged.end and merged.start <= k.end and _same_layout(k, merged):
+                    merged = _Layout(
+                        min(k.start, merged.start),
+                        max(k.end, merged.end),
+                        merged.bounds or k.bounds,
+                    )
+                else:
+                    kept.append(k)
+            self._layouts[(source.metric, matchers)] = [*kept, merged][-LAYOUT_RANGES_KEPT:]
         return True
 
     def _layout_over(
@@ -502,8 +534,9 @@ class PrometheusReader(StepReads):
             if targets is not None:
                 matchers = ",".join(x for x in (matchers, _targets_matcher(targets)) if x)
             expr = q.histogram_window(source.metric, matchers, bounds[1] - bounds[0])
-            for k, rows in self._evaluate(expr, bounds).items():
-                per_target = _histograms_by_target(rows, source.scale)
+            use = functools.partial(_histograms_by_target, scale=source.scale)
+            answers = self._evaluate(expr, bounds, use, "by-target")
+            for k, per_target in answers.items():
                 for target, histogram in sorted(per_target.items()):
                     if histogram is None:
                         self._raise_layout_change(source, family, labels, target, bounds, k)
@@ -542,8 +575,8 @@ class PrometheusReader(StepReads):
             metric = source.metric + ("_sum" if source.rule.from_sum else "")
             expr = q.fleet_counter_window(metric, matchers, bounds[1] - bounds[0])
             out: list[float | None] = [None] * (len(bounds) - 1)
-            for k, rows in self._evaluate(expr, bounds).items():
-                out[k] = sum(v for _, v in rows) * source.scale
+            for k, total in self._evaluate(expr, bounds, _total, "total").items():
+                out[k] = total * source.scale
             return out
         steps = self._target_counters(family, labels, bounds, mode, merged=True)
         # NOTE: summed in target order, so the float sum is the same whichever read asked
@@ -578,15 +611,22 @@ class PrometheusReader(StepReads):
         for source, matchers in self._selected_sources(family, labels, merged):
             metric = source.metric + ("_sum" if source.rule.from_sum else "")
             expr = q.counter_window(metric, matchers, bounds[1] - bounds[0])
-            for k, rows in self._evaluate(expr, bounds).items():
-                for series_labels, value in sorted(rows, key=lambda r: _target(r[0])):
-                    target = _target(series_labels)
-                    if source.is_renamed and target in current[k]:
+            renamed, scale, seen = source.is_renamed, source.scale, set()
+            for k, by_target in self._evaluate(expr, bounds, _by_target, "by-target").items():
+                step, here = steps[k], current[k]
+                seen.update(by_target)
+                if not step and not renamed and scale == 1.0:  # NOTE: the usual case, whole
+                    step.update(by_target)
+                    here.update(by_target)
+                    continue
+                for target, value in by_target.items():
+                    if renamed and target in here:
                         continue
-                    if not source.is_renamed:
-                        current[k].add(target)
-                    meanings.setdefault(target, set()).add(source.flags)
-                    steps[k][target] = steps[k].get(target, 0.0) + value * source.scale
+                    if not renamed:
+                        here.add(target)
+                    step[target] = step.get(target, 0.0) + value * scale
+            for target in seen:
+                meanings.setdefault(target, set()).add(source.flags)
         _one_meaning_each(family, meanings)
         return steps
 
@@ -713,19 +753,30 @@ class PrometheusReader(StepReads):
         the metric names are)."""
         self.metric_names()  # NOTE: refreshing the names empties this cache
         key = (source.metric, matchers)
-        if key not in self._held:
+        held = self._held.get(key)
+        if held is None:
             name = source.metric + ("_count" if _is_histogram(source) else "")
             name = source.metric + "_sum" if source.rule.from_sum else name
             start = now - self.series_lookback_seconds
-            self._held[key] = bool(self.api.series([q.selector(name, matchers)], start, now))
-        return self._held[key]
+            held = self._held[key] = bool(self.api.series([q.selector(name, matchers)], start, now))
+        return held
 
     def _evaluate(
-        self, expr: str, bounds: Sequence[float]
-    ) -> dict[int, list[tuple[dict[str, str], float]]]:
-        """``expr`` at each ``bounds[k + 1]``: step ``k``'s rows (labels, value)."""
+        self,
+        expr: str,
+        bounds: Sequence[float],
+        use: Callable[[Rows], T] = list,  # type: ignore[assignment]
+        use_name: str = "rows",
+    ) -> dict[int, T]:
+        """``use`` of ``expr``'s rows (labels, value) at each ``bounds[k + 1]``, for the
+        steps with rows; the answers of steps that are kept (made once, per ``use_name``) are
+        not asked for again (``collectors.prometheus.kept``)."""
+        return self.kept.evaluate(expr, bounds, lambda part: self._ask(expr, part), use, use_name)
+
+    def _ask(self, expr: str, bounds: Sequence[float]) -> dict[int, Rows]:
+        """``expr`` at each ``bounds[k + 1]``, from the server."""
         extra = {"nocache": "1"} if self.is_victoriametrics else {}
-        out: dict[int, list[tuple[dict[str, str], float]]] = {}
+        out: dict[int, Rows] = {}
         if len(bounds) == 2:
             _, result = self.api.query(expr, bounds[1], **extra)
             rows = [(dict(r.get("metric") or {}), point(r.get("value"), expr)[1]) for r in result]
@@ -763,7 +814,9 @@ class PrometheusReader(StepReads):
                     if low < t <= high and start <= t and not math.isnan(v):
                         series.setdefault(labels, {})[t] = v
             low = high
-        return [(dict(k), sorted(points.items())) for k, points in sorted(series.items())]
+        # NOTE: chunks are read oldest first and a series' values come in time order: each
+        # series' points are inserted in order already
+        return [(dict(k), list(points.items())) for k, points in sorted(series.items())]
 
     def _raise_layout_change(
         self,
@@ -794,6 +847,20 @@ class PrometheusReader(StepReads):
             f"{source.metric} on target {target!r}: its bucket series hold different numbers "
             f"of samples between {a:.3f} and {b:.3f}, but no change of layout was found"
         )
+
+
+def _fleet_histogram(rows: Rows, scale: float) -> ClassicHistogram | None:
+    """A ``sum by (le)`` answer as one histogram."""
+    return _histograms_by_target(rows, scale).get("")
+
+
+def _total(rows: Rows) -> float:
+    return sum(v for _, v in rows)
+
+
+def _by_target(rows: Rows) -> dict[str, float]:
+    """A ``sum by (instance)`` answer as a value per target (one row a target)."""
+    return {_target(labels): value for labels, value in rows}
 
 
 def _histograms_by_target(
@@ -828,6 +895,11 @@ class _Layout:
     start: float
     end: float
     bounds: frozenset[str]
+
+
+def _same_layout(a: _Layout, b: _Layout) -> bool:
+    """Whether two ranges hold one layout (a range where nothing was held holds any)."""
+    return not a.bounds or not b.bounds or a.bounds == b.bounds
 
 
 def _merge(family: str, items: list[tuple[str, ClassicHistogram]]) -> ClassicHistogram | None:

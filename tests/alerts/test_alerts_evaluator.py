@@ -164,7 +164,8 @@ def _histogram(t: float, bounds: tuple[float, ...], n: float) -> ScrapeRecord:
     return ScrapeRecord("r0", t, (running,), (h,))
 
 
-def test_a_layout_change_is_a_per_rule_error_and_other_rules_still_evaluate() -> None:
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_layout_change_is_a_per_rule_error_and_other_rules_still_evaluate(concurrency) -> None:
     reader = FakeMetricsReader(
         [_histogram(T0 + s, (0.1, 1.0, math.inf), s) for s in (0, 15, 30)]
         + [_histogram(T0 + s, (0.25, 2.5, math.inf), s) for s in (45, 60)]
@@ -172,7 +173,7 @@ def test_a_layout_change_is_a_per_rule_error_and_other_rules_still_evaluate() ->
     reader.write_scrape(ScrapeRecord("r0", T0 + 75, is_up=False, error="refused"))
     rules = [TAIL, replace(DOWN, for_seconds=0.0)]
     state = MemoryAlertState()
-    evaluator = Evaluator(rules, reader, state)
+    evaluator = Evaluator(rules, reader, state, read_concurrency=concurrency)
     result = evaluator.evaluate_once(T0 + 80)
     (error,) = result.errors
     assert error.rule == "tail-latency-ttft" and error.error_type == "LayoutChangeError"

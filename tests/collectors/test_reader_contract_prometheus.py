@@ -454,6 +454,13 @@ def test_every_read_pushes_down(server) -> None:
     reader.api.query = _recording(reader.api.query, checks)
     reader.histogram_window(TTFT, _m("m"), T + 60, T + 180)
     assert checks == ["increase"], "a range already checked is not checked again"
+    checks.clear()
+    reader.histogram_window(TTFT, _m("m"), T + 300, T + 420)  # apart from [T, T + 240]
+    reader.histogram_window(TTFT, _m("m"), T + 200, T + 330)  # joins the two
+    reader.histogram_window(TTFT, _m("m"), T + 30, T + 400)
+    assert checks == ["count_over_time", "increase"] * 2 + ["increase"], (
+        "ranges that overlap make one checked range"
+    )
 
 
 @pytest.mark.parametrize("rows_seconds", [0.0, 3600.0], ids=["rows-per-series", "on-server"])
@@ -497,9 +504,45 @@ def test_a_gauge_chart_is_one_query(server, fake) -> None:
     ]  # fmt: skip
 
 
+def test_final_steps_are_asked_for_once(server) -> None:
+    """A step series read again, shifted by a step on the step grid (the next evaluation's
+    baseline), asks the server only for the new step, once the others are old enough to be
+    final; steps newer than that are asked for again. The answers are those of a reader that
+    keeps none."""
+    asked: list[tuple[float, float]] = []
+    now = [T + 10_000.0]
+    reader = PrometheusReader(server[1].api.url, clock=lambda: now[0])
+    reader.semantics, reader.metric_names(), reader.series(TTFT, _m("m"))
+    query_range, query = reader.api.query_range, reader.api.query
+
+    def ranged(expr, start, end, step, **kw):  # type: ignore[no-untyped-def]
+        asked.append((start, end))
+        return query_range(expr, start, end, step, **kw)
+
+    def instant(expr, at, **kw):  # type: ignore[no-untyped-def]
+        if not expr.startswith("count"):  # NOTE: the layout check is not a step
+            asked.append((at, at))
+        return query(expr, at, **kw)
+
+    reader.api.query_range, reader.api.query = ranged, instant
+    semantics = reader.semantics
+    for start, end in ((T, T + 180), (T + 60, T + 240), (T + 60, T + 240)):
+        got = reader.histogram_series(TTFT, _m("m"), start, end, 60, semantics=semantics)
+        fresh = PrometheusReader(server[1].api.url)
+        want = fresh.histogram_series(TTFT, _m("m"), start, end, 60, semantics=semantics)
+        _same(got, want, f"histogram_series {start}..{end}")
+    assert asked == [(T + 60, T + 180), (T + 240, T + 240)]
+    asked.clear()
+    now[0] = T + 240 + reader.kept.final_after_seconds - 1  # NOTE: T + 240 not final yet
+    reader.kept.clear()
+    for _ in range(2):
+        reader.counter_series(TOKENS, _m("m"), T + 60, T + 240, 60, semantics=semantics)
+    assert asked == [(T + 120, T + 240), (T + 240, T + 240)], "the step not final is asked again"
+
+
 def _recording(query, log: list[str]):  # type: ignore[no-untyped-def]
     def recorded(expr: str, *args, **kwargs):  # type: ignore[no-untyped-def]
-        log.append("count_over_time" if expr.startswith("count_over_time") else "increase")
+        log.append("count_over_time" if "count_over_time" in expr else "increase")
         return query(expr, *args, **kwargs)
 
     return recorded
@@ -507,7 +550,7 @@ def _recording(query, log: list[str]):  # type: ignore[no-untyped-def]
 
 def test_a_per_replica_read_is_one_query_for_every_target(server) -> None:
     """The per-replica rules read every target at once: as many queries as a fleet read."""
-    _, reader = server
+    reader = PrometheusReader(server[1].api.url)  # NOTE: no answers kept by an earlier test
     reader.semantics, reader.metric_names()
     reader.counter_window(TOKENS, _m("m"), T, T + 60)
     before = reader.api.num_requests
