@@ -30,19 +30,12 @@ from sqlalchemy import func, insert, select
 from alerts import Evaluator, MemoryAlertState, evaluate_rule
 from alerts.rules import builtin_rule_set
 from bench._report import print_table
+from bench._slos import SLOS
 from bench.slo_fidelity import ITL_BOUNDS, TTFT_BOUNDS
 from collectors import canonical as c
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind
 from collectors.store import ScrapeRecord, Store, sqlite_url
 from collectors.store.models import HistogramSnapshotRow, Scrape, Series, Target, ValueSample
-from slo import (
-    ErrorRatioIndicator,
-    ErrorSource,
-    LatencyIndicator,
-    LatencyMetric,
-    Selector,
-    SLOSpec,
-)
 
 HOURS = float(os.environ.get("TAILWATCH_BENCH_HOURS", "24"))
 INTERVAL = 15.0
@@ -59,10 +52,6 @@ HISTOGRAMS = {
     c.E2E_SECONDS: ((*E2E_BOUNDS, math.inf), 1, 1.2),
 }
 REQUESTS_PER_INTERVAL = 60.0  # 4 requests/s per replica
-SLOS = (
-    SLOSpec("chat-ttft", Selector(), LatencyIndicator(LatencyMetric.TTFT, 0.5), 0.99, 30),
-    SLOSpec("availability", Selector(), ErrorRatioIndicator(ErrorSource.REQUESTS), 0.999, 30),
-)
 
 
 def _per_interval(bounds: tuple[float, ...], per_request: int, mean: float) -> list[float]:

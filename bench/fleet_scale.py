@@ -42,26 +42,28 @@ import itertools
 import logging
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import yaml
 
 from alerts import AlertState, Evaluator, MemoryAlertState, rule_of
 from alerts import backtest as run_backtest
+from alerts.export.console_records import GROUP as CONSOLE_GROUP
 from alerts.rules import builtin_rule_set
 from alerts.triage import triage_explainer
 from alerts.views import iso
 from bench import console_render
+from bench._cycles import measure as measure_cycles
 from bench._fleet_history import MODEL, SERIES_PER_REPLICA, FleetHistory
 from bench._report import print_table
-from bench.alerts_eval import SLOS
+from bench._slos import SLOS
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Kind
 from collectors.prometheus import PrometheusReader
 from collectors.store import ScrapeRecord, Store, sqlite_url
@@ -91,12 +93,6 @@ UP_TARGET = 60.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (and its waited-for children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
 # --- loading ---------------------------------------------------------------------------------
 
 
@@ -115,8 +111,10 @@ def load_prometheus(history: FleetHistory, folder: Path) -> tuple[Path, float]:
 
 def backfill_records(history: FleetHistory, url: str, folder: Path) -> Path:
     """``tailwatch rules export`` of the built-in rules and the two SLOs, and ``promtool tsdb
-    create-blocks-from rules`` of its recording rules over the history's last 10 minutes (what
-    a Prometheus evaluating them would hold by then): the blocks' folder."""
+    create-blocks-from rules`` of its recording rules over the history's last 10 minutes, and
+    of the console's fleet records (``tailwatch-console-fleet``) over the rest of the day: what
+    a Prometheus evaluating them would hold by then (the console's charts read a day of their
+    records; the evaluator reads the last samples of its own). The blocks' folder."""
     folder.mkdir(parents=True, exist_ok=True)
     config, rules = folder / "tailwatch.yaml", folder / "tailwatch.rules.yml"
     config.write_text(console_render.SLO_YAML, encoding="utf-8")
@@ -125,13 +123,19 @@ def backfill_records(history: FleetHistory, url: str, folder: Path) -> Path:
          "--output", str(rules)],
         check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
+    exported = yaml.safe_load(rules.read_text(encoding="utf-8"))
+    console = folder / "console.rules.yml"
+    groups = [g for g in exported["groups"] if g["name"] == CONSOLE_GROUP]
+    console.write_text(yaml.safe_dump({"groups": groups}), encoding="utf-8")
     blocks = folder / "blocks"
-    subprocess.run(
-        [promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--url={url}",
-         f"--start={history.end - RECORDS_SECONDS:.0f}", f"--end={history.end:.0f}",
-         "--eval-interval=60s", f"--output-dir={blocks}", "--quiet", str(rules)],
-        check=True, capture_output=True, timeout=1800,
-    )  # fmt: skip
+    split = history.end - RECORDS_SECONDS
+    for start, end, file in ((split, history.end, rules), (history.start, split, console)):
+        subprocess.run(
+            [promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--url={url}",
+             f"--start={start:.0f}", f"--end={end:.0f}", "--eval-interval=60s",
+             f"--output-dir={blocks}", "--quiet", str(file)],
+            check=True, capture_output=True, timeout=3600,
+        )  # fmt: skip
     return blocks
 
 
@@ -192,34 +196,10 @@ def _record(history: FleetHistory, r: int, k: int) -> ScrapeRecord:
 # --- measures --------------------------------------------------------------------------------
 
 
-def evaluation_cycles(
-    reader, now: float, server_pid: int | None, count_queries: Callable[[], int]
-) -> dict[str, float]:
-    """The first cycle of a fresh evaluator (cold) and the median of ``REPEATS`` more."""
-    rules, _ = builtin_rule_set(SLOS)
-    evaluator = Evaluator(rules, reader, MemoryAlertState(), clock=lambda: now)
-    runs = []
-    for i in range(REPEATS + 1):
-        at = now - TICK * (REPEATS - i)
-        queries, server = count_queries(), _cpu_seconds(server_pid) if server_pid else 0.0
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = evaluator.evaluate_once(at)
-        runs.append(
-            {
-                "wall": time.perf_counter() - wall,
-                "cpu": time.process_time() - cpu,
-                "server": (_cpu_seconds(server_pid) - server) if server_pid else 0.0,
-                "queries": count_queries() - queries,
-                "errors": len(result.errors),
-                "alerts": len(result.alerts),
-            }
-        )
-    warm = runs[1:]
-    return {
-        "cold_wall": runs[0]["wall"],
-        **{k: statistics.median(r[k] for r in warm) for k in runs[0]},
-        "rules": len(rules),
-    }
+def evaluation_cycles(source: str, now: float, server_pid: int | None) -> dict[str, float]:
+    """The first cycle of a fresh evaluator (cold) and the median of ``REPEATS`` more, in a
+    process of its own (``bench._cycles``)."""
+    return measure_cycles(source, now, server_pid)
 
 
 def backtest_day(reader, history: FleetHistory, step: float = BACKTEST_STEP) -> dict[str, object]:
@@ -383,12 +363,18 @@ def measure_fleet(replicas: int, end: float, work: Path, with_up: bool) -> list[
         out.append(_measure_server("Prometheus 2.42", history, server, loaded, with_up))
         recorded = backfill_records(history, server.url, folder / "records")
     shutil.copytree(recorded, tsdb, dirs_exist_ok=True)
-    with prometheus_over(tsdb, folder / "prometheus") as server, PrometheusReader(server.url) as reader:  # fmt: skip
-        cycle = evaluation_cycles(reader, history.end, server.pid, lambda: reader.api.num_requests)
+    with prometheus_over(tsdb, folder / "prometheus") as server:
+        cycle = evaluation_cycles(server.url, history.end, server.pid)
+        _progress("Prometheus with records", f"cycle {cycle['wall']:.2f} s")
+        own = sqlite_url(Path(tempfile.mkdtemp(prefix="tailwatch-own-")) / "own.db")
+        Store(own).close()
+        shown = renders(server.url, own, history.end, _repeats(history.replicas))
     out[-1]["recorded"] = cycle
+    out[-1]["recorded_shown"] = shown
     print(
         f"  Prometheus with the exported recording rules: cycle {cycle['wall']:.2f} s wall, "
-        f"{cycle['cpu']:.3f} s CPU, {cycle['queries']:.0f} queries",
+        f"{cycle['cpu']:.3f} s CPU, {cycle['queries']:.0f} queries; Overview 24h cold "
+        f"{shown['Overview', '24h', 'cold']:.1f} s",
         flush=True,
     )
     with victoriametrics_over(folder / "vm-data", folder / "vm") as server:
@@ -402,7 +388,7 @@ def measure_fleet(replicas: int, end: float, work: Path, with_up: bool) -> list[
         print(f"  SQLite loaded in {loaded:.0f} s ({_size(path)})", flush=True)
         store = Store(sqlite_url(path))
         try:
-            cycle = evaluation_cycles(store, history.end, None, lambda: 0)
+            cycle = evaluation_cycles(sqlite_url(path), history.end, None)
             tested = incident_checks(store, history)
         finally:
             store.close()
@@ -417,8 +403,7 @@ def _repeats(replicas: int) -> int:
 
 
 def _measure_server(name, history, server, loaded, with_up) -> dict:
-    with PrometheusReader(server.url) as reader:
-        cycle = evaluation_cycles(reader, history.end, server.pid, lambda: reader.api.num_requests)
+    cycle = evaluation_cycles(server.url, history.end, server.pid)
     _progress(name, f"cycle {cycle['wall']:.2f} s")
     with PrometheusReader(server.url) as reader:
         tested = (
@@ -500,9 +485,11 @@ def _print(rows: list[dict]) -> None:
         "\npage render, wall s (median of 3 at 16 replicas, one run at more; AppTest from the entrypoint)"
     )
     keys = [(p, rng, k) for p in ("Overview", "SLOs") for rng in ("1h", "24h") for k in ("cold", "warm")]  # fmt: skip
+    shown = [(r["store"], r["shown"], r) for r in rows]
+    shown += [(f"{r['store']} with records", r["recorded_shown"], r) for r in rows if "recorded_shown" in r]  # fmt: skip
     print_table(
         ("store", "replicas", *(f"{p} {rng} {k}" for p, rng, k in keys)),
-        [(r["store"], r["replicas"], *(f"{r['shown'][k]:.2f}" for k in keys)) for r in rows],
+        [(name, r["replicas"], *(f"{s[k]:.2f}" for k in keys)) for name, s, r in shown],
     )
     print(
         f"\nthe planted incidents: a backtest of the day every {BACKTEST_STEP:g} s with triage "
@@ -530,6 +517,7 @@ def _print(rows: list[dict]) -> None:
         if "recorded" in r:
             met.append(("cycle wall with records", r["recorded"]["wall"], CYCLE_WALL_TARGET))
             met.append(("cycle CPU share with records", r["recorded"]["cpu"] / TICK, CYCLE_CPU_SHARE_TARGET))  # fmt: skip
+            met.append(("Overview 24 h cold with records", r["recorded_shown"]["Overview", "24h", "cold"], OVERVIEW_24H_COLD_TARGET))  # fmt: skip
         if r["up"] is not None:
             met.append(("up to Overview", r["up"], UP_TARGET))
         print(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from alerts.export.console_records import console_records
 from alerts.export.exprs import (
     PromRule,
     Unexportable,
@@ -92,6 +93,8 @@ def export_rules(rule_set, dialect: Dialect = Dialect.VLLM, notes: Sequence[str]
             out_notes.append(
                 f"SLO {slo!r}: measures {sli.metric.value} {snapped_bound(sli).describe()}"
             )
+    for record in console_records(names):
+        add([record])
     for rule in rule_set:
         if isinstance(rule, BurnRateRule) and rule.slo in skipped_slos:
             continue

@@ -43,7 +43,8 @@ import httpx
 from collectors import canonical as c
 from collectors.canonical import Kind, Labels
 from collectors.prometheus import queries as q
-from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, point
+from collectors.prometheus import records
+from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, format_range, point
 from collectors.prometheus.kept import KeptAnswers, Rows
 from collectors.prometheus.names import (
     TARGET_LABEL,
@@ -56,6 +57,7 @@ from collectors.prometheus.names import (
 )
 from collectors.store.catalog import RAW_KIND
 from collectors.store.records import (
+    HistogramStep,
     ScrapeStatus,
     SemanticsMismatchError,
     SeriesInfo,
@@ -68,6 +70,7 @@ from collectors.store.window_semantics import (
     WindowSemantics,
     layouts_differ_error,
     parse_semantics,
+    step_bounds,
 )
 from slo import ClassicHistogram, HistogramSnapshot, Sample, merge_histograms, parse_le
 from slo.window import samples_in_range
@@ -651,6 +654,50 @@ class PrometheusReader(StepReads):
         now = time.time()
         return [(s, m) for s, m in sources if self._has_series(s, m, now)]
 
+    def recorded_histogram_series(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        step_seconds: float,
+    ) -> tuple[list[HistogramStep], str] | None:
+        """The fleet's histogram at each step, from the console's recording rule of
+        ``family`` (``collectors.prometheus.records``), and the record's name; ``None`` where
+        the record cannot answer: no such record, a selector on a label it does not keep (a
+        replica), a reader limited by ``match`` (the record sums every job), a step shorter
+        than the recorded rate, or a step the record holds no sample in (a step it covers in
+        part counts as if the rate held over all of it). Each step's counts are the record's
+        mean rate over the step times the step: close to the engines' exact increase, not equal to it (so the evaluator never
+        reads it), and nothing checks the replicas' bucket layouts (the server summed them)."""
+        chosen = dict(labels or {})
+        usable = (
+            family in records.FAMILIES
+            and not self.match
+            and step_seconds >= records.RATE_SECONDS
+            and set(chosen) <= set(records.KEPT_LABELS)
+        )
+        name = records.fleet_record_name(family, "_bucket")
+        if not usable or name not in self.metric_names():
+            return None
+        bounds = step_bounds(start, end, step_seconds)
+        if len(bounds) < 2:
+            return None
+        matchers = ",".join(f"{k}={quote(v)}" for k, v in sorted(chosen.items()))
+        w = format_range(step_seconds)
+        sums = q.selector(records.fleet_record_name(family, "_sum"), matchers)
+        expr = (
+            f"sum by (le) (avg_over_time({q.selector(name, matchers)}[{w}]))"
+            f' or label_replace(sum(avg_over_time({sums}[{w}])), "le", "{q.SUM_ROW}", "", "")'
+        )
+        answers = self._evaluate(
+            expr, bounds, functools.partial(_recorded_histogram, step=step_seconds), "recorded"
+        )
+        if len(answers) < len(bounds) - 1:
+            return None
+        steps = [HistogramStep(t, answers[k]) for k, t in enumerate(bounds[1:])]
+        return steps, name
+
     def gauge_steps(
         self,
         family: str,
@@ -852,6 +899,11 @@ class PrometheusReader(StepReads):
 def _fleet_histogram(rows: Rows, scale: float) -> ClassicHistogram | None:
     """A ``sum by (le)`` answer as one histogram."""
     return _histograms_by_target(rows, scale).get("")
+
+
+def _recorded_histogram(rows: Rows, step: float) -> ClassicHistogram | None:
+    """A step of a recorded fleet rate as the histogram of its increase over the step."""
+    return _histograms_by_target([(labels, v * step) for labels, v in rows], 1.0).get("")
 
 
 def _total(rows: Rows) -> float:

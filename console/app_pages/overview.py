@@ -34,6 +34,24 @@ ctx = page_context()
 LATENCY = ((c.TTFT_SECONDS, "TTFT"), (c.ITL_SECONDS, "ITL"), (c.E2E_SECONDS, "E2E"))
 
 
+def _percentile_source(url: str, f) -> str:  # type: ignore[no-untyped-def]
+    """Where the latency percentiles come from: the replicas' buckets, or the server's
+    recording rules (``tailwatch rules export``) for the families that have them."""
+    recorded = {
+        name: record
+        for family, name in LATENCY
+        if (record := data.recorded_from(url, family, f)) is not None
+    }
+    if not recorded:
+        return "percentiles merged across the selected replicas from stored buckets"
+    names = ", ".join(f"{name} from `{record}`" for name, record in recorded.items())
+    return (
+        f"percentiles from Prometheus's recording rules ({names}): each step is the recorded "
+        "5-minute rate averaged over the step, close to the replicas' own buckets but not "
+        "equal to them"
+    )
+
+
 def _objectives() -> Objectives:
     """The strictest threshold per metric of the latency SLOs (ITL left out: records lack
     the worst gap)."""
@@ -126,7 +144,7 @@ def overview() -> None:
     st.title("Overview")
     st.caption(
         f"{f.range_key} to {end:%Y-%m-%d %H:%M:%S} UTC · step {f.step_seconds:g} s · "
-        "percentiles merged across the selected replicas from stored buckets"
+        + _percentile_source(url, f)
     )
     health = rule_health.problems(data.evaluation_health(url), data.now())
     if health.any:  # NOTE: a silently broken rule or a stopped evaluator means no alerts
