@@ -93,6 +93,25 @@ def _replica_signal(
     start = now - rule.window_seconds
     values: dict[tuple[tuple[str, str], ...], float] = {}
     family = IMBALANCE_FAMILIES.get(rule.signal)
+    means = getattr(reader, "histogram_means_by_target", None)
+    if family is not None and rule.signal.endswith("_mean") and means is not None:
+        # NOTE: a mean needs only each target's sum and count (a server sends two series a
+        # target instead of every bucket); None: the reader cannot say in one read
+        grouped = groups(reader, family, REPLICA_LABELS)
+        unsaid: list[dict[str, str] | None] = []
+
+        def sums(labels: dict[str, str] | None) -> dict[str, tuple[float, float]]:
+            got = means(family, labels, start, now)
+            if got is None:
+                unsaid.append(labels)
+            return got or {}
+
+        read = by_group(grouped, sums)
+        if not unsaid:
+            for key, (total, count) in read.items():
+                if count and count >= rule.min_observations and not math.isnan(total):
+                    values[key] = total / count
+            return values
     if family is not None:
         grouped = groups(reader, family, REPLICA_LABELS)
         windows = by_group(

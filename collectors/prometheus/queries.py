@@ -73,6 +73,18 @@ def layout_check(stem: str, matchers: str, width_seconds: float, *, per_series: 
     )
 
 
+def histogram_means(stem: str, matchers: str, width_seconds: float) -> str:
+    """Per target, the ``increase`` over ``width`` of ``_sum`` (as ``le="sum"``) and of the
+    ``+Inf`` bucket (the count): what a mean needs, two series a target."""
+    w = format_range(width_seconds)
+    inf = ",".join(x for x in (matchers, 'le="+Inf"') if x)
+    sums = f"{selector(stem + '_sum', matchers)}[{w}]"
+    return (
+        f"sum by (le, {TARGET_LABEL}) (increase({selector(stem + '_bucket', inf)}[{w}]))"
+        f' or label_replace(sum by ({TARGET_LABEL}) (increase({sums})), "le", "{SUM_ROW}", "", "")'
+    )
+
+
 def fleet_counter_window(metric: str, matchers: str, width_seconds: float) -> str:
     """The counter's ``increase`` over ``width`` summed over every target on the server."""
     w = format_range(width_seconds)

@@ -654,6 +654,33 @@ class PrometheusReader(StepReads):
         now = time.time()
         return [(s, m) for s, m in sources if self._has_series(s, m, now)]
 
+    def histogram_means_by_target(
+        self, family: str, labels: Mapping[str, str] | None, start: float, end: float
+    ) -> dict[str, tuple[float, float]] | None:
+        """Each target's observed sum and count of ``family`` over ``(start, end]``: its
+        window's ``sum_value`` and ``cumulative_counts[-1]``, from ``_sum`` and the ``+Inf``
+        bucket alone (two series a target instead of every bucket: what a mean needs, and
+        nothing a bucket layout changes). ``None`` where one read cannot say (several names
+        for the family, a histogram made from sums): read the windows instead."""
+        self._answering(WindowSemantics.EXACT)
+        if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
+            return None
+        sources = self._held_sources(family, labels)
+        if len(sources) != 1 or not _is_histogram(sources[0][0]) or sources[0][0].rule.from_sum:
+            return None
+        ((source, matchers),) = sources
+        expr = q.histogram_means(source.metric, matchers, end - start)
+        rows = self._evaluate(expr, [start, end]).get(0, [])
+        sums: dict[str, float] = {}
+        counts: dict[str, float] = {}
+        for row_labels, value in rows:
+            target = _target(row_labels)
+            if row_labels.get(c.LABEL_LE) == q.SUM_ROW:
+                sums[target] = value * source.scale
+            else:
+                counts[target] = value
+        return {t: (sums.get(t, math.nan), n) for t, n in counts.items()}
+
     def recorded_histogram_series(
         self,
         family: str,

@@ -504,6 +504,23 @@ def test_a_gauge_chart_is_one_query(server, fake) -> None:
     ]  # fmt: skip
 
 
+def test_a_mean_per_replica_reads_only_sums_and_counts(server, fake) -> None:
+    """``histogram_means_by_target``: each target's window sum and count, as the fake's
+    windows have them, from one query of the ``_sum`` and ``+Inf`` series alone."""
+    reader = PrometheusReader(server[1].api.url)
+    reader.semantics, reader.metric_names(), reader.series(TTFT, _m("m"))
+    semantics = reader.semantics.value
+    windows = fake.histogram_windows_by_target(TTFT, _m("m"), T, T + 120, semantics=semantics)
+    before = reader.api.num_requests
+    got = reader.histogram_means_by_target(TTFT, _m("m"), T, T + 120)
+    assert reader.api.num_requests - before == 1
+    assert got is not None and set(got) == set(windows) and windows
+    for target, window in windows.items():
+        if DIFFERENCES[server[0]].get("window-merged") is None:
+            _same(got[target], (window.sum_value, window.cumulative_counts[-1]), target)
+    assert reader.histogram_means_by_target(TTFT, _m("m"), T + 120, T + 120) is None
+
+
 def test_final_steps_are_asked_for_once(server) -> None:
     """A step series read again, shifted by a step on the step grid (the next evaluation's
     baseline), asks the server only for the new step, once the others are old enough to be
