@@ -281,21 +281,15 @@ class Evaluator:
             LOG.exception("explaining %s failed; it opens an incident of its own", alert.name)
             return None
 
-    def _read(self, now: float) -> list[Callable[[], list[Instance]]]:
-        """Each rule's instances at ``now`` (a call that returns them or raises the rule's
-        error), read ``read_concurrency`` rules at a time."""
+    def _read(self, now: float) -> list[list[Instance] | Exception]:
+        """Each rule's instances at ``now``, or the error its read raised, read
+        ``read_concurrency`` rules at a time."""
 
-        def one(rule: Rule) -> Callable[[], list[Instance]]:
+        def one(rule: Rule) -> list[Instance] | Exception:
             try:
-                instances = evaluate_rule(rule, self.reader, now)
+                return evaluate_rule(rule, self.reader, now)
             except Exception as error:  # NOTE: raised where the rule's outcome is used
-                failure = error
-
-                def fail() -> list[Instance]:
-                    raise failure
-
-                return fail
-            return lambda: instances
+                return error
 
         if self.read_concurrency == 1 or len(self.rules) < 2:
             return [one(rule) for rule in self.rules]
@@ -303,14 +297,16 @@ class Evaluator:
             return list(pool.map(one, self.rules))
 
     def _holding(
-        self, rule: Rule, read: Callable[[], list[Instance]], claimed: Mapping[str, str]
+        self, rule: Rule, read: list[Instance] | Exception, claimed: Mapping[str, str]
     ) -> list[tuple[LabelSet, float]]:
         """The label sets (and values) of ``rule``'s instances whose condition holds; a
         ``ValueError`` when two share a label set (Prometheus: "vector contains metrics with
         the same labelset after applying alert labels") or another rule raises the same."""
         holding = []
         seen: set[str] = set()
-        for instance in read():
+        if isinstance(read, Exception):
+            raise read
+        for instance in read:
             labels = LabelSet(
                 {**instance.labels, **rule.alert_labels(), ALERTNAME: rule.alert}, field="labels"
             )

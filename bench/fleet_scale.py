@@ -60,7 +60,8 @@ from alerts.rules import builtin_rule_set
 from alerts.triage import triage_explainer
 from alerts.views import iso
 from bench import console_render
-from bench._cycles import measure as measure_cycles
+from bench._cycles import REPEATS, TICK
+from bench._cycles import measure as evaluation_cycles
 from bench._fleet_history import MODEL, SERIES_PER_REPLICA, FleetHistory
 from bench._report import print_table
 from bench._slos import SLOS
@@ -74,8 +75,6 @@ REPLICA_COUNTS = (16, 100, 500)
 #: Fleets small enough to load into SQLite beside the servers (16 × a day at 60 s: 2.5 M values).
 SQLITE_REPLICAS = (16,)
 HOURS = float(os.environ.get("TAILWATCH_BENCH_HOURS", "24"))
-REPEATS = 5
-TICK = 15.0
 #: The fleets whose whole day is backtested (on Prometheus), and the backtest's step: a
 #: cycle over a larger fleet takes too long here for a day of them.
 BACKTEST_REPLICAS = (16,)
@@ -194,12 +193,6 @@ def _record(history: FleetHistory, r: int, k: int) -> ScrapeRecord:
 
 
 # --- measures --------------------------------------------------------------------------------
-
-
-def evaluation_cycles(source: str, now: float, server_pid: int | None) -> dict[str, float]:
-    """The first cycle of a fresh evaluator (cold) and the median of ``REPEATS`` more, in a
-    process of its own (``bench._cycles``)."""
-    return measure_cycles(source, now, server_pid)
 
 
 def backtest_day(reader, history: FleetHistory, step: float = BACKTEST_STEP) -> dict[str, object]:

@@ -203,31 +203,28 @@ def _recorded_steps(url, family, selector: Selector, start, end, step):
     return None if recorded is None else recorded(family, dict(selector), start, end, step)
 
 
-def _filter_read(url: str, family: str, f: Filters) -> tuple[list, str | None]:
-    """The filters' ``histogram_series`` of ``family`` and the recording rule it was read
-    from (``None``: the engines' own series). One read serves its percentile chart, its
-    window figures and its heatmap. A recording rule that answers every step is read first
-    (a day of a large fleet's buckets is the heaviest read a page has); else, for the
-    per-replica families with all targets shown, the per-target steps added, when those
-    targets hold every selected series (one read fewer)."""
+def _filter_steps(url: str, family: str, f: Filters) -> list:
+    """The filters' ``histogram_series`` of ``family``: one read serves its percentile chart,
+    its window figures and its heatmap. A recording rule that answers every step is read first
+    (a day of a large fleet's buckets is the heaviest read a page has: ``recorded_from`` names
+    it); else, for the per-replica families with all targets shown, the per-target steps
+    added, when those targets hold every selected series (one read fewer)."""
     selector, span = _sel(f.selector()), (f.start_seconds, f.end_seconds, f.step_seconds)
     recorded = _recorded_steps(url, family, selector, *span)
     if recorded is not None:
-        return recorded
+        return recorded[0]
     if f.target is None and family in BY_TARGET_FAMILIES:
         merged = _target_call(_merged_by_target, url, family, f)
         if merged is not None:
-            return merged, None
-    return _steps(url, family, selector, *span), None
-
-
-def _filter_steps(url: str, family: str, f: Filters) -> list:
-    return _filter_read(url, family, f)[0]
+            return merged
+    return _steps(url, family, selector, *span)
 
 
 def recorded_from(url: str, family: str, f: Filters) -> str | None:
     """The recording rule the filters' steps of ``family`` are read from, if any."""
-    return _filter_read(url, family, f)[1]
+    span = (f.start_seconds, f.end_seconds, f.step_seconds)
+    recorded = _recorded_steps(url, family, _sel(f.selector()), *span)
+    return None if recorded is None else recorded[1]
 
 
 def window_percentiles(url: str, family: str, f: Filters) -> dict[str, QuantileResult] | None:

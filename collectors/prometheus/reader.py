@@ -445,16 +445,10 @@ class PrometheusReader(StepReads):
             return False
         if extended is not None and layout and extended.bounds and layout != extended.bounds:
             return False
+        # NOTE: ranges that overlap and hold one layout make one (the range extended among
+        # them): each target kept one layout across both (a change would lie inside one of
+        # them), so a baseline read after the window that checked its times sends no check
         merged = _Layout(start, end, layout)
-        if extended is not None:
-            merged = _Layout(
-                min(merged.start, extended.start),
-                max(merged.end, extended.end),
-                extended.bounds or layout,
-            )
-        # NOTE: ranges that overlap and hold one layout make one: each target kept one layout
-        # across both (a change would lie inside one of them), so a baseline read after the
-        # window that checked its times is inside a checked range and sends no check
         with self._lock:
             kept = []
             for k in self._layouts.get((source.metric, matchers), ()):
@@ -695,8 +689,9 @@ class PrometheusReader(StepReads):
         replica), a reader limited by ``match`` (the record sums every job), a step shorter
         than the recorded rate, or a step the record holds no sample in (a step it covers in
         part counts as if the rate held over all of it). Each step's counts are the record's
-        mean rate over the step times the step: close to the engines' exact increase, not equal to it (so the evaluator never
-        reads it), and nothing checks the replicas' bucket layouts (the server summed them)."""
+        mean rate over the step times the step: close to the engines' exact increase, not
+        equal to it (so the evaluator never reads it), and nothing checks the replicas' bucket
+        layouts (the server summed them)."""
         chosen = dict(labels or {})
         usable = (
             family in records.FAMILIES
@@ -930,7 +925,7 @@ def _fleet_histogram(rows: Rows, scale: float) -> ClassicHistogram | None:
 
 def _recorded_histogram(rows: Rows, step: float) -> ClassicHistogram | None:
     """A step of a recorded fleet rate as the histogram of its increase over the step."""
-    return _histograms_by_target([(labels, v * step) for labels, v in rows], 1.0).get("")
+    return _fleet_histogram([(labels, v * step) for labels, v in rows], 1.0)
 
 
 def _total(rows: Rows) -> float:
