@@ -188,6 +188,8 @@ def run_up(options: UpOptions, say: Callable[[str], None]) -> int:
                 stack.restart("collector", tailwatch_command(*collect), env, collector_up, say)
                 _write_state(stack, engine_urls, collector_url, console_url, db_url)
                 own = None
+            if demo is not None and (own is None or not own.calibrating):
+                demo.calibration_ended()  # NOTE: after the restart: the drill waits on it
 
         code = stack.watch(say, adopt_proposed_slos)
     except StartError as error:

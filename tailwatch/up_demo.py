@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import math
 import os
@@ -51,10 +52,15 @@ RECOVERY_SECONDS = 45.0
 #: A shorter cycle, "baseline,perturbation,recovery" seconds (the fresh-clone test's knob).
 CYCLE_ENV = "TAILWATCH_DEMO_CYCLE_SECONDS"
 MAX_PHASE_SECONDS = 3600.0
-#: The first baseline when ``tailwatch up`` proposes SLOs from it (``tailwatch.up_slos``):
-#: the steady 2 req/s gives the 100 first tokens a p99 needs in ~50 s, which Poisson
-#: arrivals and the first scrape make a coin toss at 60 s; 90 s makes it near certain.
+#: The longest first baseline when ``tailwatch up`` proposes SLOs from it
+#: (``tailwatch.up_slos``): the steady 2 req/s gives the 100 first tokens a p99 needs in
+#: ~50 s, which Poisson arrivals and the first scrape make a coin toss at 60 s; 90 s makes it
+#: near certain. The first drill starts sooner once the SLOs are proposed
+#: (:func:`first_baseline_left`).
 CALIBRATION_BASELINE_SECONDS = 90.0
+#: Once the calibration has ended, the first baseline runs at least this much longer: the
+#: collector restarts to alert on the proposed SLOs and scrapes again before the drill.
+SETTLE_AFTER_CALIBRATION_SECONDS = 10.0
 #: The fault knobs a drill may set, at their normal values.
 NORMAL_FAULTS = {"step_delay_seconds": 0.0}
 
@@ -172,6 +178,14 @@ def cycle_durations(environ: Mapping[str, str]) -> tuple[float, float, float]:
     return values  # type: ignore[return-value]
 
 
+def first_baseline_left(elapsed_seconds: float, baseline_seconds: float) -> float:
+    """Seconds of baseline the first cycle still runs once the SLO calibration ended
+    ``elapsed_seconds`` into the demo's traffic (SLOs proposed, or nothing could be, or
+    :data:`CALIBRATION_BASELINE_SECONDS` came first): the cycle's own baseline counted from
+    the traffic's start, and at least :data:`SETTLE_AFTER_CALIBRATION_SECONDS`."""
+    return max(baseline_seconds - elapsed_seconds, SETTLE_AFTER_CALIBRATION_SECONDS)
+
+
 def rotation(replicas: int) -> list[Incident]:
     return [i for i in INCIDENTS if replicas >= i.min_replicas]
 
@@ -193,15 +207,25 @@ class Demo:
         self._thread = threading.Thread(target=self._run, name="tailwatch-demo", daemon=True)
         self._normal: dict[str, Any] = dict(NORMAL_FAULTS)
         self.durations = cycle_durations(os.environ)
-        #: The first cycle's baseline: at least ``min_first_baseline_seconds`` (the SLO
-        #: calibration's clean traffic), else the cycle's own.
+        #: The first cycle's longest baseline: at least ``min_first_baseline_seconds`` (the
+        #: SLO calibration's clean traffic), else the cycle's own.
         self.first_baseline_seconds = max(self.durations[0], min_first_baseline_seconds)
+        #: Set when the calibration has ended (:meth:`calibration_ended`); set from the
+        #: start when the cycle's own baseline is long enough for it.
+        self._calibrated = threading.Event()
+        if self.first_baseline_seconds <= self.durations[0]:
+            self._calibrated.set()
 
     def cycle_durations(self, number: int) -> tuple[float, float, float]:
-        """Cycle ``number``'s (from 1) baseline, perturbation and recovery seconds."""
+        """Cycle ``number``'s (from 1) longest baseline, perturbation and recovery seconds."""
         if number == 1:
             return (self.first_baseline_seconds, *self.durations[1:])
         return self.durations
+
+    def calibration_ended(self) -> None:
+        """The SLO calibration is over (proposed, or gave up): the first drill may start
+        after :func:`first_baseline_left` more seconds of baseline."""
+        self._calibrated.set()
 
     def start(self) -> None:
         self._thread.start()
@@ -228,15 +252,44 @@ class Demo:
         self._normal["max_num_seqs"] = knobs.get("max_num_seqs", 256)
         try:
             drills = itertools.cycle(rotation(len(self.urls)))
+            first = await self._calibration_traffic(rotation(len(self.urls))[0])
             for number, incident in enumerate(drills, start=1):
                 if self._stop.is_set():
                     return
-                await self._cycle(number, incident)
+                await self._cycle(number, incident, first if number == 1 else None)
         finally:
             await self._restore()
 
-    async def _cycle(self, number: int, incident: Incident) -> None:
+    async def _calibration_traffic(self, incident: Incident) -> float | None:
+        """The first cycle's baseline until the calibration ends (:meth:`calibration_ended`)
+        or :data:`SETTLE_AFTER_CALIBRATION_SECONDS` before its longest; the baseline seconds
+        the first cycle then still runs (``None``: no calibration, its own baseline)."""
+        if self._calibrated.is_set():
+            return None
+        started = time.monotonic()
+        longest = max(self.first_baseline_seconds - SETTLE_AFTER_CALIBRATION_SECONDS, 1.0)
+        scenario = cycle_scenario(incident, len(self.urls), self._normal, (longest, 1.0, 1.0))
+        scenario = dataclasses.replace(
+            scenario,
+            name=f"{scenario.name}-calibration",
+            phases=(dataclasses.replace(scenario.phases[0], name="calibration"),),
+        )
+        self._log(f"calibration: steady traffic for at most {longest:.0f} s")
+        traffic = asyncio.create_task(run_drill(scenario, self.urls, admin_token=self.token))
+        while not traffic.done():
+            if self._stop.is_set() or self._calibrated.is_set():
+                traffic.cancel()
+            await asyncio.wait({traffic}, timeout=0.5)
+        with contextlib.suppress(asyncio.CancelledError):
+            traffic.result()
+        elapsed = time.monotonic() - started
+        self._log(f"calibration: over after {elapsed:.0f} s")
+        return first_baseline_left(elapsed, self.durations[0])
+
+    async def _cycle(self, number: int, incident: Incident, baseline: float | None) -> None:
         durations = self.cycle_durations(number)
+        if baseline is not None:
+            durations = (baseline, *durations[1:])
         scenario = cycle_scenario(incident, len(self.urls), self._normal, durations)
         baseline_seconds, perturbation_seconds, _ = durations
         start = time.strftime("%H:%M:%S", time.gmtime(time.time() + baseline_seconds))

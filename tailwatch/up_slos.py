@@ -240,8 +240,8 @@ def wait_line(plan: CalibrationPlan) -> str:
     if plan.ends_at_close:
         seconds = plan.closes_at - plan.start
         return (
-            f"no SLOs configured: proposing TTFT and ITL SLOs from the first {seconds:.0f} s "
-            "of demo traffic (before the first drill)"
+            "no SLOs configured: proposing TTFT and ITL SLOs from the demo's traffic before "
+            f"its first drill, which waits for them (at most {seconds:.0f} s)"
         )
     return (
         "no SLOs configured: proposing TTFT and ITL SLOs once the store holds enough "
@@ -273,12 +273,17 @@ class OwnSLOs:
         """Calibrate from ``now``: over the demo's first baseline, or on live traffic."""
         if demo_baseline_seconds is not None:
             plan = CalibrationPlan.for_demo(now, demo_baseline_seconds)
-            self._what = f"the first {demo_baseline_seconds:.0f} s of demo traffic"
+            self._what = "the demo's traffic before its first drill"
         else:
             plan = CalibrationPlan.for_live_traffic(now)
             self._what = "the traffic since the stack came up"
         self._calibration = Calibration(plan, db_url)
         say(wait_line(plan))
+
+    @property
+    def calibrating(self) -> bool:
+        """Whether a calibration started and has not ended (proposed or given up)."""
+        return self._calibration is not None
 
     def poll(self, now: float, say: Say) -> bool:
         """Whether proposals were just written in (the collector must restart to read them)."""

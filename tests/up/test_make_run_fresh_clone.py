@@ -18,9 +18,9 @@ the install instead of being fetched) and ``PIP_NO_BUILD_ISOLATION=0`` (the buil
 the one present). The test checks that pip installed nothing into the clone's venv but the
 clone itself. The demo's cycle is shortened with ``TAILWATCH_DEMO_CYCLE_SECONDS`` (10 s
 baseline, 20 s perturbation, 10 s recovery instead of 60/45/45) and one replica is started
-(``make run ARGS=...``). The first baseline is the SLO calibration's 90 s (the clone's store
-is new and has no ``slos:``), so the stack proposes SLOs and restarts its collector before
-the first drill, whose incident comes within about two minutes; its alert clock
+(``make run ARGS=...``). The first baseline lasts until the SLO calibration has proposed (the
+clone's store is new and has no ``slos:``; 90 s at most) and the stack has restarted its
+collector, then 10 s more before the first drill, whose incident comes within about two minutes; its alert clock
 (``window_scale`` 0.05) is the demo's own.
 """
 

@@ -5,6 +5,7 @@ place, and the demo's first baseline lengthened for it."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 import time
@@ -19,10 +20,17 @@ from collectors.slo_proposals import IndicatorProposal, ProposalReport
 from collectors.store import Store, sqlite_url
 from loadgen.replay_options import parse_time
 from slo import LatencyMetric, LatencyProposal
+from tailwatch import up_demo
 from tailwatch.config import load_config, parse_config
 from tailwatch.processes import Stack
 from tailwatch.up import UpOptions, collector_config
-from tailwatch.up_demo import CALIBRATION_BASELINE_SECONDS, CYCLE_ENV, Demo
+from tailwatch.up_demo import (
+    CALIBRATION_BASELINE_SECONDS,
+    CYCLE_ENV,
+    SETTLE_AFTER_CALIBRATION_SECONDS,
+    Demo,
+    first_baseline_left,
+)
 from tailwatch.up_slos import (
     HISTORY_SECONDS,
     CalibrationPlan,
@@ -200,7 +208,9 @@ def test_a_calibration_proposes_once_every_latency_has_enough_observations(seede
     assert not own.poll(START + 14, lines.append)  # before the first check: nothing read
     assert load_config(own.path).slos == ()
     # One scrape interval: 2,000 first tokens and 2,000 gaps, enough for both latencies.
+    assert own.calibrating
     assert own.poll(START + 15, lines.append)  # written: the caller restarts the collector
+    assert not own.calibrating
     assert [s.name for s in load_config(own.path).slos] == ["tiny-ttft", "tiny-itl"]
     assert lines[-1].startswith("SLOs proposed from the traffic since the stack came up")
     assert not own.poll(START + 600, lines.append)  # once only
@@ -215,10 +225,12 @@ def test_a_demo_calibration_with_too_little_traffic_gives_up_saying_why(tmp_path
     lines: list[str] = []
     own = OwnSLOs(tmp_path / "up.yaml", collector_config(UpOptions(demo=True), URLS, url), "h")
     own.start(START, 90.0, url, lines.append)
-    assert "from the first 90 s of demo traffic (before the first drill)" in lines[0]
+    assert "before its first drill, which waits for them (at most 90 s)" in lines[0]
     assert not own.poll(START + 30, lines.append)  # waiting: too few, window open
+    assert own.calibrating
     assert not own.poll(START + 91, lines.append)  # closed with nothing: gives up
-    assert lines[-1].startswith("no SLOs proposed from the first 90 s of demo traffic: ")
+    assert not own.calibrating  # the demo's first drill may start
+    assert lines[-1].startswith("no SLOs proposed from the demo's traffic before its first drill: ")
     assert "tiny-ttft: 6 observations in the window" in lines[-1]
     assert load_config(own.path).slos == ()
     assert not own.poll(START + 200, lines.append) and len(lines) == 2
@@ -313,3 +325,50 @@ def test_only_the_first_baseline_is_lengthened_for_the_calibration(
     assert demo.first_baseline_seconds == first
     assert demo.cycle_durations(1) == (first, *demo.durations[1:])
     assert demo.cycle_durations(2) == demo.durations
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "baseline", "left"),
+    [
+        (50.0, 60.0, SETTLE_AFTER_CALIBRATION_SECONDS),  # proposed at 50 s: drill at 60 s
+        (30.0, 60.0, 30.0),  # proposed early: the cycle's own baseline still holds
+        (50.0, 10.0, SETTLE_AFTER_CALIBRATION_SECONDS),  # a short cycle: the settle
+        (80.0, 10.0, SETTLE_AFTER_CALIBRATION_SECONDS),  # never proposed: 90 s in all
+    ],
+)
+def test_the_first_drill_starts_a_settle_after_the_calibration(elapsed, baseline, left) -> None:
+    assert first_baseline_left(elapsed, baseline) == left
+
+
+def test_the_demo_calibration_traffic_stops_when_the_calibration_ends(monkeypatch, tmp_path):
+    """The first baseline's traffic is cancelled once ``up`` says the calibration ended, not
+    after its longest 80 s; what is left of the first cycle's baseline is the settle."""
+    ran: list[tuple[str, float]] = []
+
+    async def traffic(scenario, urls, *, admin_token=None):  # type: ignore[no-untyped-def]
+        ran.append((scenario.phases[0].name, scenario.phases[0].duration_seconds))
+        await asyncio.sleep(scenario.phases[0].duration_seconds)
+
+    monkeypatch.setattr(up_demo, "run_drill", traffic)
+    monkeypatch.delenv(CYCLE_ENV, raising=False)
+    demo = Demo(URLS, "token", lambda line: None, tmp_path / "demo.log",
+                min_first_baseline_seconds=CALIBRATION_BASELINE_SECONDS)  # fmt: skip
+
+    async def calibrate() -> float | None:
+        running = asyncio.create_task(demo._calibration_traffic(up_demo.INCIDENTS[0]))
+        while not ran:
+            await asyncio.sleep(0.01)
+        demo.calibration_ended()
+        return await asyncio.wait_for(running, timeout=60)
+
+    left = asyncio.run(calibrate())
+    assert ran == [("calibration", CALIBRATION_BASELINE_SECONDS - SETTLE_AFTER_CALIBRATION_SECONDS)]
+    # Ended at once (within a 0.5 s poll): about the cycle's whole 60 s baseline remains, not
+    # the settle that follows a calibration that took the longest.
+    assert SETTLE_AFTER_CALIBRATION_SECONDS < left <= up_demo.BASELINE_SECONDS
+    assert re.search(r"calibration: over after \d+ s", (tmp_path / "demo.log").read_text())
+
+
+def test_without_a_calibration_the_demo_sends_no_calibration_traffic(tmp_path) -> None:
+    demo = Demo(URLS, "token", lambda line: None, tmp_path / "demo.log")
+    assert asyncio.run(demo._calibration_traffic(up_demo.INCIDENTS[0])) is None
