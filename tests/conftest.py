@@ -32,6 +32,10 @@ STACK_FILES = frozenset(
 )
 
 
+# NOTE: tryfirst: pytest-xdist's worker reads the markers in a hook of its own (it appends
+# "@<group>" to each node id, which is what loadgroup schedules by), so they must be there
+# first whatever order the plugins registered in (tests/test_suite_groups.py checks the ids).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
