@@ -1,4 +1,4 @@
-"""How the suite runs in parallel (``make test``: ``pytest -n 2 --dist loadgroup``).
+"""How the suite runs in parallel (``make test``: ``pytest -n 3 --dist loadgroup``).
 
 Each test file is one xdist group, so a file's module- and session-scoped fixtures are
 built once, on one worker. The alert drills are one group across the two files that read
@@ -8,7 +8,7 @@ workers, every drill would run twice). The tests that start whole stacks of proc
 on a 2-core machine a drill's replicas beside a whole stack on the other worker starved
 the drill's collector (every scrape of all four replicas timed out for 5 s at once) and
 paged target-down in a clean run. In one group they run one after another, beside the
-other worker's single-process tests.
+other workers' single-process tests.
 """
 
 from __future__ import annotations
