@@ -255,3 +255,26 @@ def test_a_bad_interval_is_refused_by_name(interval) -> None:
     evaluator = Evaluator([DOWN], Switch().reader, MemoryAlertState())
     with pytest.raises(ValueError, match=r"interval_seconds=.*must be a positive number"):
         evaluator.run(threading.Event(), interval)
+
+
+def test_an_alerts_label_set_is_made_once_and_kept_within_a_bound(monkeypatch) -> None:
+    """Each cycle meets the same label sets; the evaluator keeps each one's validated set and
+    fingerprint (bounded), and a label set that is invalid is refused every time."""
+    import alerts.evaluator as evaluator_module
+    from alerts.labels import fingerprint_hex
+
+    evaluator = Evaluator(BUILTIN_RULES, FakeMetricsReader(), MemoryAlertState())
+    rule = BUILTIN_RULES[0]
+    labels, fingerprint = evaluator._alert_labels(rule, {"target": "replica-0"})
+    assert labels["target"] == "replica-0" and labels["alertname"] == rule.alert
+    assert fingerprint == fingerprint_hex(labels.fingerprint())
+    assert evaluator._alert_labels(rule, {"target": "replica-0"})[0] is labels  # kept
+    other = BUILTIN_RULES[1]
+    assert evaluator._alert_labels(other, {"target": "replica-0"})[0]["alertname"] == other.alert
+    monkeypatch.setattr(evaluator_module, "LABEL_SETS_KEPT", 2)
+    evaluator._alert_labels(rule, {"target": "replica-1"})  # the third: the kept ones go
+    assert evaluator._alert_labels(rule, {"target": "replica-0"})[0] is not labels
+    assert len(evaluator._labelled) <= 2
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            evaluator._alert_labels(rule, {"bad name": "x"})
