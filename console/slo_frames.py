@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from alerts.rules import LATENCY_FAMILIES, ErrorSLI, LatencySLI, common_step
+from alerts.rules import LATENCY_FAMILIES, ErrorSLI, LatencySLI, common_step, recorded_sli_ratios
 from collectors.store.protocols import MetricsReader
 from slo import (
     AttainmentEstimate,
@@ -44,6 +44,9 @@ class SLOStatus:
     budget_remaining: float
     checks: tuple[BurnRateCheck, ...]
     note: str = ""
+    #: Where the burn-rate windows' error ratios came from: ``"recorded"`` (the server's SLI
+    #: recording rules, ``tailwatch rules export``) or ``"computed"`` (the engines' series).
+    windows_from: str = "computed"
 
     @property
     def firing_severities(self) -> tuple[str, ...]:
@@ -230,6 +233,16 @@ def slo_status(
         note = "TPOT has no histogram: see goodput from request records below"
     windows = burn_rate_windows(spec.period_days)
     lengths = {w.long_window_seconds for w in windows} | {w.short_window_seconds for w in windows}
+    recorded = _recorded_ratios(reader, spec, base, sorted(lengths), end)
+    if recorded is not None:
+        # NOTE: the windows of days over every bucket series are a large fleet's heaviest
+        # read; the server has them, as the burn-rate rules read them.
+        value, low, high, basis = _attainment(
+            spec, _window_read(reader, spec, selector, start, end)
+        )
+        checks = evaluate_burn_rates(recorded, spec.target, windows)
+        remaining = _budget_remaining(reader, spec, selector, end)
+        return SLOStatus(spec, value, low, high, basis, remaining, checks, note, "recorded")
     # NOTE: the range's own window joins the stepped read when it is one more suffix of it.
     wanted = tuple(sorted(lengths | {end - start}))
     reads = (
@@ -246,11 +259,38 @@ def slo_status(
         ratios = {w: _ratio_of(spec, reads[w]) for w in sorted(lengths)}
         value, low, high, basis = _attainment(spec, reads[end - start])
     checks = evaluate_burn_rates(ratios, spec.target, windows)
-    period_ratio = error_ratio(reader, spec, selector, end - spec.period_seconds, end)
-    remaining = (
-        math.nan if math.isnan(period_ratio) else budget_remaining(period_ratio, 1.0, spec.target)
-    )
+    remaining = _budget_remaining(reader, spec, selector, end)
     return SLOStatus(spec, value, low, high, basis, remaining, checks, note)
+
+
+def _budget_remaining(
+    reader: MetricsReader, spec: SLOSpec, selector: Mapping[str, str], end: float
+) -> float:
+    period_ratio = error_ratio(reader, spec, selector, end - spec.period_seconds, end)
+    if math.isnan(period_ratio):
+        return math.nan
+    return budget_remaining(period_ratio, 1.0, spec.target)
+
+
+def _recorded_ratios(
+    reader: MetricsReader,
+    spec: SLOSpec,
+    base: Mapping[str, str],
+    lengths: list[float],
+    end: float,
+) -> dict[float, float] | None:
+    """The burn-rate windows' error ratios from the server's SLI records, when the page shows
+    the SLO's own selection (a record is the SLO's, not a filter's: with a model, tenant or
+    replica chosen the windows are computed) and every window has one; else ``None``."""
+    indicator = spec.indicator
+    if base or (latency_family(spec) is None and not isinstance(indicator, ErrorRatioIndicator)):
+        return None
+    if isinstance(indicator, LatencyIndicator):
+        sli: LatencySLI | ErrorSLI = LatencySLI(indicator.metric, indicator.threshold_seconds)
+    else:
+        assert isinstance(indicator, ErrorRatioIndicator)
+        sli = ErrorSLI(indicator)
+    return recorded_sli_ratios(spec.name, sli, lengths, reader, end)
 
 
 def latency_thresholds(specs: tuple[SLOSpec, ...]) -> dict[str, list[tuple[str, float]]]:

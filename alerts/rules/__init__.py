@@ -12,7 +12,7 @@ from alerts.rules.builtin import (
 from alerts.rules.burn_rate import BurnRateRule
 from alerts.rules.check import check_rules
 from alerts.rules.config import AlertsConfig, load_alerts, parse_duration
-from alerts.rules.evaluate import common_step
+from alerts.rules.evaluate import common_step, recorded_sli_ratios
 from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI, snap_threshold
 from alerts.rules.types import RULE_KINDS, KVSaturationRule, QueueGrowthRule, TailLatencyRule
 
@@ -35,6 +35,7 @@ __all__ = [
     "load_alerts",
     "metric_absent_rule",
     "parse_duration",
+    "recorded_sli_ratios",
     "snap_threshold",
     "with_rules",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 
 from alerts.errors import RuleError
 from alerts.rules.baseline import baseline_histograms, baseline_increases, median, observations
@@ -25,7 +26,7 @@ from alerts.rules.read import (
     latest_readings,
 )
 from alerts.rules.records import slo_record_labels, slo_record_name
-from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
+from alerts.rules.sli import LATENCY_FAMILIES, SLI, ErrorSLI, LatencySLI
 from alerts.rules.types import (
     ErrorRateRule,
     MetricAbsentRule,
@@ -301,14 +302,23 @@ def recorded_error_ratios(
     rule: BurnRateRule, reader: MetricsReader, now: float
 ) -> dict[float, float] | None:
     """Every window's error ratio as the server recorded it, where it evaluates the SLI
-    recording rules ``tailwatch rules export`` wrote (``alerts.rules.records``): each record's
-    latest sample within the lookback before ``now``, of this SLO and, for a latency SLO, of
-    its threshold now. ``None`` when any window has no such sample: the windows are then
-    computed from the engines' own series."""
-    labels = slo_record_labels(rule.slo, rule.sli)
+    recording rules ``tailwatch rules export`` wrote (:func:`recorded_sli_ratios`)."""
+    return recorded_sli_ratios(rule.slo, rule.sli, rule.window_lengths_seconds(), reader, now)
+
+
+def recorded_sli_ratios(
+    slo: str, sli: SLI, lengths: Iterable[float], reader: MetricsReader, now: float
+) -> dict[float, float] | None:
+    """SLO ``slo``'s error ratio over each window length as the server recorded it, where it
+    evaluates the SLI recording rules ``tailwatch rules export`` wrote
+    (``alerts.rules.records``): each record's latest sample within the lookback before
+    ``now``, of this SLO and, for a latency SLO, of its threshold now. ``None`` when any
+    window has no such sample: the windows are then computed from the engines' own series.
+    The burn-rate rules and the console's SLO figures read them alike."""
+    labels = slo_record_labels(slo, sli)
     out = {}
-    for length in rule.window_lengths_seconds():
-        family = c.RAW_PREFIX + slo_record_name(rule.slo, length)
+    for length in lengths:
+        family = c.RAW_PREFIX + slo_record_name(slo, length)
         readings = reader.samples(family, labels, now - LOOKBACK_SECONDS, now)
         latest = max(
             (s for samples in readings.values() for s in samples),

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from alerts.rules.records import metric_token
 from alerts.views import iso
 from collectors import canonical as c
 from console import charts, data
@@ -142,6 +143,12 @@ for spec in ctx.slos:
         ]
     )
     st.dataframe(table, hide_index=True, width="stretch")
+    if status.windows_from == "recorded":
+        st.caption(
+            "Burn rates from the server's SLI recording rules "
+            f"(`tailwatch:slo_{metric_token(spec.name)}:error_ratio_rate<window>`, written by "
+            "`tailwatch rules export`), as the burn-rate alerts read them."
+        )
     _backtest(spec)
 
 section(

@@ -301,3 +301,48 @@ def test_cost_bills_the_span_the_targets_were_observed_one_gpu_per_replica():
     # a configured count wins
     assert billed_time(observed, nvml_gpus=1, configured_gpus=8).gpu_seconds == pytest.approx(960)
     assert billed_time({}).gpu_seconds == 0.0
+
+
+def _recorded(spec: SLOSpec, ratio: float, **relabel: str) -> dict:
+    """The SLI records ``tailwatch rules export`` writes for ``spec``, each at ``ratio``."""
+    from alerts.rules import LatencySLI
+    from alerts.rules.records import slo_record_labels, slo_record_name
+    from slo import burn_rate_windows
+
+    indicator = spec.indicator
+    sli = LatencySLI(indicator.metric, indicator.threshold_seconds)
+    labels = {**slo_record_labels(spec.name, sli), **relabel}
+    lengths = {w.long_window_seconds for w in burn_rate_windows(spec.period_days)}
+    lengths |= {w.short_window_seconds for w in burn_rate_windows(spec.period_days)}
+    return {slo_record_name(spec.name, n): (labels, ratio) for n in lengths}
+
+
+def test_the_burn_rate_table_reads_the_servers_slo_records_where_it_has_them():
+    """With the SLI records on the server (a third of requests too slow), the table is theirs,
+    as the burn-rate alerts read it; the attainment over the range is still the engines'
+    (no record is of the page's range). A record of another threshold, or a page filtered to
+    one model, computes the windows from the engines' series."""
+    from tests.alerts.test_burn_rate_records import WithRecords
+
+    spec = SLOSpec(
+        "ttft", Selector(), LatencyIndicator(LatencyMetric.TTFT, 0.5), target=0.99, period_days=28
+    )
+    end = T0 + 3 * 86400
+    healthy = reader(0.0)
+    burning = WithRecords(healthy, _recorded(spec, 1 / 3))
+    status = slo_status(burning, spec, {}, end - 3600, end)
+    assert status.windows_from == "recorded"
+    assert all(ch.is_firing for ch in status.checks)
+    assert [ch.long_burn_rate for ch in status.checks] == [pytest.approx(100 / 3)] * len(
+        status.checks
+    )
+    assert status.attainment == pytest.approx(1.0)  # the engines' own, over the range
+    computed = slo_status(healthy, spec, {}, end - 3600, end)
+    assert computed.windows_from == "computed" and not computed.firing_severities
+    for other in (
+        WithRecords(healthy, _recorded(spec, 1 / 3, threshold_seconds="0.25")),
+        burning,
+    ):
+        base = {} if other is not burning else {"model": "m"}
+        status = slo_status(other, spec, base, end - 3600, end)
+        assert status.windows_from == "computed" and not status.firing_severities
