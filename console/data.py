@@ -381,12 +381,13 @@ def trace(url: str, trace_id: str) -> list[SpanRecord]:
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=64, show_spinner=False)
-def _slo_status(url, spec: SLOSpec, selector: Selector, start, end):
-    return slo_frames.slo_status(_metrics(url), spec, dict(selector), start, end)
+def _slo_status(url, spec: SLOSpec, selector: Selector, start, end, step):
+    return slo_frames.slo_status(_metrics(url), spec, dict(selector), start, end, step)
 
 
 def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
-    return _slo_status(url, spec, _sel(f.selector()), f.start_seconds, f.end_seconds)
+    span = (f.start_seconds, f.end_seconds, f.step_seconds)
+    return _slo_status(url, spec, _sel(f.selector()), *span)
 
 
 # -- alerts and incidents --------------------------------------------------------------------

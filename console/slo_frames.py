@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from alerts.rules import LATENCY_FAMILIES, ErrorSLI, LatencySLI, common_step, recorded_sli_ratios
+from alerts.rules.read import LOOKBACK_SECONDS
 from collectors.store.protocols import MetricsReader
 from slo import (
     AttainmentEstimate,
@@ -222,9 +223,16 @@ def _attainment(spec: SLOSpec, read: object) -> tuple[float, float, float, str]:
 
 
 def slo_status(
-    reader: MetricsReader, spec: SLOSpec, base: Mapping[str, str], start: float, end: float
+    reader: MetricsReader,
+    spec: SLOSpec,
+    base: Mapping[str, str],
+    start: float,
+    end: float,
+    step_seconds: float = 0.0,
 ) -> SLOStatus:
-    """One SLO's figures over ``[start, end]`` and its burn-rate windows ending at ``end``."""
+    """One SLO's figures over ``[start, end]`` and its burn-rate windows ending at ``end``.
+    ``step_seconds``: the page's step; its range ends up to a step after the newest data
+    (``console.filters.floor_to_step``), so a recorded ratio that new is the latest."""
     selector = slo_selector(spec, base)
     note = ""
     if spec.selector.route is not None:
@@ -233,13 +241,17 @@ def slo_status(
         note = "TPOT has no histogram: see goodput from request records below"
     windows = burn_rate_windows(spec.period_days)
     lengths = {w.long_window_seconds for w in windows} | {w.short_window_seconds for w in windows}
-    recorded = _recorded_ratios(reader, spec, base, sorted(lengths), end)
+    recorded = _recorded_ratios(reader, spec, base, sorted(lengths), end, step_seconds)
     if recorded is not None:
         # NOTE: the windows of days over every bucket series are a large fleet's heaviest
         # read; the server has them, as the burn-rate rules read them.
-        value, low, high, basis = _attainment(
-            spec, _window_read(reader, spec, selector, start, end)
-        )
+        window = _recorded_window(reader, spec, selector, start, end, step_seconds)
+        if window is None:
+            read = _window_read(reader, spec, selector, start, end)
+            value, low, high, basis = _attainment(spec, read)
+        else:
+            value, low, high, basis = _attainment(spec, window[0])
+            basis += f" (the server's record {window[1]}: its 5-minute rates, not the exact counts)"
         checks = evaluate_burn_rates(recorded, spec.target, windows)
         remaining = _budget_remaining(reader, spec, selector, end)
         return SLOStatus(spec, value, low, high, basis, remaining, checks, note, "recorded")
@@ -272,12 +284,38 @@ def _budget_remaining(
     return budget_remaining(period_ratio, 1.0, spec.target)
 
 
+def _recorded_window(
+    reader: MetricsReader,
+    spec: SLOSpec,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step_seconds: float,
+) -> tuple[object, str] | None:
+    """A latency SLO's histogram over ``[start, end]`` from the console's fleet record of its
+    family (the reader's ``recorded_histogram_series`` at the page's step, the steps added:
+    the steps the page's charts read), and the record's name; ``None`` where the record does
+    not answer every step (a step under its 5-minute rate, a range not of whole steps): then
+    the engines' series are read."""
+    family = latency_family(spec)
+    recorded = getattr(reader, "recorded_histogram_series", None)
+    steps_in = (end - start) / step_seconds if step_seconds > 0 else 0.0
+    if family is None or recorded is None or steps_in < 1 or steps_in != int(steps_in):
+        return None
+    answer = recorded(family, dict(selector), start, end, step_seconds)
+    if answer is None:
+        return None
+    histograms = [h for _, h in answer[0] if h is not None]
+    return (merge_histograms(histograms) if histograms else None), answer[1]
+
+
 def _recorded_ratios(
     reader: MetricsReader,
     spec: SLOSpec,
     base: Mapping[str, str],
     lengths: list[float],
     end: float,
+    step_seconds: float,
 ) -> dict[float, float] | None:
     """The burn-rate windows' error ratios from the server's SLI records, when the page shows
     the SLO's own selection (a record is the SLO's, not a filter's: with a model, tenant or
@@ -290,7 +328,8 @@ def _recorded_ratios(
     else:
         assert isinstance(indicator, ErrorRatioIndicator)
         sli = ErrorSLI(indicator)
-    return recorded_sli_ratios(spec.name, sli, lengths, reader, end)
+    lookback = max(LOOKBACK_SECONDS, step_seconds)
+    return recorded_sli_ratios(spec.name, sli, lengths, reader, end, lookback)
 
 
 def latency_thresholds(specs: tuple[SLOSpec, ...]) -> dict[str, list[tuple[str, float]]]:

@@ -307,19 +307,25 @@ def recorded_error_ratios(
 
 
 def recorded_sli_ratios(
-    slo: str, sli: SLI, lengths: Iterable[float], reader: MetricsReader, now: float
+    slo: str,
+    sli: SLI,
+    lengths: Iterable[float],
+    reader: MetricsReader,
+    now: float,
+    lookback_seconds: float = LOOKBACK_SECONDS,
 ) -> dict[float, float] | None:
     """SLO ``slo``'s error ratio over each window length as the server recorded it, where it
     evaluates the SLI recording rules ``tailwatch rules export`` wrote
     (``alerts.rules.records``): each record's latest sample within the lookback before
-    ``now``, of this SLO and, for a latency SLO, of its threshold now. ``None`` when any
+    ``now`` (``lookback_seconds``: the console's, whose range ends up to a step after its
+    newest data), of this SLO and, for a latency SLO, of its threshold now. ``None`` when any
     window has no such sample: the windows are then computed from the engines' own series.
     The burn-rate rules and the console's SLO figures read them alike."""
     labels = slo_record_labels(slo, sli)
     out = {}
     for length in lengths:
         family = c.RAW_PREFIX + slo_record_name(slo, length)
-        readings = reader.samples(family, labels, now - LOOKBACK_SECONDS, now)
+        readings = reader.samples(family, labels, now - lookback_seconds, now)
         latest = max(
             (s for samples in readings.values() for s in samples),
             key=lambda s: s.timestamp_seconds,

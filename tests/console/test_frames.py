@@ -346,3 +346,35 @@ def test_the_burn_rate_table_reads_the_servers_slo_records_where_it_has_them():
         base = {} if other is not burning else {"model": "m"}
         status = slo_status(other, spec, base, end - 3600, end)
         assert status.windows_from == "computed" and not status.firing_severities
+
+
+def test_the_attainment_reads_the_console_fleet_record_at_the_pages_step():
+    """With the SLI records taken, the range's attainment comes from the fleet record's steps
+    at the page's step, where the reader has them (a third of the observations above the
+    threshold), and its basis names the record; a step under the record's 5-minute rate
+    (the reader answers None) reads the engines' series."""
+    from slo import ClassicHistogram
+    from tests.alerts.test_burn_rate_records import WithRecords
+
+    spec = SLOSpec(
+        "ttft", Selector(), LatencyIndicator(LatencyMetric.TTFT, 0.5), target=0.99, period_days=28
+    )
+    end = T0 + 3 * 86400
+    asked = []
+
+    class Recorded(WithRecords):
+        def recorded_histogram_series(self, family, labels, start, stop, step):
+            asked.append((family, labels, start, stop, step))
+            if step < 300:
+                return None
+            one = ClassicHistogram(BOUNDS, (20.0, 20.0, 30.0, 30.0))
+            times = [start + step * (k + 1) for k in range(round((stop - start) / step))]
+            return [(t, one) for t in times], "tailwatch:fleet_ttft_bucket:rate5m"
+
+    burning = Recorded(reader(0.0), _recorded(spec, 1 / 3))
+    status = slo_status(burning, spec, {}, end - 86400, end, 900.0)
+    assert asked == [(c.TTFT_SECONDS, {}, end - 86400, end, 900.0)]
+    assert status.attainment == pytest.approx(2 / 3)
+    assert "tailwatch:fleet_ttft_bucket:rate5m" in status.basis
+    engines = slo_status(burning, spec, {}, end - 3600, end, 30.0)
+    assert engines.attainment == pytest.approx(1.0) and "fleet" not in engines.basis
