@@ -277,6 +277,36 @@ def _verdicts(history: FleetHistory, pages: list[tuple[str, float, str]]) -> dic
     return {"verdicts": verdicts, "right": right, "stray": stray}
 
 
+#: The longest wait for the server to merge the backfilled blocks (:func:`compacted`).
+COMPACTION_WAIT_SECONDS = 300.0
+
+
+def _tsdb_gauge(client: httpx.Client, url: str, name: str) -> float:
+    for line in client.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def compacted(url: str) -> float:
+    """Seconds waited until the server has run a compaction (a minute after it starts, it
+    merges the backfilled record blocks that overlap its raw ones, 25 at a time) and its
+    loaded blocks have held still for 15 s, so that no timed read runs during that merge or
+    across ~25 overlapping blocks; at most :data:`COMPACTION_WAIT_SECONDS`."""
+    started = time.perf_counter()
+    still_since, blocks = started, -1.0
+    with httpx.Client(timeout=30) as client:
+        while time.perf_counter() - started < COMPACTION_WAIT_SECONDS:
+            ran = _tsdb_gauge(client, url, "prometheus_tsdb_compactions_triggered_total")
+            now_blocks = _tsdb_gauge(client, url, "prometheus_tsdb_blocks_loaded")
+            if now_blocks != blocks:
+                still_since, blocks = time.perf_counter(), now_blocks
+            if ran >= 1 and time.perf_counter() - still_since >= 15:
+                break
+            time.sleep(1)
+    return time.perf_counter() - started
+
+
 def renders(
     metrics_url: str | None, store_url: str, until: float, repeats: int
 ) -> dict[tuple, float]:
@@ -357,6 +387,9 @@ def measure_fleet(replicas: int, end: float, work: Path, with_up: bool) -> list[
         recorded = backfill_records(history, server.url, folder / "records")
     shutil.copytree(recorded, tsdb, dirs_exist_ok=True)
     with prometheus_over(tsdb, folder / "prometheus") as server:
+        settled = compacted(server.url)
+        print(f"  Prometheus merged the backfilled blocks in {settled:.0f} s after its start",
+              flush=True)  # fmt: skip
         cycle = evaluation_cycles(server.url, history.end, server.pid)
         _progress("Prometheus with records", f"cycle {cycle['wall']:.2f} s")
         own = sqlite_url(Path(tempfile.mkdtemp(prefix="tailwatch-own-")) / "own.db")
