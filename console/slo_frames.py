@@ -91,16 +91,22 @@ def _error_increases(
     return increases
 
 
+def _sli(spec: SLOSpec) -> LatencySLI | ErrorSLI:
+    """The SLO's indicator as the burn-rate rules judge it (``alerts.rules.sli``)."""
+    indicator = spec.indicator
+    if isinstance(indicator, LatencyIndicator):
+        return LatencySLI(indicator.metric, indicator.threshold_seconds)
+    assert isinstance(indicator, ErrorRatioIndicator)
+    return ErrorSLI(indicator)
+
+
 def _ratio_of(spec: SLOSpec, read: object) -> float:
     """The error ratio of one window's read: a merged histogram (latency) or the increases
     per label value (errors); NaN without traffic."""
-    indicator = spec.indicator
-    if isinstance(indicator, LatencyIndicator):
-        if read is None:
-            return math.nan
-        return LatencySLI(indicator.metric, indicator.threshold_seconds).error_ratio(read)[0]  # type: ignore[arg-type]
-    assert isinstance(indicator, ErrorRatioIndicator)
-    return ErrorSLI(indicator).error_ratio(read) if read else math.nan  # type: ignore[arg-type]
+    sli = _sli(spec)
+    if isinstance(sli, LatencySLI):
+        return math.nan if read is None else sli.error_ratio(read)[0]  # type: ignore[arg-type]
+    return sli.error_ratio(read) if read else math.nan  # type: ignore[arg-type]
 
 
 def _window_read(
@@ -241,20 +247,34 @@ def slo_status(
         note = "TPOT has no histogram: see goodput from request records below"
     windows = burn_rate_windows(spec.period_days)
     lengths = {w.long_window_seconds for w in windows} | {w.short_window_seconds for w in windows}
+    # NOTE: the windows of days over every bucket series are a large fleet's heaviest read;
+    # where the server records them, they are read as the burn-rate rules read them.
     recorded = _recorded_ratios(reader, spec, base, sorted(lengths), end, step_seconds)
+    window = None if recorded is None else _recorded_window(reader, spec, selector, start, end, step_seconds)  # fmt: skip
     if recorded is not None:
-        # NOTE: the windows of days over every bucket series are a large fleet's heaviest
-        # read; the server has them, as the burn-rate rules read them.
-        window = _recorded_window(reader, spec, selector, start, end, step_seconds)
-        if window is None:
-            read = _window_read(reader, spec, selector, start, end)
-            value, low, high, basis = _attainment(spec, read)
-        else:
-            value, low, high, basis = _attainment(spec, window[0])
+        ratios = recorded
+        read = _window_read(reader, spec, selector, start, end) if window is None else window[0]
+        value, low, high, basis = _attainment(spec, read)
+        if window is not None:
             basis += f" (the server's record {window[1]}: its 5-minute rates, not the exact counts)"
-        checks = evaluate_burn_rates(recorded, spec.target, windows)
-        remaining = _budget_remaining(reader, spec, selector, end)
-        return SLOStatus(spec, value, low, high, basis, remaining, checks, note, "recorded")
+    else:
+        ratios, (value, low, high, basis) = _computed(reader, spec, selector, start, end, lengths)
+    checks = evaluate_burn_rates(ratios, spec.target, windows)
+    remaining = _budget_remaining(reader, spec, selector, end)
+    from_ = "computed" if recorded is None else "recorded"
+    return SLOStatus(spec, value, low, high, basis, remaining, checks, note, from_)
+
+
+def _computed(
+    reader: MetricsReader,
+    spec: SLOSpec,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    lengths: set[float],
+) -> tuple[dict[float, float], tuple[float, float, float, str]]:
+    """Every burn-rate window's error ratio and the range's attainment, from the engines'
+    series: one stepped read where the windows share a step, else a read per window."""
     # NOTE: the range's own window joins the stepped read when it is one more suffix of it.
     wanted = tuple(sorted(lengths | {end - start}))
     reads = (
@@ -270,9 +290,7 @@ def slo_status(
     else:
         ratios = {w: _ratio_of(spec, reads[w]) for w in sorted(lengths)}
         value, low, high, basis = _attainment(spec, reads[end - start])
-    checks = evaluate_burn_rates(ratios, spec.target, windows)
-    remaining = _budget_remaining(reader, spec, selector, end)
-    return SLOStatus(spec, value, low, high, basis, remaining, checks, note)
+    return ratios, (value, low, high, basis)
 
 
 def _budget_remaining(
@@ -320,16 +338,11 @@ def _recorded_ratios(
     """The burn-rate windows' error ratios from the server's SLI records, when the page shows
     the SLO's own selection (a record is the SLO's, not a filter's: with a model, tenant or
     replica chosen the windows are computed) and every window has one; else ``None``."""
-    indicator = spec.indicator
-    if base or (latency_family(spec) is None and not isinstance(indicator, ErrorRatioIndicator)):
+    is_errors = isinstance(spec.indicator, ErrorRatioIndicator)
+    if base or (latency_family(spec) is None and not is_errors):
         return None
-    if isinstance(indicator, LatencyIndicator):
-        sli: LatencySLI | ErrorSLI = LatencySLI(indicator.metric, indicator.threshold_seconds)
-    else:
-        assert isinstance(indicator, ErrorRatioIndicator)
-        sli = ErrorSLI(indicator)
     lookback = max(LOOKBACK_SECONDS, step_seconds)
-    return recorded_sli_ratios(spec.name, sli, lengths, reader, end, lookback)
+    return recorded_sli_ratios(spec.name, _sli(spec), lengths, reader, end, lookback)
 
 
 def latency_thresholds(specs: tuple[SLOSpec, ...]) -> dict[str, list[tuple[str, float]]]:
