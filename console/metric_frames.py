@@ -174,6 +174,16 @@ def _reading_times(reader, family, selector, start, end) -> list[float]:  # type
     return [float(t) for readings in series.values() for t, _ in readings]
 
 
+def _latest_reading(reader, family, selector, start, end) -> float | None:  # type: ignore[no-untyped-def]
+    """The latest reading in ``[start, end]``: the reader's one-row answer where it has one
+    (``latest_reading_seconds``: a server), else from the readings."""
+    latest = getattr(reader, "latest_reading_seconds", None)
+    if latest is not None:
+        return latest(family, dict(selector), start, end)
+    times = _reading_times(reader, family, selector, start, end)
+    return max(times) if times else None
+
+
 def data_span(
     reader: MetricsReader,
     family: str,
@@ -196,12 +206,12 @@ def data_span(
     # step with an increase holds the later reading of the first pair, whose earlier one is
     # up to a scrape interval before (and, with readings before the start, before it)
     lookback = max(2 * step, LOOKBACK_SECONDS)
-    head = _reading_times(reader, family, selector, max(start, filled[0] - lookback), filled[0])
-    tail = _reading_times(reader, family, selector, filled[-1] - step, min(end, filled[-1]))
-    before = _reading_times(reader, family, selector, start - lookback, start)
-    earliest = min(head) if head else filled[0] - step
-    first = max(before) if before else earliest
-    last = max(tail) if tail else min(end, filled[-1])
+    first = _latest_reading(reader, family, selector, start - lookback, start)
+    if first is None:  # NOTE: no reading before the range: its first reading in the range
+        head = _reading_times(reader, family, selector, max(start, filled[0] - lookback), filled[0])  # fmt: skip
+        first = min(head) if head else filled[0] - step
+    last = _latest_reading(reader, family, selector, filled[-1] - step, min(end, filled[-1]))
+    last = min(end, filled[-1]) if last is None else last
     return DataSpan(
         first_seconds=first,
         last_seconds=max(first, last),

@@ -127,7 +127,7 @@ def duration_text(seconds: float) -> str:
     return f"{round(whole / 60)} min"
 
 
-def _utc_minute(seconds: float, day_of: float) -> str:
+def utc_minute(seconds: float, day_of: float) -> str:
     """``11:02 UTC``, with the date when it is not ``day_of``'s."""
     moment = pd.Timestamp(seconds, unit="s", tz="UTC")
     same_day = moment.date() == pd.Timestamp(day_of, unit="s", tz="UTC").date()
@@ -141,11 +141,11 @@ def span_text(span: DataSpan | None, f: Filters) -> str:
     if span is None:
         return f"over the last {f.range_key}: no data"
     if span.ends_early:
-        first = _utc_minute(span.first_seconds, span.last_seconds)
-        last = _utc_minute(span.last_seconds, f.end_seconds)
+        first = utc_minute(span.first_seconds, span.last_seconds)
+        last = utc_minute(span.last_seconds, f.end_seconds)
         return f"over {duration_text(span.seconds)} of data ({first} to {last})"
     if span.starts_late:
-        first = _utc_minute(span.first_seconds, f.end_seconds)
+        first = utc_minute(span.first_seconds, f.end_seconds)
         return f"over the last {duration_text(span.seconds)} (data starts {first})"
     return f"over the last {f.range_key}"
 

@@ -48,6 +48,10 @@ class SLOStatus:
     #: Where the burn-rate windows' error ratios came from: ``"recorded"`` (the server's SLI
     #: recording rules, ``tailwatch rules export``) or ``"computed"`` (the engines' series).
     windows_from: str = "computed"
+    #: The console's fleet record ``budget_remaining`` was read from (``""``: the engines'
+    #: own series), and its first sample in the period (Unix seconds).
+    budget_record: str = ""
+    budget_since_seconds: float = math.nan
 
     @property
     def firing_severities(self) -> tuple[str, ...]:
@@ -260,9 +264,9 @@ def slo_status(
     else:
         ratios, (value, low, high, basis) = _computed(reader, spec, selector, start, end, lengths)
     checks = evaluate_burn_rates(ratios, spec.target, windows)
-    remaining = _budget_remaining(reader, spec, selector, end)
+    budget = _budget_remaining(reader, spec, selector, end, recorded is not None)
     from_ = "computed" if recorded is None else "recorded"
-    return SLOStatus(spec, value, low, high, basis, remaining, checks, note, from_)
+    return SLOStatus(spec, value, low, high, basis, budget[0], checks, note, from_, *budget[1:])
 
 
 def _computed(
@@ -294,12 +298,31 @@ def _computed(
 
 
 def _budget_remaining(
-    reader: MetricsReader, spec: SLOSpec, selector: Mapping[str, str], end: float
-) -> float:
-    period_ratio = error_ratio(reader, spec, selector, end - spec.period_seconds, end)
+    reader: MetricsReader,
+    spec: SLOSpec,
+    selector: Mapping[str, str],
+    end: float,
+    from_records: bool,
+) -> tuple[float, str, float]:
+    """The error budget left over the SLO's period ending at ``end``, and the record it came
+    from with its first sample in the period (``""``, NaN: from the engines' series). ``from_records``: the SLO's windows were
+    read from the server's records, so a latency SLO's period is read from the console's
+    fleet record where it covers the period's data (``recorded_histogram_window``): a
+    30-day window of every replica's buckets is a large fleet's heaviest read."""
+    start = end - spec.period_seconds
+    family = latency_family(spec)
+    read_recorded = getattr(reader, "recorded_histogram_window", None)
+    answer = None
+    if from_records and family is not None and read_recorded is not None:
+        answer = read_recorded(family, dict(selector), start, end)
+    if answer is None:
+        period_ratio, record, first = error_ratio(reader, spec, selector, start, end), "", math.nan
+    else:
+        histogram, record, first = answer
+        period_ratio = _ratio_of(spec, histogram)
     if math.isnan(period_ratio):
-        return math.nan
-    return budget_remaining(period_ratio, 1.0, spec.target)
+        return math.nan, record, first
+    return budget_remaining(period_ratio, 1.0, spec.target), record, first
 
 
 def _recorded_window(

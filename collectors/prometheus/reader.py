@@ -43,8 +43,7 @@ import httpx
 from collectors import canonical as c
 from collectors.canonical import Kind, Labels
 from collectors.prometheus import queries as q
-from collectors.prometheus import records
-from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, format_range, point
+from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, point
 from collectors.prometheus.kept import KeptAnswers, Rows
 from collectors.prometheus.names import (
     TARGET_LABEL,
@@ -55,9 +54,13 @@ from collectors.prometheus.names import (
     raw_metrics,
     resolve,
 )
+from collectors.prometheus.readings import ReadingTimes
+from collectors.prometheus.recorded import RecordedReads
+from collectors.prometheus.rows import fleet_histogram as _fleet_histogram
+from collectors.prometheus.rows import histograms_by_target as _histograms_by_target
+from collectors.prometheus.rows import target_of as _target
 from collectors.store.catalog import RAW_KIND
 from collectors.store.records import (
-    HistogramStep,
     ScrapeStatus,
     SemanticsMismatchError,
     SeriesInfo,
@@ -70,7 +73,6 @@ from collectors.store.window_semantics import (
     WindowSemantics,
     layouts_differ_error,
     parse_semantics,
-    step_bounds,
 )
 from slo import ClassicHistogram, HistogramSnapshot, Sample, merge_histograms, parse_le
 from slo.window import samples_in_range
@@ -102,7 +104,7 @@ UP = "up"
 VICTORIAMETRICS_PROBE = "status/active_queries"
 
 
-class PrometheusReader(StepReads):
+class PrometheusReader(RecordedReads, ReadingTimes, StepReads):
     """Stored metrics read from the server at ``url`` (``http://prometheus:9090``, Thanos
     Query's URL, ``http://mimir/prometheus``, ``http://victoriametrics:8428``).
 
@@ -675,51 +677,6 @@ class PrometheusReader(StepReads):
                 counts[target] = value
         return {t: (sums.get(t, math.nan), n) for t, n in counts.items()}
 
-    def recorded_histogram_series(
-        self,
-        family: str,
-        labels: Mapping[str, str] | None,
-        start: float,
-        end: float,
-        step_seconds: float,
-    ) -> tuple[list[HistogramStep], str] | None:
-        """The fleet's histogram at each step, from the console's recording rule of
-        ``family`` (``collectors.prometheus.records``), and the record's name; ``None`` where
-        the record cannot answer: no such record, a selector on a label it does not keep (a
-        replica), a reader limited by ``match`` (the record sums every job), a step shorter
-        than the recorded rate, or a step the record holds no sample in (a step it covers in
-        part counts as if the rate held over all of it). Each step's counts are the record's
-        mean rate over the step times the step: close to the engines' exact increase, not
-        equal to it (so the evaluator never reads it), and nothing checks the replicas' bucket
-        layouts (the server summed them)."""
-        chosen = dict(labels or {})
-        usable = (
-            family in records.FAMILIES
-            and not self.match
-            and step_seconds >= records.RATE_SECONDS
-            and set(chosen) <= set(records.KEPT_LABELS)
-        )
-        name = records.fleet_record_name(family, "_bucket")
-        if not usable or name not in self.metric_names():
-            return None
-        bounds = step_bounds(start, end, step_seconds)
-        if len(bounds) < 2:
-            return None
-        matchers = ",".join(f"{k}={quote(v)}" for k, v in sorted(chosen.items()))
-        w = format_range(step_seconds)
-        sums = q.selector(records.fleet_record_name(family, "_sum"), matchers)
-        expr = (
-            f"sum by (le) (avg_over_time({q.selector(name, matchers)}[{w}]))"
-            f' or label_replace(sum(avg_over_time({sums}[{w}])), "le", "{q.SUM_ROW}", "", "")'
-        )
-        answers = self._evaluate(
-            expr, bounds, functools.partial(_recorded_histogram, step=step_seconds), "recorded"
-        )
-        if len(answers) < len(bounds) - 1:
-            return None
-        steps = [HistogramStep(t, answers[k]) for k, t in enumerate(bounds[1:])]
-        return steps, name
-
     def gauge_steps(
         self,
         family: str,
@@ -918,16 +875,6 @@ class PrometheusReader(StepReads):
         )
 
 
-def _fleet_histogram(rows: Rows, scale: float) -> ClassicHistogram | None:
-    """A ``sum by (le)`` answer as one histogram."""
-    return _histograms_by_target(rows, scale).get("")
-
-
-def _recorded_histogram(rows: Rows, step: float) -> ClassicHistogram | None:
-    """A step of a recorded fleet rate as the histogram of its increase over the step."""
-    return _fleet_histogram([(labels, v * step) for labels, v in rows], 1.0)
-
-
 def _total(rows: Rows) -> float:
     return sum(v for _, v in rows)
 
@@ -935,31 +882,6 @@ def _total(rows: Rows) -> float:
 def _by_target(rows: Rows) -> dict[str, float]:
     """A ``sum by (instance)`` answer as a value per target (one row a target)."""
     return {_target(labels): value for labels, value in rows}
-
-
-def _histograms_by_target(
-    rows: list[tuple[dict[str, str], float]], scale: float
-) -> dict[str, ClassicHistogram | None]:
-    """One step's rows as a histogram per target (``None``: its layout changed)."""
-    buckets: dict[str, list[tuple[float, float]]] = {}
-    sums: dict[str, float] = {}
-    changed: set[str] = set()
-    for labels, value in rows:
-        target, le = _target(labels), labels.get(c.LABEL_LE, "")
-        if le == q.LAYOUT_CHANGED_ROW:
-            changed.add(target)
-        elif le == q.SUM_ROW:
-            sums[target] = value * scale
-        else:
-            bound = parse_le(le)
-            if bound is not None:
-                scaled = bound * scale if math.isfinite(bound) else bound
-                buckets.setdefault(target, []).append((scaled, value))
-    out: dict[str, ClassicHistogram | None] = {t: None for t in changed}
-    for target, items in buckets.items():
-        if target not in changed:
-            out[target] = ClassicHistogram.from_buckets(items, sums.get(target))
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -1020,10 +942,6 @@ def _is_histogram(source: Source) -> bool:
 def _targets_matcher(targets: Sequence[str]) -> str:
     """``instance=~"a|b"``: exactly those targets (RE2 anchors the whole value)."""
     return f"{TARGET_LABEL}=~{quote('|'.join(re.escape(t) for t in targets))}"
-
-
-def _target(labels: Mapping[str, str]) -> str:
-    return labels.get(TARGET_LABEL, "")
 
 
 def _matchers_of(match: str) -> str:

@@ -21,6 +21,7 @@ from console.page_kit import (
     section,
     span,
     span_text,
+    utc_minute,
     versus_target,
 )
 from console.request_frames import exact_attainment, good_flags
@@ -121,8 +122,17 @@ for spec in ctx.slos:
         else "no matching request records (or an error-ratio or ITL SLO)",
         border=True,
     )
+    budget_from = (
+        f"from the server's record `{status.budget_record}` (its 5-minute rates) since "
+        f"{utc_minute(status.budget_since_seconds, f.end_seconds)}"
+        if status.budget_record
+        else "from the engines' own series over the period"
+    )
     cols[3].metric(
-        f"Budget remaining ({spec.period_days} d)", percent(status.budget_remaining, 1), border=True
+        f"Budget remaining ({spec.period_days} d)",
+        percent(status.budget_remaining, 1),
+        help=budget_from,
+        border=True,
     )
     cols[4].metric("Burn-rate alerts", ", ".join(firing) if firing else "none firing", border=True)
     st.caption(escape(status.basis + bounds + (f"; {status.note}" if status.note else "")))

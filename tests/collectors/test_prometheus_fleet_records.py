@@ -91,6 +91,46 @@ def test_what_the_record_cannot_answer_is_not_read_from_it(server) -> None:
     assert limited.recorded_histogram_series(c.TTFT_SECONDS, SELECTOR, END - 2700, END, 900) is None  # fmt: skip
 
 
+def test_a_long_window_the_record_covers_reads_it_close_to_the_buckets(server) -> None:
+    """A window the record holds from its start (an SLO's budget period over a history
+    recorded from its first hours) is one read of the record: close to the replicas' own
+    buckets, and its first sample within the record's 5-minute rate of the window's start."""
+    from collectors.prometheus.recorded import FIRST_SAMPLE_RESOLUTION_SECONDS
+
+    reader = PrometheusReader(server.url)
+    start = END - 6 * 3600.0
+    found = reader.recorded_histogram_window(c.TTFT_SECONDS, SELECTOR, start, END)
+    assert found is not None
+    histogram, name, first = found
+    assert name == fleet_record_name(c.TTFT_SECONDS, "_bucket")
+    assert start <= first <= start + FIRST_SAMPLE_RESOLUTION_SECONDS + 60
+    exact = reader.histogram_window(c.TTFT_SECONDS, SELECTOR, start, END)
+    assert exact is not None and histogram.upper_bounds == exact.upper_bounds
+    count, wanted = histogram.cumulative_counts[-1], exact.cumulative_counts[-1]
+    assert wanted > 0 and abs(count - wanted) <= 0.02 * wanted, (count, wanted)
+    for q in (0.5, 0.99):
+        a, b = histogram.quantile(q).value, exact.quantile(q).value
+        assert abs(a - b) <= 0.02 * b, (q, a, b)
+
+
+def test_a_record_younger_than_the_engines_history_does_not_answer_a_window_over_both(
+    server,
+) -> None:
+    """The engines' series began half an hour before the record: a 30-day window over both
+    is theirs (the record would leave that half hour out), as is anything the record
+    cannot answer at all."""
+    reader = PrometheusReader(server.url)
+    read = reader.recorded_histogram_window
+    assert read(c.TTFT_SECONDS, SELECTOR, END - 30 * 86400.0, END) is None
+    assert read(c.TTFT_SECONDS, SELECTOR, END - 6 * 3600.0, END) is not None
+    assert read(c.TTFT_SECONDS, {c.LABEL_TARGET: "replica-000:8000"}, END - 3600, END) is None
+    assert read(c.KV_CACHE_USAGE, SELECTOR, END - 3600, END) is None, "not recorded"
+    assert read(c.TTFT_SECONDS, SELECTOR, END - 120, END) is None, "under the recorded rate"
+    assert read(c.TTFT_SECONDS, SELECTOR, END + 3600, END + 7200) is None, "after it"
+    limited = PrometheusReader(server.url, match='job="vllm"')
+    assert limited.recorded_histogram_window(c.TTFT_SECONDS, SELECTOR, END - 3600, END) is None
+
+
 @pytest.mark.parametrize(("range_key", "recorded"), [("6h", True), ("1h", False)])
 def test_the_overview_says_where_its_percentiles_come_from(
     server, tmp_path, monkeypatch, range_key, recorded

@@ -521,6 +521,68 @@ def test_a_mean_per_replica_reads_only_sums_and_counts(server, fake) -> None:
     assert reader.histogram_means_by_target(TTFT, _m("m"), T + 120, T + 120) is None
 
 
+def test_the_latest_reading_is_one_row_from_the_server(server, fake) -> None:
+    """``latest_reading_seconds``: what the readings' latest time is, from one query (of the
+    family's names, the one the server holds series of: vLLM's, not SGLang's), and read from the readings only where the
+    server's lookback holds none and the range is longer (Prometheus; VictoriaMetrics'
+    ``tlast_over_time`` takes any range)."""
+    reader = PrometheusReader(server[1].api.url)
+    reader.semantics, reader.metric_names(), reader.series(TOKENS, _m("m"))
+    reader.is_victoriametrics  # noqa: B018 (asked once, before counting)
+    windows = [
+        (_m("m"), T, T + 200),  # b's last reading, 130
+        (_m("m", target="a"), T, T + 200),  # a's, 120
+        (_m("m"), T + 30, T + 95),  # 90, inside
+        (_m("m"), T + 131, T + 200),  # none after the last reading
+        (_m("m"), T - 100, T - 1),  # none before the first
+        (_m("m", target="nobody"), T, T + 200),
+    ]
+    for labels, start, end in windows:
+        readings = fake.samples(TOKENS, labels, start, end)
+        times = [t for series in readings.values() for t, _ in series]
+        reader._held_sources(TOKENS, labels)  # NOTE: which names are held is asked once
+        before = reader.api.num_requests
+        got = reader.latest_reading_seconds(TOKENS, labels, start, end)
+        assert got == (max(times) if times else None), (labels, start - T, end - T, got)
+        if times:
+            assert reader.api.num_requests - before == 1, (labels, start - T, end - T)
+    # nothing in the five minutes before the end: the readings are read on Prometheus
+    assert reader.latest_reading_seconds(TOKENS, _m("m"), T, T + 1000) == T + 130
+    assert reader.latest_reading_seconds(TOKENS, _m("m"), T + 200, T + 100) is None
+
+
+class _Readings:
+    """A server's reader without ``latest_reading_seconds``: the readings are read."""
+
+    def __init__(self, reader: PrometheusReader) -> None:
+        self.reader = reader
+
+    def counter_series(self, *args):
+        return self.reader.counter_series(*args)
+
+    def samples(self, *args):
+        return self.reader.samples(*args)
+
+
+@pytest.mark.parametrize(
+    ("labels", "start", "end", "step"),
+    [
+        (_m("m"), T + 30, T + 150, 30),  # readings before the range
+        (_m("m", target="a"), T - 90, T + 150, 30),  # the data starts inside the range
+        (_m("m"), T - 600, T + 1200, 60),  # and stops inside it, beyond the lookback
+    ],
+)
+def test_a_rates_span_from_the_latest_readings_is_the_readings_own(
+    server, labels, start, end, step
+) -> None:
+    """The span a rate is over (``console.metric_frames.data_span``), placed on the scrapes
+    from the server's one-row answers, is the one the readings themselves give."""
+    reader = PrometheusReader(server[1].api.url)
+    pushed = metric_frames.data_span(reader, TOKENS, labels, start, end, step)
+    read = metric_frames.data_span(_Readings(reader), TOKENS, labels, start, end, step)
+    assert pushed is not None and pushed == read
+
+
 def test_final_steps_are_asked_for_once(server) -> None:
     """A step series read again, shifted by a step on the step grid (the next evaluation's
     baseline), asks the server only for the new step, once the others are old enough to be

@@ -378,3 +378,43 @@ def test_the_attainment_reads_the_console_fleet_record_at_the_pages_step():
     assert "tailwatch:fleet_ttft_bucket:rate5m" in status.basis
     engines = slo_status(burning, spec, {}, end - 3600, end, 30.0)
     assert engines.attainment == pytest.approx(1.0) and "fleet" not in engines.basis
+
+
+def test_the_error_budget_reads_the_console_fleet_record_over_the_period_where_it_covers_it():
+    """With the SLO's windows recorded, a latency SLO's budget over its period comes from the
+    fleet record where the reader answers the period (a third of the observations too slow:
+    the budget is spent 33 times over), and says so; where the reader cannot (None), and
+    where the windows are computed, it is the engines' own (healthy: the whole budget)."""
+    import math
+
+    from slo import ClassicHistogram
+    from tests.alerts.test_burn_rate_records import WithRecords
+
+    spec = SLOSpec(
+        "ttft", Selector(), LatencyIndicator(LatencyMetric.TTFT, 0.5), target=0.99, period_days=28
+    )
+    end = T0 + 3 * 86400
+    asked = []
+
+    class Recorded(WithRecords):
+        covers = True
+
+        def recorded_histogram_window(self, family, labels, start, stop):
+            asked.append((family, labels, start, stop))
+            one = ClassicHistogram(BOUNDS, (20.0, 20.0, 30.0, 30.0))
+            return (one, "tailwatch:fleet_ttft_bucket:rate5m", T0) if self.covers else None
+
+    burning = Recorded(reader(0.0), _recorded(spec, 1 / 3))
+    status = slo_status(burning, spec, {}, end - 3600, end)
+    assert asked == [(c.TTFT_SECONDS, {}, end - 28 * 86400, end)]
+    assert status.budget_remaining == pytest.approx(1 - (1 / 3) / 0.01)
+    assert status.budget_record == "tailwatch:fleet_ttft_bucket:rate5m"
+    assert status.budget_since_seconds == T0
+    burning.covers = False
+    engines = slo_status(burning, spec, {}, end - 3600, end)
+    assert engines.budget_remaining == pytest.approx(1.0) and engines.budget_record == ""
+    assert math.isnan(engines.budget_since_seconds)
+    asked.clear()
+    computed = slo_status(Recorded(reader(0.0), {}), spec, {}, end - 3600, end)
+    assert computed.windows_from == "computed" and asked == []
+    assert computed.budget_remaining == pytest.approx(1.0)
