@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from collectors import canonical as c
-from console import charts, data
+from console import charts, data, metric_frames
 from console.incidents import rule_health
 from console.page_kit import (
     INCIDENTS_PAGE,
@@ -223,6 +223,12 @@ def overview() -> None:
             st.markdown(f"**{name} p99 per replica** (ms)")
             _series(data.quantile_by_target(url, family, f), start, end, notes, y="ms",
                     title="ms", series="series")  # fmt: skip
+    shown, held = metric_frames.MAX_BREAKDOWN_SERIES, len(data.catalog(url)["target"])
+    if not f.target and held > shown:
+        st.caption(
+            f"p99 per replica: the first {shown} of {held} replicas by name. Choose a replica "
+            "in the sidebar to see it alone."
+        )
     cols = st.columns(2)
     with cols[0]:
         st.markdown("**Responses by status code** (per second)")

@@ -542,3 +542,23 @@ def test_a_bad_live_setting_is_a_warning_not_a_traceback(seeded, monkeypatch):
     monkeypatch.setenv(LIVE_ENV, "soon")
     at = run(CAPACITY_PAGE, seeded)
     assert any(LIVE_ENV in w.value for w in at.warning)
+
+
+def test_the_per_replica_lines_say_when_they_show_some_replicas_only(seeded, monkeypatch):
+    """More replicas than the per-replica charts draw: the page says which it shows, of how
+    many, and how to see another; with all of them drawn it says nothing."""
+    from console import metric_frames
+
+    store = Store(seeded.url)
+    held = len({dict(i.labels)[c.LABEL_TARGET] for i in store.series(c.TTFT_SECONDS)})
+    store.close()
+    assert held > 1
+    at = run(OVERVIEW_PAGE, seeded)
+    assert not [c.value for c in at.caption if "p99 per replica" in c.value]
+    monkeypatch.setattr(metric_frames, "MAX_BREAKDOWN_SERIES", 1)
+    at = run(OVERVIEW_PAGE, seeded)
+    (said,) = [c.value for c in at.caption if "p99 per replica" in c.value]
+    assert said == (
+        f"p99 per replica: the first 1 of {held} replicas by name. Choose a replica in the "
+        "sidebar to see it alone."
+    )
