@@ -282,9 +282,14 @@ COMPACTION_WAIT_SECONDS = 300.0
 
 
 def _tsdb_gauge(client: httpx.Client, url: str, name: str) -> float:
-    for line in client.get(f"{url}/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
+    """The value of the server's own sample ``name`` (0 where it has none)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = client.get(f"{url}/metrics").text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and not sample.labels:
+                return float(sample.value)
     return 0.0
 
 
