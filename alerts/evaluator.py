@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from alerts.conventions import ALERTNAME
 from alerts.grouping import Explainer, Explanation, group_fired
 from alerts.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, inhibited_alerts
+from alerts.kept_steps import KeptSteps, kept_steps
 from alerts.kinds import evaluate_rule
 from alerts.labels import LabelSet, fingerprint_hex
 from alerts.lifecycle import step
@@ -153,7 +154,9 @@ class Evaluator:
             1, int(concurrency if read_concurrency is None else read_concurrency)
         )
         self.explain = explain
-        self.reader = reader
+        #: The rules' reader; its step series keep their final steps across cycles
+        #: (``alerts.kept_steps``).
+        self.reader = kept_steps(reader)
         self.state = state
         self.clock = clock
         self.inhibit_rules = tuple(inhibit_rules)
@@ -197,6 +200,8 @@ class Evaluator:
                 f"evaluation time {format_utc(now)} is before the stored alert state's latest "
                 f"time {format_utc(latest)}; waiting for the clock to pass it"
             )
+        if isinstance(self.reader, KeptSteps):
+            self.reader.at(now)
         silences = self.state.silences()
         new_active: dict[str, dict[str, Alert]] = {}
         resolved: list[Alert] = []

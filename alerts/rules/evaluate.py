@@ -271,17 +271,60 @@ def _suffix_sums(values: list, lengths: tuple[float, ...], step: float, add) -> 
     return out
 
 
+#: The longest step of a burn-rate rule's step grid: a window's edges off the grid are read as
+#: windows of their own, at most this long.
+GRID_STEP_MAX_SECONDS = 300
+
+
+def grid_step(step: float) -> float:
+    """The step of a burn-rate rule's grid: the longest divisor of the windows' common
+    ``step`` (whole seconds) no longer than :data:`GRID_STEP_MAX_SECONDS` (a ticket rule's
+    windows of 2 h, 6 h, 1 d and 3 d share 2 h: its grid is 5 minutes)."""
+    whole = int(step)
+    return float(next(d for d in range(min(whole, GRID_STEP_MAX_SECONDS), 0, -1) if whole % d == 0))
+
+
+def _grid_windows(series, window, add, lengths: tuple[float, ...], now: float, step: float) -> dict:  # type: ignore[no-untyped-def]
+    """Each window ``(now - length, now]``'s ``add`` of its parts (None: none holds data): its
+    whole steps on the step grid (multiples of ``step`` since the epoch), the last steps of one
+    ``series(start, end)`` read over the longest window, and, with ``now`` off the grid, the
+    part before its first whole step and the part after the last, each a ``window(start,
+    end)`` read. On the grid the next cycle's read shares every step but the newest, and a
+    reader that keeps final steps (``alerts.kept_steps``) asks only for that one."""
+    last = math.floor(now / step + 1e-9) * step
+    if now - last < 1e-6:
+        return _suffix_sums([v for _, v in series(now - max(lengths), now)], lengths, step, add)
+    steps = [v for _, v in series(last - max(lengths) + step, last)]
+    after = window(last, now)
+    out = {}
+    for length in lengths:
+        whole = round(length / step) - 1
+        before = window(now - length, last - length + step)
+        parts = [before, *steps[len(steps) - whole :], after]
+        chosen = [p for p in parts if p is not None]
+        out[length] = add(chosen) if chosen else None
+    return out
+
+
 def _stepped_error_ratios(
     rule: BurnRateRule, reader: MetricsReader, selector: dict[str, str], now: float, step: float
 ) -> dict[float, float]:
-    """Every window's error ratio from one step-series read over the longest window: the
-    windows end at ``now``, so each is the sum of the last steps (exact windows add up), and the
-    store reads each roll-up minute once instead of once per window."""
+    """Every window's error ratio from one step-series read over the longest window, on the
+    step grid (:func:`_grid_windows`): exact windows add up, so the store reads each roll-up
+    minute once instead of once per window, and once across cycles where the reader keeps
+    final steps."""
     sli, lengths = rule.sli, rule.window_lengths_seconds()
-    start = now - max(lengths)
+    step = grid_step(step)
     if isinstance(sli, LatencySLI):
-        steps = reader.histogram_series(sli.family, selector, start, now, step)
-        merged = _suffix_sums([h for _, h in steps], lengths, step, merge_histograms)
+        family = sli.family
+        merged = _grid_windows(
+            lambda a, b: reader.histogram_series(family, selector, a, b, step),
+            lambda a, b: reader.histogram_window(family, selector, a, b),
+            merge_histograms,
+            lengths,
+            now,
+            step,
+        )
         return {
             length: math.nan if h is None else sli.error_ratio(h)[0] for length, h in merged.items()
         }
@@ -291,8 +334,16 @@ def _stepped_error_ratios(
     )
     increases: dict[float, dict[str, float]] = {length: {} for length in lengths}
     for value in (v for v in values if v):
-        steps = reader.counter_series(sli.family, {**selector, sli.label: value}, start, now, step)
-        for length, total in _suffix_sums([v for _, v in steps], lengths, step, sum).items():
+        labels = {**selector, sli.label: value}
+        totals = _grid_windows(
+            lambda a, b, labels=labels: reader.counter_series(sli.family, labels, a, b, step),
+            lambda a, b, labels=labels: reader.counter_window(sli.family, labels, a, b),
+            sum,
+            lengths,
+            now,
+            step,
+        )
+        for length, total in totals.items():
             if total is not None:
                 increases[length][value] = total
     return {length: sli.error_ratio(by_value) for length, by_value in increases.items()}

@@ -120,6 +120,9 @@ class PrometheusReader(RecordedReads, ReadingTimes, StepReads):
 
     #: How many rules the evaluator reads at once over this reader.
     concurrent_reads = 4
+    #: The answers of final steps are kept by the reader itself (``collectors.prometheus
+    #: .kept``): the evaluator does not keep them again (``alerts.kept_steps``).
+    keeps_final_answers = True
 
     def __init__(
         self,

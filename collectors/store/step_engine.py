@@ -103,6 +103,11 @@ class StepEngine:
         self._catalog = catalog
         self._vectorised = vectorised
 
+    def plan(self, session: Session, bounds: list[float], use_rollups: bool) -> _Plan:
+        """What an exact read over ``bounds`` reads from roll-ups and what raw: made once for
+        several selections over the same steps (a per-target read)."""
+        return _plan(session, bounds, use_rollups)
+
     def histogram_steps(
         self,
         session: Session,
@@ -110,6 +115,7 @@ class StepEngine:
         bounds: list[float],
         use_rollups: bool,
         semantics: WindowSemantics,
+        plan: _Plan | None = None,
     ) -> list[ClassicHistogram | None]:
         if semantics is not WindowSemantics.EXACT:
 
@@ -131,7 +137,7 @@ class StepEngine:
         steps = len(bounds) - 1
         if steps < 1:
             return []
-        plan = _plan(session, bounds, use_rollups)
+        plan = _plan(session, bounds, use_rollups) if plan is None else plan
         if self._vectorised:
             fast = step_vector.histogram_steps(
                 session, self._catalog, ids, bounds, plan.minutes, plan.intervals
@@ -222,6 +228,7 @@ class StepEngine:
         bounds: list[float],
         use_rollups: bool,
         semantics: WindowSemantics,
+        plan: _Plan | None = None,
     ) -> list[float | None]:
         if semantics is not WindowSemantics.EXACT:
 
@@ -232,7 +239,7 @@ class StepEngine:
         steps = len(bounds) - 1
         if steps < 1:
             return []
-        plan = _plan(session, bounds, use_rollups)
+        plan = _plan(session, bounds, use_rollups) if plan is None else plan
         if self._vectorised:
             return step_vector.counter_steps(session, ids, bounds, plan.minutes, plan.intervals)
         wanted = set(plan.minutes)
