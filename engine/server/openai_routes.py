@@ -173,6 +173,8 @@ async def _serve(
         decode_token=_token_decoder(context) if params.logprobs is not None else None,
     )
     attributes = _trace_attributes(request, body)
+    if lora_request is not None:
+        attributes["tailwatch.lora.name"] = lora_request.lora_name
 
     def on_admitted(handle: RequestHandle) -> None:
         context.tracer.start_request(handle, request.headers, operation, attributes)

@@ -11,12 +11,19 @@ import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from engine.server.launch import ServeOptions, build_engine_server
+from engine.tracing import RequestTracer, TracingConfig, build_tracer_provider
 from tests.engine.lora.peft_dirs import write_peft_dir
 from tests.engine.server.conftest import ADMIN_TOKEN, live_server, tiny_config
 
+# NOTE: the bodies are sent as bytes (json.dumps keeps a lone surrogate as its escape)
+JSON = {"Content-Type": "application/json"}
 ADAPTERS = ("alpha=random:rank=8,seed=1", "beta=random:rank=16,seed=2,targets=o_proj+up_proj")
+
+
+SPANS = InMemorySpanExporter()
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +31,8 @@ def server(tmp_path_factory):
     peft = write_peft_dir(tmp_path_factory.mktemp("adapters") / "sql", seed=5)
     options = ServeOptions(admin_token=ADMIN_TOKEN, lora_modules=(*ADAPTERS, f"sql={peft}"))
     config = tiny_config(enable_lora=True, max_loras=2, max_cpu_loras=3)
-    with live_server(config, options) as live:
+    tracer = RequestTracer(build_tracer_provider(TracingConfig(), SPANS), "tiny")
+    with live_server(config, options, tracer=tracer) as live:
         yield live
 
 
@@ -57,6 +65,9 @@ def test_the_model_field_selects_the_adapter(server):
         assert chat.model == "beta"
     assert all(run != base for run in runs.values())
     assert len({tuple(run) for run in runs.values()}) == 3
+    server.parts.tracer._provider.force_flush()
+    named = [s.attributes.get("tailwatch.lora.name") for s in SPANS.get_finished_spans()]
+    assert {"alpha", "beta", "sql"} <= set(named) and None in named  # the base: no attribute
 
 
 def test_an_unknown_model_is_a_404_model_not_found(server):
@@ -157,34 +168,71 @@ def test_the_runtime_lora_api_needs_the_admin_token(server, headers, status):
     assert [m["id"] for m in httpx.get(f"{server.base_url}/v1/models").json()["data"]][1] == "alpha"
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+def test_fuzzed_loads_and_unloads_never_make_a_server_error(server):
+    statuses: set[int] = set()
+
+    @settings(max_examples=30, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(
+        name=st.one_of(
+            st.text("abz-_.", min_size=1, max_size=8),
+            st.none(),
+            st.text(max_size=140),
+            st.sampled_from(["alpha", "tiny", "\udfff", "n" * 129]),
+        ),
+        path=st.one_of(
+            st.sampled_from([1, 8, 16, 17, 512]).map(lambda r: f"random:rank={r}"),
+            st.none(),
+            st.text(max_size=60),
+            st.text(max_size=20).map(lambda t: "random:" + t),
+        ),
+        inplace=st.one_of(st.booleans(), st.none(), st.integers()),
+    )
+    def check(name, path, inplace) -> None:
+        body = {"lora_name": name, "lora_path": path, "load_inplace": inplace}
+        with server.http(headers={"Authorization": f"Bearer {ADMIN_TOKEN}", **JSON}) as http:
+            load = http.post("/v1/load_lora_adapter", content=json.dumps(body).encode())
+            statuses.add(load.status_code)
+            assert load.status_code < 500, (body, load.text)
+            if load.status_code >= 400:
+                assert set(load.json()["error"]) == {"message", "type", "param", "code"}
+            elif name not in ("alpha", "beta", "sql"):
+                unload = http.post("/v1/unload_lora_adapter", json={"lora_name": name})
+                assert unload.status_code == 200
+            unload = http.post(
+                "/v1/unload_lora_adapter", content=json.dumps({"lora_name": path}).encode()
+            )
+            assert unload.status_code in (200, 400, 404), unload.text
+            if unload.status_code == 200:  # the fuzzer unloaded a module: serve it again
+                assert path in ("alpha", "beta", "sql")
+                source = dict(a.split("=", 1) for a in ADAPTERS)
+                http.post(
+                    "/v1/load_lora_adapter", json={"lora_name": path, "lora_path": source[path]}
+                )
+
+    check()
+    assert 200 in statuses and 400 in statuses  # both outcomes were reached
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))  # fmt: skip
 @given(
-    name=st.one_of(st.none(), st.text(max_size=140), st.sampled_from(["alpha", "tiny", "\udfff"])),
-    path=st.one_of(
+    model=st.one_of(
+        st.sampled_from(["tiny", "alpha", "beta", "sql", "ALPHA", "alpha ", "", "\udfff"]),
+        st.text(max_size=300),
         st.none(),
-        st.text(max_size=60),
-        st.text(max_size=20).map(lambda t: "random:" + t),
-        st.integers(1, 600).map(lambda r: f"random:rank={r}"),
-    ),
-    inplace=st.one_of(st.booleans(), st.none(), st.integers()),
+    )
 )
-def test_fuzzed_loads_and_unloads_never_make_a_server_error(server, name, path, inplace):
-    body = {"lora_name": name, "lora_path": path, "load_inplace": inplace}
-    content = json.dumps(body).encode()
-    with server.http(headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as http:
-        load = http.post("/v1/load_lora_adapter", content=content)
-        assert load.status_code < 500, (body, load.text)
-        if load.status_code >= 400:
-            assert set(load.json()["error"]) == {"message", "type", "param", "code"}
-        elif name not in ("alpha", "beta", "sql"):
-            assert http.post("/v1/unload_lora_adapter", json={"lora_name": name}).status_code == 200
-        unload = http.post("/v1/unload_lora_adapter", content=json.dumps({"lora_name": path}))
-        assert unload.status_code in (200, 400, 404), unload.text
-        if unload.status_code == 200:  # the fuzzer unloaded a module: serve it again
-            assert path in ("alpha", "beta", "sql")
-            source = dict(a.split("=", 1) for a in ADAPTERS)
-            http.post("/v1/load_lora_adapter", json={"lora_name": path, "lora_path": source[path]})
+def test_any_model_name_selects_a_served_model_or_is_a_404(server, model):
+    body = json.dumps({"model": model, "prompt": "x", "max_tokens": 1}).encode()
+    with server.http(headers=JSON) as http:
+        response = http.post("/v1/completions", content=body)
+    if model in (None, "tiny", "alpha", "beta", "sql"):
+        assert response.status_code == 200, response.text
+        assert response.json()["model"] == (model or "tiny")
+    else:
+        assert response.status_code in (400, 404), response.text
+        assert response.json()["error"]["param"] == "model"
 
 
 def test_without_an_admin_token_the_runtime_api_is_not_mounted():
