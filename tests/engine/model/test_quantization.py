@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.async_engine import AsyncEngine
@@ -101,3 +103,12 @@ def test_a_simulated_engine_takes_the_knob():
     engine = LLMEngine(config)
     assert engine.simulation is not None
     assert engine.simulation.runner.cost_model.quantization == INT8_WEIGHT_ONLY
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(value=st.one_of(st.text(max_size=40), st.integers(), st.booleans(), st.floats()))
+def test_any_other_quantization_value_is_refused_naming_the_knob(value):
+    if value == INT8_WEIGHT_ONLY:
+        return
+    with pytest.raises(ConfigError, match=r"^quantization="):
+        EngineConfig(quantization=value)
