@@ -20,6 +20,8 @@ LABEL_CODE = "code"
 LABEL_HANDLER = "handler"  # the route template that answered (``/v1/completions``)
 LABEL_LE = "le"
 LABEL_INSTANCE_ID = "instance_id"  # an engine process's id: its spans' service.instance.id
+LABEL_LORA_NAME = "lora_name"  # a LoRA adapter's name ("" for the base model's requests)
+LABEL_PHASE = "phase"  # a start-up phase: model_load, warm_up, ready
 
 #: Labels that split a family into a breakdown of series that also exist without them
 #: (the bundled engine exports per-tenant series next to its fleet-wide ones).
@@ -65,6 +67,20 @@ REQUESTS_WAITING = "requests_waiting"
 KV_CACHE_USAGE = "kv_cache_usage"  # a 0..1 fraction
 ENGINE_INFO = "engine_info"  # 1, labelled with the engine's instance_id (replica → target)
 
+# LoRA (the bundled engine's per-adapter series, and vLLM's info gauge)
+LORA_REQUESTS_TOTAL = "lora_requests_total"  # finished requests by lora_name, finished_reason
+LORA_LOADS_TOTAL = "lora_loads_total"  # cold loads by lora_name
+LORA_LOAD_SECONDS_TOTAL = "lora_load_seconds_total"  # seconds spent loading, by lora_name
+LORA_RESIDENT_ADAPTERS = "lora_resident_adapters"  # adapters loaded now
+LORA_TTFT_SECONDS = "lora_ttft_seconds"  # TTFT by lora_name
+LORA_E2E_SECONDS = "lora_e2e_seconds"  # e2e latency by lora_name
+#: vLLM's: value the unix time of the update; labels max_lora, running_lora_adapters and
+#: waiting_lora_adapters (names comma-joined).
+LORA_REQUESTS_INFO = "lora_requests_info"
+# Start-up (the bundled engine's; vLLM exports none)
+STARTUP_PHASE_SECONDS = "startup_phase_seconds"  # by phase
+ENGINE_START_TIME_SECONDS = "engine_start_time_seconds"  # unix time the process started
+
 FAMILIES: dict[str, Kind] = {
     TTFT_SECONDS: Kind.HISTOGRAM,
     ITL_SECONDS: Kind.HISTOGRAM,
@@ -85,6 +101,15 @@ FAMILIES: dict[str, Kind] = {
     REQUESTS_WAITING: Kind.GAUGE,
     KV_CACHE_USAGE: Kind.GAUGE,
     ENGINE_INFO: Kind.GAUGE,
+    LORA_REQUESTS_TOTAL: Kind.COUNTER,
+    LORA_LOADS_TOTAL: Kind.COUNTER,
+    LORA_LOAD_SECONDS_TOTAL: Kind.COUNTER,
+    LORA_RESIDENT_ADAPTERS: Kind.GAUGE,
+    LORA_TTFT_SECONDS: Kind.HISTOGRAM,
+    LORA_E2E_SECONDS: Kind.HISTOGRAM,
+    LORA_REQUESTS_INFO: Kind.GAUGE,
+    STARTUP_PHASE_SECONDS: Kind.GAUGE,
+    ENGINE_START_TIME_SECONDS: Kind.GAUGE,
 }
 
 

@@ -141,7 +141,20 @@ TAILWATCH_RULES = (
     # "/ready", ...) are kept raw, or every scrape would dilute the error and 429 rates.
     _r("tailwatch:http_responses", c.HTTP_RESPONSES_TOTAL, match_prefix=_API_HANDLERS),
     _r("tailwatch:engine_info", c.ENGINE_INFO),
+    _r("tailwatch:lora_requests", c.LORA_REQUESTS_TOTAL),
+    _r("tailwatch:lora_loads", c.LORA_LOADS_TOTAL),
+    _r("tailwatch:lora_load_seconds", c.LORA_LOAD_SECONDS_TOTAL),
+    _r("tailwatch:lora_resident_adapters", c.LORA_RESIDENT_ADAPTERS),
+    _r("tailwatch:lora_time_to_first_token_seconds", c.LORA_TTFT_SECONDS),
+    _r("tailwatch:lora_e2e_request_latency_seconds", c.LORA_E2E_SECONDS),
+    _r("tailwatch:startup_phase_seconds", c.STARTUP_PHASE_SECONDS),
+    _r("tailwatch:engine_start_time_seconds", c.ENGINE_START_TIME_SECONDS),
 )
+
+#: vLLM's LoRA gauge, exported only with LoRA on (``vllm/v1/metrics/loggers.py``), so no
+#: conformance fixture (LoRA off) has it; the bundled engine exports it in vLLM's shape, and
+#: ``tests/collectors/test_lora_startup_families.py`` maps it from there.
+VLLM_LORA_RULES = (_r("vllm:lora_requests_info", c.LORA_REQUESTS_INFO),)
 
 SGLANG_RULES = (
     _r("sglang:time_to_first_token_seconds", c.TTFT_SECONDS),
@@ -298,7 +311,7 @@ def _index(*tables: tuple[Rule, ...]) -> dict[str, tuple[Rule, ...]]:
 
 #: Source family → rules, for every prefixed dialect (prefixes keep the names unambiguous).
 PREFIXED_RULES = _index(
-    VLLM_RULES, TAILWATCH_RULES, SGLANG_RULES, TGI_RULES, LLAMACPP_RULES, TRTLLM_RULES,
-    DYNAMO_RULES, TRITON_RULES,
+    VLLM_RULES, VLLM_LORA_RULES, TAILWATCH_RULES, SGLANG_RULES, TGI_RULES, LLAMACPP_RULES,
+    TRTLLM_RULES, DYNAMO_RULES, TRITON_RULES,
 )  # fmt: skip
 UNPREFIXED_RULES = _index(TRTLLM_UNPREFIXED_RULES)

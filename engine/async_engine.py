@@ -27,6 +27,8 @@ from engine.live_knobs import (
     knobs_in_force,
 )
 from engine.llm_engine import KnobChange, LLMEngine
+from engine.lora.request import LoRARequest
+from engine.lora.source import LoRASource
 from engine.observer import EngineObserver
 from engine.outputs import RequestOutput
 from engine.request_stream import RequestHandle, RequestStream
@@ -163,15 +165,18 @@ class AsyncEngine:
         tenant: str | None = None,
         priority: int = 0,
         on_admitted: Callable[[RequestHandle], None] | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> RequestStream:
         """Admit a request now, or raise: ``RequestError`` for bad input,
         ``QueueFullError`` for a full queue, ``EngineDrainingError`` while draining.
+        ``lora_request`` (``engine.resolve_lora``) runs it with that adapter.
 
         ``on_admitted`` runs before the engine sees the request (to open its span).
         Iterate the returned stream for outputs; close it (or leave ``with stream:``)
         when done — closing an unfinished stream aborts the request.
         """
         handle, token_ids = self._admit(prompt, params, request_id, tenant, priority)
+        handle.lora_request = lora_request
         stream = RequestStream(handle, release=self._release)
         try:
             if on_admitted is not None:
@@ -229,6 +234,42 @@ class AsyncEngine:
             arrival_wall_time=self.engine.wall_clock(),
         )
         return handle, token_ids
+
+    # -- LoRA adapters ---------------------------------------------------------------------
+
+    async def add_lora(
+        self, name: str, source: LoRASource, *, replace: bool = False
+    ) -> LoRARequest:
+        """Load and serve an adapter, in the engine thread between two steps (its load time
+        is spent there, as a cold load inside a step would be); ``ConfigError`` naming what
+        is wrong. ``replace`` swaps a served adapter of that name for this one."""
+
+        def add() -> LoRARequest:
+            return self.engine.add_lora(name, source, replace=replace)
+
+        return await self._run_in_loop(add)
+
+    async def remove_lora(self, name: str) -> bool:
+        """Stop serving an adapter (between steps); False if it is not served."""
+        return await self._run_in_loop(lambda: self.engine.remove_lora(name))
+
+    async def _run_in_loop(self, command: Callable[[], Any]) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                result = command()
+            except BaseException as error:
+                future.set_exception(error)
+                return
+            self._loop.publish_state()  # NOTE: the metrics see the load now, not next step
+            future.set_result(result)
+
+        if not self._loop.is_running:
+            run()  # NOTE: before start (or after the loop stopped) nothing else touches it
+        else:
+            self._loop.post(run)
+        return await asyncio.wrap_future(future)
 
     # -- knobs -----------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from enum import StrEnum
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.lora.config import LoRAConfig, lora_config
+from engine.quantization import check_quantization
 
 
 class SchedulingPolicy(StrEnum):
@@ -122,6 +124,18 @@ class EngineConfig:
     tensor_parallel_size: int = _knob(
         1, "GPUs one engine shards the model over; >1 only for sim: models."
     )
+    quantization: str | None = _knob(
+        None, "Weight quantization: int8_per_channel_weight_only (vLLM's name); default: none."
+    )
+    enable_lora: bool = _knob(False, "Serve LoRA adapters (--lora-modules, load_lora_adapter).")
+    max_loras: int = _knob(1, "With LoRA: most distinct adapters in one batch.")
+    max_cpu_loras: int | None = _knob(
+        None, "With LoRA: most adapters kept loaded (LRU); default: max_loras."
+    )
+    max_lora_rank: int = _knob(16, "With LoRA: the largest adapter rank (vLLM's choices).")
+    lora_load_seconds: float = _knob(
+        0.0, "With LoRA: storage latency each cold adapter load adds (seconds)."
+    )
 
     def __post_init__(self) -> None:
         _check_positive_int("block_size", self.block_size)
@@ -151,6 +165,18 @@ class EngineConfig:
         )
         if self.num_gpu_blocks is not None:
             check_kv_pool_fits(self, self.num_gpu_blocks)
+        check_quantization(self.quantization)
+        self.lora_config()  # NOTE: checked even with LoRA off, so a typo fails at start-up
+
+    def lora_config(self) -> LoRAConfig | None:
+        """The LoRA limits this configuration runs with (validated); None with LoRA off."""
+        return lora_config(
+            enable_lora=self.enable_lora,
+            max_loras=self.max_loras,
+            max_cpu_loras=self.max_cpu_loras,
+            max_lora_rank=self.max_lora_rank,
+            lora_load_seconds=self.lora_load_seconds,
+        )
 
     def scheduler_limits(self) -> SchedulerLimits:
         """The batch limits this configuration gives a scheduler (validated)."""

@@ -102,6 +102,7 @@ class EngineLoop:
                 cache_salt=handle.tenant,
                 arrival_time=handle.arrival_time,
                 arrival_wall_time=handle.arrival_wall_time,
+                lora_request=handle.lora_request,
             )
         except EngineError as error:
             handle.loop.call_soon_threadsafe(handle.outputs.put_nowait, error)
@@ -129,6 +130,11 @@ class EngineLoop:
                 command = self._commands.get_nowait()
             except queue.Empty:
                 return
+
+    def publish_state(self) -> None:
+        """Let the observers read the engine's state now, with no outputs (after a change
+        made between steps, such as an adapter loaded through the API)."""
+        self._deliver(())
 
     def _deliver(self, outputs: Sequence[RequestOutput]) -> None:
         handles = self.handles

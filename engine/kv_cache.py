@@ -1,8 +1,8 @@
 """KV cache manager: per-request block tables and prefix caching over full blocks.
 
 Pure Python, no torch. Prefix hashes chain over full blocks only: a block's hash is
-SHA-256 of its parent's hash, its token ids and extra keys (the tenant's cache salt,
-in the first block only; the chain carries it onward). SHA-256 rather than Python's
+SHA-256 of its parent's hash, its token ids and extra keys (the LoRA adapter's id and the
+tenant's cache salt, in the first block only; the chain carries them onward). SHA-256 rather than Python's
 ``hash`` so that a hit implies equal tokens for any practical purpose (vLLM's
 ``sha256`` prefix-caching option).
 """
@@ -22,16 +22,26 @@ _ITEM_BYTES = array("q").itemsize
 
 
 def hash_block_tokens(
-    parent_hash: bytes | None, token_ids: Sequence[int], extra_key: str | None = None
+    parent_hash: bytes | None,
+    token_ids: Sequence[int],
+    extra_key: str | None = None,
+    lora_int_id: int | None = None,
 ) -> bytes:
-    return _hash_block_bytes(parent_hash, array("q", token_ids).tobytes(), extra_key)
+    return _hash_block_bytes(parent_hash, array("q", token_ids).tobytes(), extra_key, lora_int_id)
 
 
 def _hash_block_bytes(
-    parent_hash: bytes | None, token_bytes: bytes, extra_key: str | None
+    parent_hash: bytes | None,
+    token_bytes: bytes,
+    extra_key: str | None,
+    lora_int_id: int | None = None,
 ) -> bytes:
-    # NOTE: one sha256 over the concatenation (the same digest as one update per part)
+    # NOTE: one sha256 over the concatenation (the same digest as one update per part).
+    # The parent and the tokens have fixed widths and the adapter id ends at its ';', so the
+    # salt (any text a client sends) can never make two different key sets hash alike.
     data = (parent_hash or _NO_PARENT) + token_bytes
+    if lora_int_id is not None:
+        data += b"\x02lora:%d;" % lora_int_id
     if extra_key is not None:
         data += b"\x01salt:" + extra_key.encode()
     return hashlib.sha256(data).digest()
@@ -51,7 +61,9 @@ def update_block_hashes(request: Request, block_size: int) -> list[bytes]:
     parent = hashes[-1] if hashes else _NO_PARENT
     start = 0
     if not hashes:  # NOTE: only the first block carries the salt
-        parent = _hash_block_bytes(None, token_bytes[:width], request.cache_salt)
+        parent = _hash_block_bytes(
+            None, token_bytes[:width], request.cache_salt, request.lora_int_id
+        )
         hashes.append(parent)
         start = width
     # NOTE: ``_hash_block_bytes`` inline (no salt past the first block): a decode fills a
@@ -198,7 +210,9 @@ class KVCacheManager:
             if hashes:  # NOTE: ``_hash_block_bytes`` inline: no salt past the first block
                 hashes.append(hashlib.sha256(hashes[-1] + token_bytes).digest())
             else:
-                hashes.append(_hash_block_bytes(None, token_bytes, request.cache_salt))
+                hashes.append(
+                    _hash_block_bytes(None, token_bytes, request.cache_salt, request.lora_int_id)
+                )
         elif len(hashes) < index:
             raise RuntimeError(f"{request_id!r}: block {index} has no hash before it")
         block, block_hash = self._blocks[request_id][index], hashes[index]

@@ -21,6 +21,10 @@ from engine.config import (
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import ConfigError, EngineError, RequestError
 from engine.kv_cache import KVCacheManager
+from engine.lora.adapters import Adapters
+from engine.lora.request import LoRARequest
+from engine.lora.setup import build_adapters
+from engine.lora.source import LoRASource
 from engine.model.kv_cache_tensors import num_blocks_for_memory
 from engine.model.loader import load_model
 from engine.model.tokenizer import ByteLevelTokenizer
@@ -92,7 +96,10 @@ class LLMEngine:
             tokenizer = self.simulation.tokenizer
         else:
             model, model_config, tokenizer = load_model(
-                config.model, device=config.device, dtype=config.dtype
+                config.model,
+                device=config.device,
+                dtype=config.dtype,
+                quantization=config.quantization,
             )
         if config.max_model_len > model_config.max_position_embeddings:
             raise ConfigError(
@@ -113,11 +120,31 @@ class LLMEngine:
         self.scheduler = Scheduler(config, kv_cache, clock)
         # The knobs in force now; ``config`` stays as given (live changes replace this).
         self.live_config = config
+        # The served adapters (None: LoRA off): the registry, the loaded copies, the loads.
+        self.lora: Adapters | None = None
+        lora_config = config.lora_config()
+        if lora_config is not None:
+            assert self.scheduler.lora_slots is not None
+            self.lora = build_adapters(
+                lora_config,
+                self.scheduler.lora_slots,
+                clock,
+                model_config,
+                model=None if self.simulation is not None else model,
+                advance=None if self.simulation is None else self.simulation.runner.advance,
+            )
         self.runner: ModelRunner | SimRunner
         if self.simulation is not None:
             self.runner = self.simulation.runner
+            self.runner.lora = self.lora
         else:
-            self.runner = ModelRunner(model, self.num_gpu_blocks, config.block_size, config.seed)
+            self.runner = ModelRunner(
+                model,
+                self.num_gpu_blocks,
+                config.block_size,
+                config.seed,
+                lora=None if self.lora is None else self.lora.manager,
+            )
         self._detokenizers: dict[str, IncrementalDetokenizer] = {}
         self._next_id = itertools.count()
         self.last_step = StepStats(0, 0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
@@ -186,8 +213,12 @@ class LLMEngine:
         cache_salt: str | None = None,
         arrival_time: float | None = None,
         arrival_wall_time: float | None = None,
+        lora_request: LoRARequest | None = None,
     ) -> str:
         """Queue a request; raises ``RequestError`` (and changes nothing) for bad input.
+
+        ``lora_request`` (from ``add_lora`` or ``resolve_lora``) runs it with that adapter;
+        None runs the base model.
 
         ``arrival_time`` (engine clock) and ``arrival_wall_time`` (epoch seconds) default
         to now; a front end passes the moment the request reached it, so TTFT and queue
@@ -195,6 +226,7 @@ class LLMEngine:
         """
         params = sampling_params or SamplingParams()
         token_ids = self.validate_request(prompt, params)
+        self._check_lora_request(lora_request)
         request_id = request_id if request_id is not None else f"req-{next(self._next_id)}"
         if request_id in self.scheduler.requests:
             raise RequestError(f"request_id {request_id!r} is already in the engine")
@@ -207,12 +239,45 @@ class LLMEngine:
             eos_token_ids=frozenset(self.tokenizer.eos_token_ids),
             priority=priority,
             cache_salt=cache_salt,
+            lora_request=lora_request,
         )
         self.scheduler.add_request(request)
         self._detokenizers[request_id] = IncrementalDetokenizer(
             self.tokenizer, params.stop, params.min_tokens, byte_level=self._byte_level
         )
         return request_id
+
+    def _check_lora_request(self, lora_request: LoRARequest | None) -> None:
+        if lora_request is None:
+            return
+        if self.lora is None:
+            raise RequestError(
+                f"lora_request={lora_request.lora_name!r}: LoRA is off; start the engine "
+                "with enable_lora"
+            )
+        if self.lora.resolve(lora_request.lora_name) != lora_request:
+            raise RequestError(
+                f"lora_request={lora_request.lora_name!r}: not a served adapter (add it with "
+                "add_lora first, or it was unloaded)"
+            )
+
+    # -- LoRA adapters ---------------------------------------------------------------------
+
+    def add_lora(self, name: str, source: LoRASource, *, replace: bool = False) -> LoRARequest:
+        """Serve adapter ``source`` as ``name``, loaded now (vLLM's ``add_lora``); a
+        ``ConfigError`` naming what is wrong with it (nothing changes then). ``replace``
+        serves it in place of an adapter of that name. Call between steps."""
+        if self.lora is None:
+            raise ConfigError(f"lora_name={name!r}: LoRA is off; start the engine with enable_lora")
+        return self.lora.add(name, source, reserved=(self.config.model,), replace=replace)
+
+    def remove_lora(self, name: str) -> bool:
+        """Stop serving adapter ``name``; False if it is not served."""
+        return self.lora is not None and self.lora.remove(name)
+
+    def resolve_lora(self, name: str) -> LoRARequest | None:
+        """The served adapter called ``name``, or None."""
+        return None if self.lora is None else self.lora.resolve(name)
 
     def validate_request(self, prompt: str | Sequence[int], params: SamplingParams) -> list[int]:
         """The prompt's token ids, or ``RequestError`` naming what is wrong with the request."""
@@ -295,6 +360,10 @@ class LLMEngine:
         self.scheduled_request_ids = ()
         output = self.scheduler.schedule()
         self.scheduled_request_ids = tuple(i.request_id for i in output.scheduled)
+        if self.lora is not None:
+            # NOTE: inside the step, as vLLM's worker loads adapters in execute_model: a
+            # cold adapter delays every request of the step, not only its own
+            self.lora.prepare(i.lora_request for i in output.scheduled)
         requests = self.scheduler.requests
         num_decode = sum(
             1
@@ -366,6 +435,7 @@ class LLMEngine:
             stop_reason=request.stop_reason,
             timings=RequestTimings.of(request) if finished else None,
             new_logprobs=new_logprobs,
+            lora_name=None if request.lora_request is None else request.lora_request.lora_name,
         )
 
 

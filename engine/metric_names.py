@@ -29,6 +29,8 @@ LABEL_INSTANCE_ID = "instance_id"
 LABEL_GPU = "gpu"
 LABEL_SIMULATED = "simulated"
 LABEL_TENSOR_PARALLEL_SIZE = "tensor_parallel_size"  # GPUs one simulated engine stands for
+LABEL_LORA_NAME = "lora_name"
+LABEL_PHASE = "phase"
 
 ENGINE_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE)
 FRONTEND_LABELS = (LABEL_MODEL_NAME,)  # front-end series: no engine label (as vLLM's)
@@ -308,6 +310,89 @@ SIMULATION_INFO = MetricSpec(
     (*ENGINE_LABELS, LABEL_GPU, LABEL_SIMULATED, LABEL_TENSOR_PARALLEL_SIZE),
 )
 
+# -- LoRA (``engine/lora/metrics.py``; registered only when LoRA is on, as vLLM's) ---------
+
+#: vLLM's own: a gauge whose value is the time of the last update (unix seconds) and whose
+#: labels carry the state: the running and waiting adapters' names, comma-joined, and
+#: max_loras. Only these three labels (no model_name, no engine), in vLLM's order.
+LORA_REQUESTS_INFO_NAME = "vllm:lora_requests_info"
+LORA_REQUESTS_INFO_HELP = "Running stats on lora requests."
+LABEL_MAX_LORA = "max_lora"
+LABEL_WAITING_LORA_ADAPTERS = "waiting_lora_adapters"
+LABEL_RUNNING_LORA_ADAPTERS = "running_lora_adapters"
+LORA_REQUESTS_INFO_LABELS = (
+    LABEL_MAX_LORA,
+    LABEL_WAITING_LORA_ADAPTERS,
+    LABEL_RUNNING_LORA_ADAPTERS,
+)
+NO_ADAPTER = ""  # lora_name of the base model's requests (PromQL: the label is absent)
+OTHER_ADAPTER = "_other"  # every adapter name past MAX_ADAPTERS shares this label value
+MAX_ADAPTERS = 200  # NOTE: adapters can be loaded at run time; this bounds the series
+_LORA_LABELS = (*ENGINE_LABELS, LABEL_LORA_NAME)
+LORA_REQUESTS = MetricSpec(
+    "tailwatch:lora_requests",
+    "Finished requests per LoRA adapter (lora_name empty: the base model), by finished reason.",
+    "counter",
+    (*_LORA_LABELS, LABEL_FINISHED_REASON),
+)
+LORA_LOADS = MetricSpec(
+    "tailwatch:lora_loads",
+    "Cold loads of a LoRA adapter (not loaded when a request or the API needed it).",
+    "counter",
+    _LORA_LABELS,
+)
+LORA_LOAD_SECONDS = MetricSpec(
+    "tailwatch:lora_load_seconds",
+    "Seconds spent loading a LoRA adapter (reading it plus the storage latency), cumulative.",
+    "counter",
+    _LORA_LABELS,
+)
+LORA_RESIDENT_ADAPTERS = MetricSpec(
+    "tailwatch:lora_resident_adapters",
+    "LoRA adapters loaded now (at most max_cpu_loras).",
+    "gauge",
+)
+LORA_TIME_TO_FIRST_TOKEN = _h(
+    "tailwatch:lora_time_to_first_token_seconds",
+    "Histogram of time to first token in seconds, per LoRA adapter.",
+    "time_to_first_token",
+    _LORA_LABELS,
+)
+LORA_E2E_REQUEST_LATENCY = _h(
+    "tailwatch:lora_e2e_request_latency_seconds",
+    "Histogram of e2e request latency in seconds, per LoRA adapter.",
+    "request_latency",
+    _LORA_LABELS,
+)
+LORA_SPECS: tuple[MetricSpec, ...] = (
+    LORA_REQUESTS,
+    LORA_LOADS,
+    LORA_LOAD_SECONDS,
+    LORA_RESIDENT_ADAPTERS,
+    LORA_TIME_TO_FIRST_TOKEN,
+    LORA_E2E_REQUEST_LATENCY,
+)
+
+# -- start-up (``engine/startup.py``) -----------------------------------------------------
+
+#: NOTE: vLLM exports no start-up metric (its start-up times are log lines only); SGLang's
+#: ``sglang:startup_time_seconds{phase}`` is the nearest. Ours, per phase of this process:
+#: ``model_load`` (process start to model loaded, imports and KV allocation included),
+#: ``warm_up`` (the warm-up request), ``ready`` (process start to ready: their sum and the
+#: gaps between them). A phase not reached yet has no series.
+STARTUP_PHASES = ("model_load", "warm_up", "ready")
+STARTUP_PHASE_SECONDS = MetricSpec(
+    "tailwatch:startup_phase_seconds",
+    "Seconds each start-up phase of this engine process took (model_load, warm_up, ready).",
+    "gauge",
+    (*ENGINE_LABELS, LABEL_PHASE),
+)
+ENGINE_START_TIME = MetricSpec(
+    "tailwatch:engine_start_time_seconds",
+    "Unix time this engine process started.",
+    "gauge",
+)
+
 # Span delivery (``engine/span_metrics.py``): read from the tracer at scrape time, so not
 # in ALL_SPECS; exposed only while tracing is on.
 TRACE_SPANS_ENDED = "tailwatch:trace_spans_ended"
@@ -351,4 +436,6 @@ ALL_SPECS: tuple[MetricSpec, ...] = (
     KNOB_CHANGES,
     ENGINE_INFO,
     SIMULATION_INFO,
+    STARTUP_PHASE_SECONDS,
+    ENGINE_START_TIME,
 )

@@ -29,6 +29,7 @@ from engine.safe_text import MAX_LABEL_VALUE_CHARS, safe_text
 if TYPE_CHECKING:
     from engine.async_engine import RequestHandle
     from engine.llm_engine import KnobChange, LLMEngine
+    from engine.lora.metrics import LoRAMetrics
     from engine.outputs import RequestOutput
     from engine.scheduler import SchedulerStats
 
@@ -111,6 +112,24 @@ class EngineMetrics:
         self._num_prefix_queries = 0
         self._num_prefix_hits = 0
         self._num_preemptions = 0
+        self._lora: LoRAMetrics | None = None
+
+    def enable_lora(self) -> None:
+        """Add the LoRA series (``engine/lora/metrics.py``), as vLLM does when LoRA is on."""
+        from engine.lora.metrics import LoRAMetrics
+
+        if self._lora is None:
+            self._lora = LoRAMetrics(self.registry, self.labels, self._lock)
+
+    def set_start_time(self, unix_seconds: float) -> None:
+        """When this engine's process started (``tailwatch:engine_start_time_seconds``)."""
+        self.family(mn.ENGINE_START_TIME).labels(*self.labels).set(unix_seconds)
+
+    def set_startup_phase(self, phase: str, seconds: float) -> None:
+        """How long a start-up phase took (``mn.STARTUP_PHASES``); set once it ends."""
+        if phase not in mn.STARTUP_PHASES:
+            raise ValueError(f"phase={phase!r}: must be one of {', '.join(mn.STARTUP_PHASES)}")
+        self.family(mn.STARTUP_PHASE_SECONDS).labels(*self.labels, phase).set(seconds)
 
     def mark_simulated(self, gpu: str, tensor_parallel_size: int = 1) -> None:
         """Label this engine's series as a simulation on ``tensor_parallel_size`` x ``gpu``
@@ -197,6 +216,8 @@ class EngineMetrics:
             for tenant, num_tokens in generated.items():
                 self._tenant(tenant).generation_tokens.inc(num_tokens)
         self._observe_scheduler(engine.stats(), count=not is_warm_up_only)
+        if self._lora is not None:
+            self._lora.on_step(engine, outputs, handles)
 
     def on_knob_changes(self, changes: Sequence[KnobChange]) -> None:
         """Count each change and re-label ``vllm:cache_config_info`` (old set removed)."""

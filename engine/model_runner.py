@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.logits_processors import TokenHistory
+from engine.lora.batch import LoRABatch
+from engine.lora.manager import LoRAManager
+from engine.lora.weights import LoRAWeights
 from engine.model.attention_metadata import AttentionMetadata
 from engine.model.kv_cache_tensors import allocate_kv_caches
 from engine.model.llama import LlamaForCausalLM
@@ -43,9 +46,16 @@ class RunnerOutput:
 
 class ModelRunner:
     def __init__(
-        self, model: LlamaForCausalLM, num_blocks: int, block_size: int, seed: int = 0
+        self,
+        model: LlamaForCausalLM,
+        num_blocks: int,
+        block_size: int,
+        seed: int = 0,
+        lora: LoRAManager[LoRAWeights] | None = None,
     ) -> None:
         self.model = model
+        # the loaded adapters (the engine loads a step's adapters before ``execute``)
+        self.lora = lora
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.block_size = block_size
@@ -80,6 +90,15 @@ class ModelRunner:
             ids = torch.tensor(list(history.distinct_prompt_token_ids()), dtype=torch.long)
             self._prompt_token_ids[request_id] = ids
         return ids
+
+    def _lora_batch(self, output: SchedulerOutput) -> LoRABatch | None:
+        manager = self.lora
+        assert manager is not None
+        adapters = [
+            None if i.lora_request is None else manager.get(i.lora_request.lora_int_id)
+            for i in output.scheduled
+        ]
+        return LoRABatch.build(adapters, [i.num_new_tokens for i in output.scheduled], self.device)
 
     @torch.inference_mode()
     def execute(
@@ -131,9 +150,10 @@ class ModelRunner:
         )
         ids = torch.tensor(input_ids, dtype=torch.long, device=device)
         pos = torch.tensor(positions, dtype=torch.long, device=device)
+        lora_batch = self._lora_batch(output) if self.lora is not None else None
         prepared = time.perf_counter()
 
-        hidden = self.model(ids, pos, self.kv_caches, metadata)
+        hidden = self.model(ids, pos, self.kv_caches, metadata, lora_batch)
         sampled: list[int | None] = [None] * len(output.scheduled)
         logprobs: dict[str, TokenLogprobs] = {}
         if logit_rows:

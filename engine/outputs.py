@@ -103,6 +103,8 @@ class RequestOutput:
     timings: RequestTimings | None = None
     # one per new token id when the request asked for logprobs, else empty
     new_logprobs: tuple[TokenLogprobs, ...] = ()
+    # the LoRA adapter the request runs with (None: the base model)
+    lora_name: str | None = None
 
 
 @dataclass(frozen=True)

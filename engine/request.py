@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
+from engine.lora.request import LoRARequest
 from engine.sampling_params import SamplingParams
 
 FinishReason = Literal["stop", "length", "abort"]
@@ -53,6 +54,9 @@ class Request:
     # (tenants) never share KV blocks.
     cache_salt: str | None = None
     arrival_wall_time: float = 0.0
+    # The LoRA adapter it runs with (None: the base model); also a prefix-hash extra key,
+    # so the same prompt under two adapters (or under one and the base) shares no block.
+    lora_request: LoRARequest | None = None
 
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)
@@ -83,6 +87,10 @@ class Request:
 
     def __post_init__(self) -> None:
         self.all_token_ids = list(self.prompt_token_ids)
+
+    @property
+    def lora_int_id(self) -> int | None:
+        return None if self.lora_request is None else self.lora_request.lora_int_id
 
     def distinct_prompt_token_ids(self) -> frozenset[int]:
         """The prompt's token ids as a set (computed once, for repetition_penalty)."""

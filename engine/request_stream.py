@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.lora.request import LoRARequest
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
 
@@ -32,6 +33,8 @@ class RequestHandle:
     # The server's start-up warm-up (AsyncEngine.warm_up): no client sent it, so the
     # client-facing metrics leave it out.
     is_warm_up: bool = False
+    # The LoRA adapter the request selected by its model name (None: the base model).
+    lora_request: LoRARequest | None = None
 
 
 class RequestStream:

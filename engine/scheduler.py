@@ -7,7 +7,9 @@ preemptions all fall out of that one rule. Order within a step:
 1. running requests that are decoding (one token each),
 2. running requests part-way through their prompt (chunked prefill),
 3. admissions from the waiting queue, up to ``max_num_seqs`` running — skipped in a
-   step that had to preempt.
+   step that had to preempt. With LoRA, a waiting request whose adapter would make more
+   than ``max_loras`` distinct adapters running is passed over (it keeps its place; the
+   requests behind it, the base model's included, are still admitted).
 
 When the KV pool runs dry, a running request is preempted by recompute: its blocks are
 freed, its progress reset, and it goes back to the front of the waiting queue.
@@ -27,6 +29,8 @@ from typing import NamedTuple
 from engine.block_pool import KVBlock
 from engine.config import EngineConfig, SchedulerLimits, SchedulingPolicy
 from engine.kv_cache import KVCacheManager
+from engine.lora.request import LoRARequest
+from engine.lora.slots import AdapterSlots
 from engine.request import Request, RequestStatus
 from engine.request_queue import make_queue
 from engine.sampling_params import SamplingParams
@@ -45,6 +49,8 @@ class ScheduledRequest:
     # True when this step completes the request's known tokens, so a token is sampled.
     samples_token: bool
     sampling_params: SamplingParams
+    # The adapter the request runs with (None: the base model).
+    lora_request: LoRARequest | None = None
 
     @property
     def num_new_tokens(self) -> int:
@@ -103,6 +109,9 @@ class Scheduler:
         self.running: list[Request] = []
         self.num_preemptions_total = 0
         self._finished_ids: list[str] = []
+        lora = config.lora_config()
+        # Running and waiting requests per adapter, and the max_loras rule (None: LoRA off).
+        self.lora_slots = AdapterSlots(lora.max_loras) if lora is not None else None
 
     # -- public API ------------------------------------------------------------------------
 
@@ -111,6 +120,8 @@ class Scheduler:
             raise ValueError(f"request_id {request.request_id!r} is already in the engine")
         self.requests[request.request_id] = request
         self.waiting.add(request)
+        if self.lora_slots is not None:
+            self.lora_slots.added(request.lora_request)
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
@@ -216,10 +227,13 @@ class Scheduler:
             request = self.requests.pop(request_id, None)
             if request is None:
                 continue
-            if request.status is RequestStatus.RUNNING:
+            was_running = request.status is RequestStatus.RUNNING
+            if was_running:
                 finished_running.add(request)
             else:
                 self.waiting.remove(request)
+            if self.lora_slots is not None:
+                self.lora_slots.finished(request.lora_request, was_running)
             self.kv_cache.free(request)
             request.status = status
             request.finished_time = now
@@ -248,8 +262,13 @@ class Scheduler:
         scheduled: dict[str, ScheduledRequest],
         now: float,
     ) -> int:
+        slots = self.lora_slots
+        passed_over: list[Request] = []  # NOTE: their adapter cannot join; they keep their place
         while self.waiting and budget > 0 and len(self.running) < limits.max_num_seqs:
             request = self.waiting.peek()
+            if slots is not None and not slots.can_run(request.lora_request):
+                passed_over.append(self.waiting.pop())
+                continue
             hit_blocks, num_hit_tokens = self.kv_cache.get_computed_blocks(request)
             num_new = request.num_tokens - num_hit_tokens
             if num_new > budget:
@@ -267,8 +286,12 @@ class Scheduler:
                 request.first_scheduled_time = now
             request.status = RequestStatus.RUNNING
             self.running.append(request)
+            if slots is not None:
+                slots.started(request.lora_request)
             scheduled[request.request_id] = self._scheduled(request, num_new, None, True)
             budget -= num_new
+        for request in reversed(passed_over):
+            self.waiting.prepend(request)
         return budget
 
     def _allocate_or_preempt(self, request: Request, num_new: int, now: float) -> _Allocation:
@@ -302,6 +325,8 @@ class Scheduler:
         victim.preempted_times.append(now)
         self.num_preemptions_total += 1
         self.waiting.prepend(victim)
+        if self.lora_slots is not None:
+            self.lora_slots.preempted(victim.lora_request)
 
     @staticmethod
     def _unschedule(victim: Request, scheduled: dict[str, ScheduledRequest]) -> int:
@@ -325,4 +350,5 @@ class Scheduler:
             block_ids=block_ids,
             samples_token=start + num_new == request.num_tokens,
             sampling_params=request.sampling_params,
+            lora_request=request.lora_request,
         )

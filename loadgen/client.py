@@ -22,7 +22,7 @@ CHAT = "/v1/chat/completions"
 
 def request_body(request: ScheduledRequest, model: str, route: str) -> dict:
     body: dict = {
-        "model": model,
+        "model": request.model or model,
         "max_tokens": request.max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},

@@ -87,13 +87,16 @@ def _engine_settings(knobs: Mapping[str, Any], admin_token, otlp_endpoint):
     from engine.errors import ConfigError
     from engine.server.launch import ServeOptions
 
-    allowed = sorted({f.name for f in fields(EngineConfig)} | set(SERVE_KNOBS))
+    served = (*SERVE_KNOBS, "lora_modules")  # NOTE: ServeOptions' fields
+    allowed = sorted({f.name for f in fields(EngineConfig)} | set(served))
     for key in knobs:
         if key not in allowed:
             raise WorkloadError(f"engine.{key}", f"is not an engine knob; known: {allowed}")
-    serve = {k: v for k, v in knobs.items() if k in SERVE_KNOBS}
+    serve = {k: v for k, v in knobs.items() if k in served}
+    if "lora_modules" in serve:
+        serve["lora_modules"] = tuple(serve["lora_modules"])
     try:
-        config = EngineConfig(**{k: v for k, v in knobs.items() if k not in SERVE_KNOBS})
+        config = EngineConfig(**{k: v for k, v in knobs.items() if k not in served})
         options = ServeOptions(
             admin_token=admin_token,
             drain_timeout_seconds=0,

@@ -69,6 +69,9 @@ class ScheduledRequest:
     #: the replica index this request must go to (``Router``'s ``assigned`` policy: a
     #: replay's as-recorded or round-robin assignment); None: the router chooses
     replica: int | None = None
+    #: the ``model`` it asks for (a LoRA adapter's name selects the adapter); None: the
+    #: model the target serves
+    model: str | None = None
 
 
 def build_schedule(

@@ -34,6 +34,7 @@ from tailwatch.engine_options import (
     MaxNumSeqs,
     Model,
     NumGpuBlocks,
+    Quantization,
     SchedulingPolicy,
     TensorParallelSize,
     engine_config_from,
@@ -71,6 +72,7 @@ def generate(
     device: Device = KNOB_DEFAULTS["device"],
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
     tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
+    quantization: Quantization = KNOB_DEFAULTS["quantization"],
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:

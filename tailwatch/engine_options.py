@@ -44,6 +44,15 @@ ENGINE_KNOB_OPTIONS = (
     "device",
     "dtype",
     "tensor_parallel_size",
+    "quantization",
+)
+# The EngineConfig knobs only `engine serve` takes: adapters are served, not generated with.
+SERVE_KNOB_OPTIONS = (
+    "enable_lora",
+    "max_loras",
+    "max_cpu_loras",
+    "max_lora_rank",
+    "lora_load_seconds",
 )
 
 # NOTE: defaults and help come from EngineConfig's fields, the one place they are
@@ -76,13 +85,19 @@ Device = Annotated[str, _knob_option("device")]
 Dtype = Annotated[str, _knob_option("dtype")]
 EngineSeed = Annotated[int, _knob_option("seed")]
 TensorParallelSize = Annotated[int, _knob_option("tensor_parallel_size")]
+Quantization = Annotated[str | None, _knob_option("quantization")]
+EnableLora = Annotated[bool, _knob_option("enable_lora")]
+MaxLoras = Annotated[int, _knob_option("max_loras")]
+MaxCpuLoras = Annotated[int | None, _knob_option("max_cpu_loras")]
+MaxLoraRank = Annotated[int, _knob_option("max_lora_rank")]
+LoraLoadSeconds = Annotated[float, _knob_option("lora_load_seconds")]
 
 
 def engine_config_from(options: dict[str, Any], **extra: Any):
     """An ``EngineConfig`` from a command's options (its ``locals()``) and ``extra``; a
     knob the command does not offer (``calibrate`` has no ``--tensor-parallel-size``: the
     torch engine runs on one device) keeps ``EngineConfig``'s default."""
-    knobs = {k: options[k] for k in ENGINE_KNOB_OPTIONS if k in options}
+    knobs = {k: options[k] for k in (*ENGINE_KNOB_OPTIONS, *SERVE_KNOB_OPTIONS) if k in options}
     return EngineConfig(**knobs, **extra)
 
 

@@ -19,15 +19,21 @@ from tailwatch.engine_options import (
     Device,
     Dtype,
     EnableChunkedPrefill,
+    EnableLora,
     EnablePrefixCaching,
     EngineSeed,
     GpuMemoryUtilization,
     KvCacheMemoryBytes,
+    LoraLoadSeconds,
+    MaxCpuLoras,
+    MaxLoraRank,
+    MaxLoras,
     MaxModelLen,
     MaxNumBatchedTokens,
     MaxNumSeqs,
     Model,
     NumGpuBlocks,
+    Quantization,
     SchedulingPolicy,
     TensorParallelSize,
     engine_config_from,
@@ -68,6 +74,13 @@ def serve(
         float, typer.Option(help="Seconds in-flight requests get to finish after SIGTERM.")
     ] = 30.0,
     access_log: Annotated[bool, typer.Option(help="Log every HTTP request.")] = True,
+    lora_modules: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A LoRA adapter to serve: name=path (PEFT directory) or "
+            "name=random:rank=8,seed=3; repeatable (needs --enable-lora)."
+        ),
+    ] = None,
     block_size: BlockSize = KNOB_DEFAULTS["block_size"],
     num_gpu_blocks: NumGpuBlocks = KNOB_DEFAULTS["num_gpu_blocks"],
     kv_cache_memory_bytes: KvCacheMemoryBytes = KNOB_DEFAULTS["kv_cache_memory_bytes"],
@@ -82,6 +95,12 @@ def serve(
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
     seed: EngineSeed = KNOB_DEFAULTS["seed"],
     tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
+    quantization: Quantization = KNOB_DEFAULTS["quantization"],
+    enable_lora: EnableLora = KNOB_DEFAULTS["enable_lora"],
+    max_loras: MaxLoras = KNOB_DEFAULTS["max_loras"],
+    max_cpu_loras: MaxCpuLoras = KNOB_DEFAULTS["max_cpu_loras"],
+    max_lora_rank: MaxLoraRank = KNOB_DEFAULTS["max_lora_rank"],
+    lora_load_seconds: LoraLoadSeconds = KNOB_DEFAULTS["lora_load_seconds"],
 ) -> None:
     """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
 
@@ -97,6 +116,7 @@ def serve(
             trace_sampling_ratio=trace_sampling_ratio,
             drain_timeout_seconds=drain_timeout,
             admin_token=os.environ.get(ADMIN_TOKEN_ENV) or None,
+            lora_modules=tuple(lora_modules or ()),
         )
         config = engine_config_from(locals(), seed=seed)
     except USER_ERRORS as error:

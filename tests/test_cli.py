@@ -52,9 +52,10 @@ def _engine_knob_params(command_name: str) -> dict[str, object]:
     """The click parameters of ``tailwatch engine <command_name>`` that are engine knobs."""
     import typer.main
 
-    from tailwatch.engine_options import ENGINE_KNOB_OPTIONS
+    from tailwatch.engine_options import ENGINE_KNOB_OPTIONS, SERVE_KNOB_OPTIONS
 
-    knobs = {*ENGINE_KNOB_OPTIONS, "seed"} if command_name == "serve" else ENGINE_KNOB_OPTIONS
+    serve_knobs = {*ENGINE_KNOB_OPTIONS, *SERVE_KNOB_OPTIONS, "seed"}
+    knobs = serve_knobs if command_name == "serve" else ENGINE_KNOB_OPTIONS
     command = typer.main.get_command(app).commands["engine"].commands[command_name]
     return {p.name: p for p in command.params if p.name in knobs}
 
@@ -64,10 +65,12 @@ def test_engine_knob_options_take_default_and_help_from_engine_config(command_na
     import dataclasses
 
     from engine.config import EngineConfig
-    from tailwatch.engine_options import ENGINE_KNOB_OPTIONS
+    from tailwatch.engine_options import ENGINE_KNOB_OPTIONS, SERVE_KNOB_OPTIONS
 
     params = _engine_knob_params(command_name)
     assert set(params) >= set(ENGINE_KNOB_OPTIONS)  # every shared knob is an option
+    if command_name == "serve":
+        assert set(params) >= set(SERVE_KNOB_OPTIONS)
     fields = {f.name: f for f in dataclasses.fields(EngineConfig)}
     for name, param in params.items():
         default = fields[name].default

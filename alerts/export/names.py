@@ -16,8 +16,8 @@ from collectors.dialect_rules import Dialect
 #: Source families each engine's exposition holds. NOTE: the bundled engine serves vLLM's
 #: names *and* its ``tailwatch:`` series (``engine/metric_names.py``), so its set is both.
 EXPOSED: dict[Dialect, tuple[d.Rule, ...]] = {
-    Dialect.VLLM: d.VLLM_RULES,
-    Dialect.TAILWATCH: d.VLLM_RULES + d.TAILWATCH_RULES,
+    Dialect.VLLM: d.VLLM_RULES + d.VLLM_LORA_RULES,
+    Dialect.TAILWATCH: d.VLLM_RULES + d.VLLM_LORA_RULES + d.TAILWATCH_RULES,
     Dialect.SGLANG: d.SGLANG_RULES,
     Dialect.TGI: d.TGI_RULES,
     Dialect.LLAMACPP: d.LLAMACPP_RULES,

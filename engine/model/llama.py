@@ -6,13 +6,15 @@ three or two: on CPU at small sizes the per-op overhead dominates). ``hf_weights
 maps checkpoint tensors onto the fused rows.
 
 The model is stateless between calls: all per-request state lives in the paged KV cache
-the caller passes in, described by ``AttentionMetadata``.
+the caller passes in, described by ``AttentionMetadata``; a step's LoRA adapters come in
+the same way, as a ``LoRABatch`` (``engine/lora/batch.py``) whose deltas each fused
+projection adds to its output.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +24,9 @@ from engine.model.attention_metadata import AttentionMetadata
 from engine.model.config import ModelConfig
 from engine.model.paged_attention import AttentionPlan, KVCache, paged_attention
 from engine.model.rope import RotaryEmbedding, apply_rotary
+
+if TYPE_CHECKING:
+    from engine.lora.batch import LoRABatch
 
 # NOTE: parameters are created with torch.empty and no init: a preset or checkpoint
 # overwrites them anyway, and nn.Linear's kaiming init (or building on the meta device,
@@ -89,10 +94,14 @@ class LlamaAttention(nn.Module):
         signed_sin: torch.Tensor,
         kv_cache: KVCache,
         plan: AttentionPlan,
+        lora: LoRABatch | None = None,
+        layer: int = 0,
     ) -> torch.Tensor:
         """hidden [T, hidden_size] -> [T, hidden_size]; writes this layer's K/V."""
         num_tokens = hidden.shape[0]
         qkv = self.qkv_proj(hidden)
+        if lora is not None:
+            qkv = lora.add_delta(layer, "qkv_proj", hidden, qkv)
         # q and k heads are adjacent columns: rotate them in one go, then split.
         query_key = qkv[:, : self.query_width + self.kv_width].view(
             num_tokens, self.num_heads + self.num_kv_heads, self.head_dim
@@ -104,7 +113,10 @@ class LlamaAttention(nn.Module):
             num_tokens, self.num_kv_heads, self.head_dim
         )
         attended = paged_attention(query, key, value, kv_cache, plan, self.scale)
-        return self.o_proj(attended)
+        out = self.o_proj(attended)
+        if lora is not None:
+            out = lora.add_delta(layer, "o_proj", attended, out)
+        return out
 
 
 class LlamaMLP(nn.Module):
@@ -116,14 +128,24 @@ class LlamaMLP(nn.Module):
         self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size, factory)
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, factory)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(hidden).split(self.intermediate_size, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+    def forward(
+        self, hidden: torch.Tensor, lora: LoRABatch | None = None, layer: int = 0
+    ) -> torch.Tensor:
+        gate_up = self.gate_up_proj(hidden)
+        if lora is None:
+            gate, up = gate_up.split(self.intermediate_size, dim=-1)
+            return self.down_proj(F.silu(gate) * up)
+        gate, up = lora.add_delta(layer, "gate_up_proj", hidden, gate_up).split(
+            self.intermediate_size, dim=-1
+        )
+        activated = F.silu(gate) * up
+        return lora.add_delta(layer, "down_proj", activated, self.down_proj(activated))
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, factory: Factory) -> None:
+    def __init__(self, config: ModelConfig, factory: Factory, index: int = 0) -> None:
         super().__init__()
+        self.index = index  # which layer's LoRA deltas apply here
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, factory)
         self.self_attn = LlamaAttention(config, factory)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, factory)
@@ -136,11 +158,12 @@ class LlamaDecoderLayer(nn.Module):
         signed_sin: torch.Tensor,
         kv_cache: KVCache,
         plan: AttentionPlan,
+        lora: LoRABatch | None = None,
     ) -> torch.Tensor:
         hidden = hidden + self.self_attn(
-            self.input_layernorm(hidden), cos, signed_sin, kv_cache, plan
+            self.input_layernorm(hidden), cos, signed_sin, kv_cache, plan, lora, self.index
         )
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+        return hidden + self.mlp(self.post_attention_layernorm(hidden), lora, self.index)
 
 
 class LlamaModel(nn.Module):
@@ -148,7 +171,7 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = Embedding(config.vocab_size, config.hidden_size, factory)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(config, factory) for _ in range(config.num_hidden_layers)
+            LlamaDecoderLayer(config, factory, index) for index in range(config.num_hidden_layers)
         )
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, factory)
 
@@ -177,12 +200,14 @@ class LlamaForCausalLM(nn.Module):
         positions: torch.Tensor,
         kv_caches: Sequence[KVCache],
         attn_metadata: AttentionMetadata,
+        lora: LoRABatch | None = None,
     ) -> torch.Tensor:
         """Run all scheduled tokens through the decoder.
 
         input_ids [T] and positions [T] (int64, on the model's device) are the new tokens
         of all requests back to back, as ``attn_metadata`` describes; ``kv_caches`` has
         one (K, V) pair per layer from ``allocate_kv_caches``, written in place.
+        ``lora`` (None: the base model for every token) adds each token's adapter delta.
         Returns the final-norm hidden states [T, hidden_size] in the model dtype.
         """
         if len(kv_caches) != len(self.model.layers):
@@ -196,7 +221,7 @@ class LlamaForCausalLM(nn.Module):
         hidden = self.model.embed_tokens(input_ids)
         cos, signed_sin = self.rotary.cos_sin(positions, hidden.dtype)
         for layer, kv_cache in zip(self.model.layers, kv_caches, strict=True):
-            hidden = layer(hidden, cos, signed_sin, kv_cache, plan)
+            hidden = layer(hidden, cos, signed_sin, kv_cache, plan, lora)
         return self.model.norm(hidden)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ from engine.model.hf_weights import hf_weight_targets, is_ignorable
 from engine.model.llama import LlamaForCausalLM, build_model
 from engine.model.presets import PRESETS, build_preset_model
 from engine.model.tokenizer import HFTokenizer, Tokenizer
+from engine.quantization import INT8_WEIGHT_ONLY, check_quantization
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 _MAX_NAMES_IN_MESSAGE = 8
@@ -33,13 +34,26 @@ def load_model(
     source: str | os.PathLike[str],
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
+    quantization: str | None = None,
 ) -> tuple[LlamaForCausalLM, ModelConfig, Tokenizer]:
     """(model, model_config, tokenizer) for a preset name or a checkpoint directory.
 
     ``device``/``dtype`` of ``None`` or ``"auto"`` pick CUDA in bf16 (fp16 without bf16
-    support) when available, else CPU in float32. Raises ``ModelLoadError`` naming the
-    path and what is missing or unsupported.
+    support) when available, else CPU in float32. ``quantization`` (``engine.quantization``)
+    quantizes the loaded weights. Raises ``ModelLoadError`` naming the path and what is
+    missing or unsupported.
     """
+    model, model_config, tokenizer = _load_unquantized(source, device, dtype)
+    if quantization is not None:
+        quantize(model, quantization)
+    return model, model_config, tokenizer
+
+
+def _load_unquantized(
+    source: str | os.PathLike[str],
+    device: str | torch.device | None,
+    dtype: str | torch.dtype | None,
+) -> tuple[LlamaForCausalLM, ModelConfig, Tokenizer]:
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)
     source_text = os.fspath(source)
@@ -215,3 +229,12 @@ def _names(names: list[str]) -> str:
     shown = ", ".join(names[:_MAX_NAMES_IN_MESSAGE])
     more = len(names) - _MAX_NAMES_IN_MESSAGE
     return f"{shown} (and {more} more)" if more > 0 else shown
+
+
+def quantize(model: LlamaForCausalLM, method: str) -> None:
+    """Quantize a loaded model's weights in place by ``method`` (``engine.quantization``)."""
+    # NOTE: imported here: engine.quantization.int8 imports the model module this one builds
+    from engine.quantization.int8 import quantize_int8_weight_only
+
+    if check_quantization(method) == INT8_WEIGHT_ONLY:
+        quantize_int8_weight_only(model)

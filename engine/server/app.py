@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from engine.server import admin, openai_routes, probes
+from engine.server import admin, lora_routes, openai_routes, probes
 from engine.server.context import ServerContext
 from engine.server.errors import install_error_handlers
 from engine.server.http_metrics import HTTPResponseCounter
@@ -24,6 +24,7 @@ from engine.server.http_metrics import HTTPResponseCounter
 if TYPE_CHECKING:
     from engine.async_engine import AsyncEngine
     from engine.metrics import EngineMetrics
+    from engine.startup import StartupPhases
     from engine.tracing import RequestTracer
 
 logger = logging.getLogger("tailwatch.server")
@@ -38,18 +39,20 @@ def build_app(
     tracer: RequestTracer,
     admin_token: str | None,
     drain_timeout_seconds: float = DEFAULT_DRAIN_TIMEOUT_SECONDS,
+    startup: StartupPhases | None = None,
 ) -> FastAPI:
-    """An OpenAI-compatible app over ``async_engine``; the admin API only with a token.
+    """An OpenAI-compatible app over ``async_engine``; the admin API (and with LoRA on,
+    the runtime LoRA API) only with a token.
 
     ``metrics`` and ``tracer`` must already be observers of ``async_engine``. At
     shutdown, requests still in flight get ``drain_timeout_seconds`` to finish before
-    they are aborted.
+    they are aborted. ``startup`` is told when the warm-up ends (the start-up phases).
     """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async_engine.start()
-        warm_up = asyncio.create_task(_warm_up(async_engine), name="warm-up")
+        warm_up = asyncio.create_task(_warm_up(async_engine, startup), name="warm-up")
         try:
             yield
         finally:
@@ -79,11 +82,13 @@ def build_app(
     app.include_router(probes.router)
     if admin_token:
         app.include_router(admin.router)
+        if async_engine.engine.lora is not None:
+            app.include_router(lora_routes.router)
     app.add_middleware(HTTPResponseCounter, observe=metrics.observe_http_response)
     return app
 
 
-async def _warm_up(async_engine: AsyncEngine) -> None:
+async def _warm_up(async_engine: AsyncEngine, startup: StartupPhases | None) -> None:
     started = time.perf_counter()
     try:
         await async_engine.warm_up()
@@ -93,4 +98,7 @@ async def _warm_up(async_engine: AsyncEngine) -> None:
         # NOTE: /ready stays 503; the log says why.
         logger.exception("warm-up failed; the server will not report ready")
         return
-    logger.info("warm-up served in %.2f s; ready", time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if startup is not None:
+        startup.warmed_up(seconds)
+    logger.info("warm-up served in %.2f s; ready", seconds)

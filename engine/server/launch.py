@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError
+from engine.lora.source import LoRASource, parse_lora_module
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -30,7 +31,9 @@ class ServeOptions:
 
     ``served_model_name`` None serves the model under its ``--model`` name.
     ``otlp_endpoint`` None turns tracing off. ``admin_token`` None (or empty) leaves
-    the admin API unmounted.
+    the admin API unmounted (and the runtime LoRA API with it). ``lora_modules`` are
+    vLLM's ``--lora-modules``: ``name=path`` (a PEFT directory) or ``name=random:rank=R``,
+    loaded at start-up (they need ``enable_lora``).
     """
 
     served_model_name: str | None = None
@@ -40,13 +43,25 @@ class ServeOptions:
     trace_sampling_ratio: float = 1.0
     drain_timeout_seconds: float = 30.0
     admin_token: str | None = None
+    lora_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.served_model_name is not None and not self.served_model_name.strip():
             raise ConfigError("served_model_name='': give a name or leave it unset")
+        self.parsed_lora_modules()
         timeout = self.drain_timeout_seconds
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
             raise ConfigError(f"drain_timeout_seconds={timeout!r}: must be >= 0 seconds")
+
+    def parsed_lora_modules(self) -> list[tuple[str, LoRASource]]:
+        """(name, source) of each ``lora_modules`` entry; ``ConfigError`` for a bad one or
+        a name given twice."""
+        parsed = [parse_lora_module(text) for text in self.lora_modules]
+        names = [name for name, _ in parsed]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ConfigError(f"lora_modules: {', '.join(twice)} given more than once")
+        return parsed
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,7 @@ def build_engine_server(
     from engine.metrics import EngineMetrics
     from engine.server.app import build_app
     from engine.span_metrics import SpanDeliveryCollector
+    from engine.startup import StartupPhases
     from engine.tracing import RequestTracer, TracingConfig
 
     name = options.served_model_name or config.model
@@ -94,7 +110,16 @@ def build_engine_server(
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise ConfigError(f"{knob}={value!r}: must be a positive integer or unset")
+    lora_modules = options.parsed_lora_modules()
+    if lora_modules and not config.enable_lora:
+        raise ConfigError(
+            f"lora_modules={list(options.lora_modules)}: needs enable_lora (--enable-lora)"
+        )
+    if name in {n for n, _ in lora_modules}:
+        raise ConfigError(f"lora_modules: {name!r} names the served model; rename the adapter")
     engine = LLMEngine(config)
+    for lora_name, source in lora_modules:
+        engine.add_lora(lora_name, source)
     if tracer is None:
         tracer = RequestTracer.from_config(tracing, name)
     async_engine = AsyncEngine(
@@ -107,8 +132,12 @@ def build_engine_server(
     metrics = EngineMetrics(
         name, knobs, registry=registry, max_model_len=config.max_model_len, instance_id=instance_id
     )
+    startup = StartupPhases(metrics)
+    startup.model_loaded()
     if engine.simulation is not None:
         metrics.mark_simulated(engine.simulation.target.gpu.name, config.tensor_parallel_size)
+    if engine.lora is not None:
+        metrics.enable_lora()
     async_engine.observers.extend([metrics, tracer, *extra_observers])
     metrics.registry.register(SpanDeliveryCollector(tracer.delivery, name))
     app = build_app(
@@ -118,5 +147,6 @@ def build_engine_server(
         tracer=tracer,
         admin_token=options.admin_token or None,
         drain_timeout_seconds=options.drain_timeout_seconds,
+        startup=startup,
     )
     return EngineServer(app, async_engine, metrics, tracer, name, instance_id)

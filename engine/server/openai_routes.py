@@ -12,6 +12,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 
 from engine.async_engine import RequestHandle, RequestStream
+from engine.lora.request import LoRARequest
 from engine.outputs import RequestOutput, TokenLogprobs
 from engine.sampling_params import SamplingParams
 from engine.server import responses
@@ -49,17 +50,52 @@ FinalBody = Callable[[ResponseMeta, str, RequestOutput, list[TokenLogprobs]], di
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict[str, Any]:
+    """The base model, then each served LoRA adapter with ``parent`` the base (vLLM's
+    cards: an adapter's ``root`` is its path)."""
     context = server_context(request)
+    engine = context.async_engine.engine
     model = {
         "id": context.served_model_name,
         "object": "model",
         "created": context.created,
         "owned_by": "tailwatch",
-        "root": context.async_engine.engine.config.model,
+        "root": engine.config.model,
         "parent": None,
         "max_model_len": context.max_model_len,
     }
-    return {"object": "list", "data": [model]}
+    adapters = [
+        {
+            "id": lora.lora_name,
+            "object": "model",
+            "created": context.created,
+            "owned_by": "tailwatch",
+            "root": lora.lora_path,
+            "parent": context.served_model_name,
+            "max_model_len": context.max_model_len,
+        }
+        for lora in (engine.lora or ())
+    ]
+    return {"object": "list", "data": [model, *adapters]}
+
+
+def resolve_model(context: ServerContext, model: str | None) -> LoRARequest | None:
+    """The adapter a request's ``model`` selects (None: the base model); a 404
+    ``model_not_found`` naming what is served for a name that is neither."""
+    if model is None or model == context.served_model_name:
+        return None
+    lora_request = context.async_engine.engine.resolve_lora(model)
+    if lora_request is not None:
+        return lora_request
+    adapters = context.async_engine.engine.lora
+    served = f"{context.served_model_name!r}"
+    if adapters is not None and len(adapters.registry):
+        served += " or one of its LoRA adapters"
+    raise APIError(
+        404,
+        f"The model `{model}` does not exist; this server serves {served} (see GET /v1/models)",
+        param="model",
+        code="model_not_found",
+    )
 
 
 TenantHeader = Annotated[
@@ -123,14 +159,7 @@ async def _serve(
     chunks: ChunkStream,
     final_body: FinalBody,
 ) -> Response:
-    if body.model is not None and body.model != context.served_model_name:
-        raise APIError(
-            404,
-            f"model {body.model!r} does not exist; this server serves "
-            f"{context.served_model_name!r} (see GET /v1/models)",
-            param="model",
-            code="model_not_found",
-        )
+    lora_request = resolve_model(context, body.model)
     if body.stream_options is not None and not body.stream:
         raise APIError(
             400, "stream_options: only allowed when stream is true", param="stream_options"
@@ -139,11 +168,13 @@ async def _serve(
     meta = ResponseMeta(
         response_id=f"{id_prefix}-{uuid.uuid4().hex}",
         created=int(time.time()),
-        model=context.served_model_name,
+        model=context.served_model_name if lora_request is None else lora_request.lora_name,
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
         decode_token=_token_decoder(context) if params.logprobs is not None else None,
     )
     attributes = _trace_attributes(request, body)
+    if lora_request is not None:
+        attributes["tailwatch.lora.name"] = lora_request.lora_name
 
     def on_admitted(handle: RequestHandle) -> None:
         context.tracer.start_request(handle, request.headers, operation, attributes)
@@ -155,6 +186,7 @@ async def _serve(
         tenant=admission.tenant,
         priority=admission.priority,
         on_admitted=on_admitted,
+        lora_request=lora_request,
     )
     traced = _traced_outputs(context, stream)
     if body.stream:

@@ -67,6 +67,7 @@ def build_sim_backend(
             efficiency or target.efficiency,
             experts=target.model.experts,
             tensor_parallel_size=tp,
+            quantization=config.quantization,
         )
     except ConfigError as error:
         raise ConfigError(f"model={config.model!r}: {error}") from None

@@ -104,6 +104,10 @@ class FastPath:
 
     def step(self) -> FastStep:
         """One step: a fast one when it qualifies, else ``LLMEngine.step()``."""
+        if self.engine.lora is not None:
+            # NOTE: a LoRA engine's steps load adapters and price their matmuls, which only
+            # the engine's own step does; every step of it is the engine's
+            return self._engine_step()
         if self._is_stale:
             self._adopt_running()
         plan = self._plan()

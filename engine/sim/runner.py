@@ -6,6 +6,11 @@ with ``StepCostModel``, spends that time (``advance``: ``time.sleep`` when servi
 known tokens. Tokens are pseudo-random printable bytes, a pure function of (seed,
 request id, position): the same run gives the same text, and a request preempted and
 recomputed draws the same tokens again, as a seeded torch request does.
+
+With LoRA (``lora``: the engine's ``Adapters``), each adapter in a step adds its shrink and
+expand matmuls over its own tokens to the roofline, its weights read once, and two kernel
+launches per adapted projection per layer (``LORA_LAUNCH_SECONDS``); its tokens are drawn
+under a key that includes the adapter, so an adapter changes the text, as a real one does.
 """
 
 from __future__ import annotations
@@ -13,14 +18,18 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engine.lora.shapes import FUSED_GROUPS, AdapterShape, lora_flops_and_bytes
 from engine.model_runner import RunnerOutput, StepTiming
 from engine.scheduler import SchedulerOutput
-from engine.sim.step_cost import BatchItem, BatchTotals, StepCost, StepCostModel
+from engine.sim.step_cost import BatchItem, BatchTotals, ExtraWork, StepCost, StepCostModel
 from engine.sim.step_noise import NoiseDraws, StepNoise
+
+if TYPE_CHECKING:
+    from engine.lora.adapters import Adapters
 
 # Sampled ids are the printable ASCII bytes, so served text is readable junk and the
 # byte tokenizer's EOS is never drawn: a request runs to max_tokens or a stop string.
@@ -32,6 +41,10 @@ _MASK = (1 << 64) - 1
 _VECTOR_MIN_TOKENS = 32
 _U30, _U27, _U31 = np.uint64(30), np.uint64(27), np.uint64(31)
 _MUL1, _MUL2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+# NOTE: no datasheet figure: a punica-style LoRA kernel pair (shrink, expand) per adapted
+# fused projection per layer costs a launch each, a few microseconds, on top of its FLOPs
+# and bytes; calibration against a LoRA run would refit it.
+LORA_LAUNCH_SECONDS = 4e-6
 
 
 class VirtualClock:
@@ -112,13 +125,17 @@ class SimRunner:
         self._request_keys: dict[str, int] = {}
         self.last_timing = StepTiming(0.0, 0.0, 0.0)
         self.last_cost = StepCost(0.0, 0.0, 0.0, 0.0, 0.0)
+        # the engine's adapters, set by the engine when LoRA is on (their loaded shapes)
+        self.lora: Adapters | None = None
 
-    def request_key(self, request_id: str, seed: int | None) -> int:
+    def request_key(self, request_id: str, seed: int | None, lora_int_id: int | None = None) -> int:
         """The key a request's tokens are drawn with (``pseudo_random_token``); kept until
         ``forget``."""
         key = self._request_keys.get(request_id)
         if key is None:
             text = f"{self.seed if seed is None else seed}:{request_id}"
+            if lora_int_id is not None:
+                text += f":lora{lora_int_id}"
             key = self._request_keys[request_id] = zlib.crc32(text.encode()) * _GOLDEN & _MASK
         return key
 
@@ -134,17 +151,42 @@ class SimRunner:
         batch = []
         sampled: list[int | None] = []
         num_sampled = 0
+        lora_tokens: dict[int, int] = {}  # adapter id → its tokens this step
         for item in output.scheduled:
             end = item.num_computed_tokens + item.num_new_tokens
             batch.append(BatchItem(item.num_new_tokens, end))
+            lora_id = None if item.lora_request is None else item.lora_request.lora_int_id
+            if lora_id is not None:
+                lora_tokens[lora_id] = lora_tokens.get(lora_id, 0) + item.num_new_tokens
             if item.samples_token:
                 num_sampled += 1
-                key = self.request_key(item.request_id, item.sampling_params.seed)
+                key = self.request_key(item.request_id, item.sampling_params.seed, lora_id)
                 sampled.append(pseudo_random_token(key, end))
             else:
                 sampled.append(None)
-        self.spend(batch, num_sampled, started)
+        extra = self.lora_work(lora_tokens) if lora_tokens else None
+        self._spend(self.cost_model.cost(batch, num_sampled, extra), started)
         return RunnerOutput(sampled)
+
+    def lora_work(self, tokens_by_adapter: Mapping[int, int]) -> ExtraWork:
+        """The LoRA work of a step whose adapters (by id, loaded) compute these tokens."""
+        assert self.lora is not None
+        model = self.cost_model
+        flops = num_bytes = 0.0
+        num_launches = 0
+        for lora_id, num_tokens in tokens_by_adapter.items():
+            shape: AdapterShape = self.lora.manager.get(lora_id)
+            more_flops, more_bytes = lora_flops_and_bytes(
+                model.shape, shape, num_tokens, model.dtype_bytes
+            )
+            flops += more_flops
+            num_bytes += more_bytes
+            groups = sum(
+                1 for members in FUSED_GROUPS.values() if set(members) & set(shape.target_modules)
+            )
+            num_launches += 2 * groups * model.shape.num_hidden_layers
+        tp = model.tensor_parallel_size
+        return ExtraWork(flops / tp, num_bytes / tp, num_launches * LORA_LAUNCH_SECONDS)
 
     def forget(self, request_ids: Iterable[str]) -> None:
         """Drop the keys of finished or aborted requests."""

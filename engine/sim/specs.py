@@ -10,10 +10,11 @@ GPU-to-GPU links (for tensor parallelism) are the datasheets' per-GPU interconne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.model.config import ModelConfig
 from engine.model.tokenizer import ByteTokenizer
+from engine.quantization import INT8_WEIGHT_ONLY
 from engine.sim.experts import Experts
 
 GB = 10**9
@@ -47,10 +48,23 @@ NVLINK_ALL_REDUCE_LATENCY_SECONDS = 8e-6
 PCIE_ALL_REDUCE_LATENCY_SECONDS = 20e-6
 
 
+# NOTE: no datasheet gives it: int8 weight-only kernels (vLLM's Marlin/Machete family)
+# convert the weights to 16 bits in registers before the tensor-core matmul, so a
+# compute-bound step runs somewhat below the 16-bit peak while a memory-bound one reads half
+# the weight bytes. 0.85 of the 16-bit matmul rate is an estimate until a calibration on
+# the device measures it.
+DEFAULT_QUANTIZED_MATMUL_SPEED = 0.85
+
+
+def _quantized_speeds() -> dict[str, float]:
+    return {INT8_WEIGHT_ONLY: DEFAULT_QUANTIZED_MATMUL_SPEED}
+
+
 @dataclass(frozen=True)
 class GpuSpec:
-    """One accelerator: dense peak FLOP/s per dtype, memory bandwidth and capacity, and
-    the link to its peers (``None``: no tensor parallelism on it)."""
+    """One accelerator: dense peak FLOP/s per dtype, memory bandwidth and capacity, the
+    link to its peers (``None``: no tensor parallelism on it), and per quantization method
+    the share of the 16-bit matmul rate its kernels reach (``quantization_speed``)."""
 
     name: str
     description: str
@@ -59,10 +73,12 @@ class GpuSpec:
     memory_bytes: int
     source: str
     interconnect: Interconnect | None = None
+    quantization_speed: dict[str, float] = field(default_factory=_quantized_speeds)
 
 
 # NOTE: only 16-bit dtypes are simulated: weights, activations and the KV cache share one
-# dtype (as in the torch engine), and fp8/int weights would need a quantised shape.
+# dtype (as in the torch engine); int8 weights are priced by ``quantization`` on top of it
+# (``StepCostModel``), other formats are not modelled.
 # float32 is for calibrated CPU specs (engine.sim.calibration_file) only: no GPU here
 # lists a float32 peak, so the step model refuses it on them.
 SIM_DTYPES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}  # name -> bytes

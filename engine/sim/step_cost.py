@@ -35,9 +35,12 @@ from typing import NamedTuple
 
 from engine.errors import ConfigError
 from engine.model.config import ModelConfig
+from engine.quantization import check_quantization
 from engine.sim.experts import Experts
 from engine.sim.parallel import ring_all_reduce_seconds, shard
 from engine.sim.specs import SIM_DTYPES, GpuSpec
+
+INT8_BYTES = 1
 
 DEFAULT_COMPUTE_EFFICIENCY = 0.6
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
@@ -70,6 +73,15 @@ class BatchTotals(NamedTuple):
             attention_positions += q * c - q * (q - 1) // 2
             num_context_tokens += c
         return cls(num_items, num_tokens, attention_positions, num_context_tokens)
+
+
+class ExtraWork(NamedTuple):
+    """Work a step does beside the base model's, on one GPU: FLOPs and bytes that join the
+    roofline, and fixed seconds (kernel launches) added to it."""
+
+    flops: float = 0.0
+    bytes: float = 0.0
+    seconds: float = 0.0
 
 
 class StepCost(NamedTuple):
@@ -122,6 +134,7 @@ class StepCostModel:
         *,
         experts: Experts | None = None,
         tensor_parallel_size: int = 1,
+        quantization: str | None = None,
     ) -> None:
         if dtype not in SIM_DTYPES or dtype not in gpu.peak_flops_per_second:
             raise ConfigError(
@@ -152,17 +165,28 @@ class StepCostModel:
             router = h * num_experts
         dense_layer = attention + router + 2 * h  # read whole every step
         num_parameters = embedding + lm_head + layers * (dense_layer + num_experts * mlp) + h
-        self.weight_bytes = num_parameters * self.dtype_bytes  # on each GPU
+        # NOTE: quantized, the layers' projections (attention, router, experts) are int8,
+        # one byte each; norms and the embedding tables keep the dtype (engine.quantization)
+        self.quantization = check_quantization(quantization)
+        self._matmul_speed = 1.0
+        weight_byte = self.dtype_bytes
+        if self.quantization is not None:
+            self._matmul_speed = gpu.quantization_speed.get(self.quantization, 1.0)
+            weight_byte = INT8_BYTES
+        dense_bytes = (num_parameters - layers * (attention + router + num_experts * mlp)) * (
+            self.dtype_bytes
+        ) + layers * (attention + router) * weight_byte
+        self.weight_bytes = dense_bytes + layers * num_experts * mlp * weight_byte  # per GPU
         # NOTE: the input table is only looked up (T rows a step); tied, it is the lm_head
         # too and so read whole.
         input_table = embedding if lm_head else 0
-        streamed = num_parameters - input_table
+        streamed_bytes = self.weight_bytes - input_table * self.dtype_bytes
         self._expert_bytes = 0
         if experts is not None:
             # NOTE: an MoE step reads only the experts its tokens touch (see ``cost``).
-            self._expert_bytes = layers * mlp * self.dtype_bytes
-            streamed -= layers * num_experts * mlp
-        self._streamed_weight_bytes = streamed * self.dtype_bytes
+            self._expert_bytes = layers * mlp * weight_byte
+            streamed_bytes -= layers * num_experts * mlp * weight_byte
+        self._streamed_weight_bytes = streamed_bytes
         # matmul parameters one token passes through: the router and k experts a layer
         self._matmul_params = layers * (dense_layer + num_active * mlp) + h
         self._lm_head_flops = 2 * part.vocab_size * h
@@ -193,13 +217,18 @@ class StepCostModel:
         )
         return self._num_all_reduces * one
 
-    def cost(self, batch: Iterable[BatchItem], num_sampled: int) -> StepCost:
+    def cost(
+        self, batch: Iterable[BatchItem], num_sampled: int, extra: ExtraWork | None = None
+    ) -> StepCost:
         """The cost of one step; an empty batch costs only the overhead."""
-        return self.cost_of_totals(BatchTotals.of(batch), num_sampled)
+        return self.cost_of_totals(BatchTotals.of(batch), num_sampled, extra)
 
-    def cost_of_totals(self, totals: BatchTotals, num_sampled: int) -> StepCost:
+    def cost_of_totals(
+        self, totals: BatchTotals, num_sampled: int, extra: ExtraWork | None = None
+    ) -> StepCost:
         """``cost`` from the batch's sums alone (integers, so a caller that keeps them as
-        running totals gets exactly the floats ``cost`` gives for the whole batch)."""
+        running totals gets exactly the floats ``cost`` gives for the whole batch).
+        ``extra`` is work beside the base model's (a step's LoRA matmuls), on one GPU."""
         num_items, num_tokens, attention_positions, num_context_tokens = totals
         overhead = self.efficiency.step_overhead_seconds
         if not num_tokens:
@@ -214,9 +243,17 @@ class StepCostModel:
             + self._row_bytes * num_tokens
             + self.kv_bytes_per_token * (num_context_tokens + num_tokens)
         )
+        if extra is not None:
+            flops += extra.flops
+            num_bytes += extra.bytes
+            overhead += extra.seconds
         if self.experts is not None:
             num_bytes += self._expert_bytes * self.experts.expected_distinct_experts(num_tokens)
-        compute = flops / self._flops_per_second
+        if self._matmul_speed == 1.0:
+            compute = flops / self._flops_per_second
+        else:  # NOTE: the layers' matmuls at the quantized kernel's rate, the rest at peak
+            matmul = 2.0 * self._matmul_params * num_tokens
+            compute = (matmul / self._matmul_speed + (flops - matmul)) / self._flops_per_second
         memory = num_bytes / self._bytes_per_second
         communication = self.all_reduce_seconds(num_tokens)
         overhead += self.efficiency.request_overhead_seconds * num_items

@@ -35,7 +35,7 @@ from loadgen.runner import RunState
 from loadgen.scenario import Phase, Scenario
 from loadgen.virtual.collect import VirtualCollector, VirtualStore
 from loadgen.virtual.fleet import VirtualFleet
-from loadgen.virtual.replica import VirtualReplica, engine_settings
+from loadgen.virtual.replica import VirtualReplica, engine_settings, replica_extras
 from loadgen.workload import build_schedule
 
 #: Workload seeds are offset by the drill's seed times this (a prime), so seeds 0, 1, 2 …
@@ -153,9 +153,11 @@ class _Run:
         rules: Sequence[Rule],
     ) -> None:
         config, limits = engine_settings(scenario.engine, model)
+        extras = replica_extras(scenario.engine)
         try:
             replicas = [
-                VirtualReplica(i, config, limits, seed=seed) for i in range(scenario.replicas)
+                VirtualReplica(i, config, limits, seed=seed, extras=extras)
+                for i in range(scenario.replicas)
             ]
         except ConfigError as error:
             raise WorkloadError("engine", str(error)) from None

@@ -13,6 +13,12 @@ reads a wall clock or draws an unseeded random number: a seed fixes every result
 NOTE: a step is computed when it starts (the engine's step is atomic), so a scrape at ``t``
 sees the steps that started before ``t``, a few milliseconds of which may end after it, as
 a real scrape sees what the engine thread last published.
+
+Readiness gates routing, as a Kubernetes Service routes only to ready pods: a replica that
+``set_active`` adds (a scale-out) or ``restart`` replaces starts cold
+(``VirtualReplica.start_cold``) and gets traffic once it is ready, a further event of the
+loop. While no active replica is ready (a scale from zero) requests go to the active ones
+and wait there, as a gateway that holds requests for a starting backend does.
 """
 
 from __future__ import annotations
@@ -117,6 +123,8 @@ class VirtualFleet:
     def __init__(self, replicas: Sequence[VirtualReplica], routing: str = "round-robin") -> None:
         self.replicas = list(replicas)
         self.router = Router([r.target for r in self.replicas], routing)
+        # the replicas the scenario routes to; the router gets those of them that are ready
+        self._wanted: tuple[int, ...] = tuple(range(len(self.replicas)))
         self.now = 0.0
         self._arrivals: list[ScheduledRequest] = []
         self._next_arrival = 0
@@ -137,9 +145,23 @@ class VirtualFleet:
         self._arrivals, self._next_arrival = merged, 0
 
     def set_active(self, replicas: Sequence[int] | None) -> None:
-        """Route only to these replicas from now on (``None``: all)."""
-        chosen = range(len(self.replicas)) if replicas is None else replicas
-        self.router.set_active(list(chosen))
+        """Route only to these replicas from now on (``None``: all); one not active before
+        starts cold now (a scale-out), ready after its start-up times."""
+        chosen = tuple(range(len(self.replicas)) if replicas is None else replicas)
+        for index in chosen:
+            if index not in self._wanted:
+                self.replicas[index].start_cold(self.now)
+        self._wanted = chosen
+        self._route()
+
+    def _route(self) -> None:
+        """Give the router the wanted replicas that are ready (all wanted, if none is)."""
+        ready = [i for i in self._wanted if self.replicas[i].is_ready(self.now)]
+        self.router.set_active(ready or list(self._wanted))
+
+    def _next_ready(self) -> float:
+        """When the next replica not yet ready becomes ready (``inf``: none is starting)."""
+        return min((r.ready_at for r in self.replicas if r.ready_at > self.now), default=math.inf)
 
     def restart(self, index: int) -> VirtualReplica:
         """Replace replica ``index`` by a fresh engine at :attr:`now`: the scenario's knobs
@@ -156,12 +178,14 @@ class VirtualFleet:
             seed=old.seed,
             fast=old.is_fast,
             generation=old.generation + 1,
+            extras=old.extras,
         )
-        new.clock.advance_to(self.now)
+        new.start_cold(self.now)
         for handle in old.in_flight():
             self.router.finished(index)
             self.results.append(lost_result(handle, self.now))
         self.replicas[index] = new
+        self._route()
         return new
 
     def take_log(self) -> FleetLog:
@@ -182,10 +206,17 @@ class VirtualFleet:
                 else math.inf
             )
             replica, step = self._next_step()
-            first = min(completion, arrival, step)
+            ready = self._next_ready()
+            first = min(completion, arrival, step, ready)
             if first >= until_seconds:
                 break
-            if completion == first:
+            if ready == first:  # NOTE: before an arrival at the same time, which it may take
+                self.now = ready
+                for starting in self.replicas:
+                    if starting.is_ready(ready):
+                        starting.mark_ready()
+                self._route()
+            elif completion == first:
                 _, _, index = heapq.heappop(self._completions)
                 self.router.finished(index)
             elif arrival == first:

@@ -12,6 +12,12 @@ Time is the replica's own ``VirtualClock``: a step moves it by the step's predic
 A request arriving while a step runs waits for the step's end, as a real one waits for
 the engine thread's next command window. :class:`loadgen.virtual.fleet.VirtualFleet`
 decides which replica steps next, in global time order.
+
+A replica started cold (``start_cold``: a scale-out, a restart) is not ready for its
+``StartupTimes`` (``engine:`` keys ``model_load_seconds``, ``warm_up_seconds``); it takes
+no step before then, and its start-up phases are on its ``/metrics`` once it is ready.
+With LoRA on (``engine: {enable_lora: true, lora_modules: [name=random:rank=8, ...]}``)
+a request's ``model`` selects an adapter, as on a served replica (an unknown one: 404).
 """
 
 from __future__ import annotations
@@ -26,12 +32,15 @@ from engine.config import EngineConfig
 from engine.errors import ConfigError, RequestError
 from engine.live_knobs import apply_knob_changes, knobs_in_force
 from engine.llm_engine import InjectedStepFault, KnobChange, LLMEngine
+from engine.lora.request import LoRARequest
+from engine.lora.source import LoRASource, parse_lora_module
 from engine.metrics import OPENMETRICS_CONTENT_TYPE, EngineMetrics
 from engine.outputs import RequestOutput
 from engine.sampling_params import SamplingParams
 from engine.sim.fast_path import FastPath
 from engine.sim.offline import VIRTUAL_EPOCH
 from engine.sim.runner import VirtualClock
+from engine.sim.startup import STARTUP_KNOBS, StartupTimes
 from engine.sim.target import is_simulated
 from loadgen.errors import WorkloadError
 from loadgen.workload import ScheduledRequest
@@ -41,6 +50,9 @@ from loadgen.workload import ScheduledRequest
 DEFAULT_SIM_MODEL = "sim:llama-3.1-8b@h100"
 #: ``engine:`` keys that are the server's, not ``EngineConfig``'s (``ServeOptions``).
 SERVE_KNOBS = ("max_waiting_requests", "max_concurrency_per_tenant")
+#: ``engine:`` keys of a replica beside its engine and admission: the adapters it serves
+#: (``--lora-modules``) and its start-up phase times (``engine.sim.startup``).
+REPLICA_KNOBS = ("lora_modules", *STARTUP_KNOBS)
 #: Engine knobs a simulation ignores: they choose a device or a torch dtype.
 _DEVICE_KNOBS = ("device", "dtype", "kv_cache_memory_bytes")
 OPERATION = "text_completion"
@@ -63,6 +75,7 @@ class VirtualHandle:
     replica: int
     priority: int = 0
     is_warm_up: bool = False
+    lora_request: LoRARequest | None = None
 
     @property
     def tenant(self) -> str | None:
@@ -95,11 +108,12 @@ def engine_settings(
     virtual fleet. A model that is not simulated becomes ``model`` (default
     :data:`DEFAULT_SIM_MODEL`); ``model`` given replaces any. ``WorkloadError`` naming the
     key for an unknown knob or a value the engine refuses."""
-    allowed = {f.name for f in fields(EngineConfig)} | set(SERVE_KNOBS)
+    allowed = {f.name for f in fields(EngineConfig)} | set(SERVE_KNOBS) | set(REPLICA_KNOBS)
     for key in knobs:
         if key not in allowed:
             raise WorkloadError(f"engine.{key}", f"is not an engine knob; known: {sorted(allowed)}")
-    engine = {k: v for k, v in knobs.items() if k not in SERVE_KNOBS and k not in _DEVICE_KNOBS}
+    skipped = {*SERVE_KNOBS, *_DEVICE_KNOBS, *REPLICA_KNOBS}
+    engine = {k: v for k, v in knobs.items() if k not in skipped}
     given = engine.get("model", "tiny")
     engine["model"] = model or (given if is_simulated(given) else DEFAULT_SIM_MODEL)
     limits = {k: knobs.get(k) for k in SERVE_KNOBS}
@@ -113,6 +127,30 @@ def engine_settings(
         ):
             raise WorkloadError(f"engine.{knob}", f"must be a positive integer, got {value!r}")
     return config, limits
+
+
+@dataclass(frozen=True)
+class ReplicaExtras:
+    """A replica's adapters and start-up times, from a scenario's ``engine:`` mapping."""
+
+    lora_modules: tuple[tuple[str, LoRASource], ...] = ()
+    startup: StartupTimes = StartupTimes()  # noqa: RUF009 (frozen: an immutable default)
+
+
+def replica_extras(knobs: Mapping[str, Any]) -> ReplicaExtras:
+    """The ``REPLICA_KNOBS`` of a scenario's ``engine:`` mapping; ``WorkloadError`` naming
+    the key for a bad value."""
+    modules = knobs.get("lora_modules", ())
+    if isinstance(modules, str) or not isinstance(modules, list | tuple):
+        raise WorkloadError("engine.lora_modules", "must be a list of name=path entries")
+    try:
+        parsed = tuple(parse_lora_module(m) for m in modules)
+        startup = StartupTimes.of(dict(knobs))
+    except ConfigError as error:
+        raise WorkloadError("engine", str(error)) from None
+    if parsed and not knobs.get("enable_lora"):
+        raise WorkloadError("engine.lora_modules", "needs enable_lora: true")
+    return ReplicaExtras(parsed, startup)
 
 
 def stable_hex(text: str, num_bytes: int) -> str:
@@ -140,6 +178,7 @@ class VirtualReplica:
         seed: int = 0,
         fast: bool = True,
         generation: int = 0,
+        extras: ReplicaExtras | None = None,
     ) -> None:
         self.index = index
         self.target = f"replica-{index}"
@@ -148,6 +187,10 @@ class VirtualReplica:
         self.seed = seed
         # NOTE: what a restart starts again from (the scenario's knobs, not the patched ones)
         self.initial_config, self.initial_limits = config, dict(limits)
+        self.extras = extras = extras or ReplicaExtras()
+        # when the replica is ready (virtual seconds): 0 until ``start_cold`` says otherwise
+        self.ready_at = 0.0
+        self._startup_pending = False
         self.is_fast = fast
         self.clock = VirtualClock()
         self.engine = LLMEngine(
@@ -173,11 +216,44 @@ class VirtualReplica:
         simulation = self.engine.simulation
         assert simulation is not None  # NOTE: engine_settings made the model a sim: one
         self.metrics.mark_simulated(simulation.target.gpu.name, config.tensor_parallel_size)
+        for name, source in extras.lora_modules:
+            try:
+                self.engine.add_lora(name, source)
+            except ConfigError as error:
+                raise WorkloadError("engine.lora_modules", str(error)) from None
+        if self.engine.lora is not None:
+            self.metrics.enable_lora()
         observers.append(self.metrics)
         self.fast_path = FastPath(self.engine, emit_outputs=True) if fast else None
         self.handles: dict[str, VirtualHandle] = {}
         self._pending: list[VirtualHandle] = []
         self._params: dict[int, SamplingParams] = {}
+
+    # -- start-up --------------------------------------------------------------------------
+
+    def start_cold(self, at_seconds: float) -> None:
+        """The replica's process starts at ``at_seconds``: it is ready ``StartupTimes``
+        later (at once when both are 0) and takes no step before then."""
+        startup = self.extras.startup
+        self.clock.advance_to(at_seconds)
+        self.ready_at = at_seconds + startup.ready_seconds
+        self.metrics.set_start_time(VIRTUAL_EPOCH + at_seconds)
+        self._startup_pending = True
+        if not startup.ready_seconds:
+            self.mark_ready()
+
+    def is_ready(self, at_seconds: float) -> bool:
+        return at_seconds >= self.ready_at
+
+    def mark_ready(self) -> None:
+        """Publish the start-up phases (the fleet calls it at ``ready_at``)."""
+        if not self._startup_pending:
+            return
+        self._startup_pending = False
+        startup = self.extras.startup
+        self.metrics.set_startup_phase("model_load", startup.model_load_seconds)
+        self.metrics.set_startup_phase("warm_up", startup.warm_up_seconds)
+        self.metrics.set_startup_phase("ready", startup.ready_seconds)
 
     # -- the front end ---------------------------------------------------------------------
 
@@ -203,6 +279,12 @@ class VirtualReplica:
             params = self._params[request.max_tokens] = SamplingParams(
                 max_tokens=request.max_tokens, temperature=0.0, ignore_eos=True
             )
+        lora_request = None
+        if request.model is not None and request.model != self.model_name:
+            lora_request = self.engine.resolve_lora(request.model)
+            if lora_request is None:
+                self.metrics.observe_http_response(404, VIRTUAL_HANDLER)
+                return Refused(request, self.index, 404, f"model_not_found: {request.model}")
         try:
             self.engine.validate_request(list(request.prompt_token_ids), params)
         except RequestError as error:
@@ -222,7 +304,14 @@ class VirtualReplica:
         request_id = f"req-{request.index}"
         trace_id = stable_hex(f"{self.seed}/trace/{request.index}", 16)
         handle = VirtualHandle(
-            request, request_id, params, trace_id, at_seconds, self.index, request.priority or 0
+            request,
+            request_id,
+            params,
+            trace_id,
+            at_seconds,
+            self.index,
+            request.priority or 0,
+            lora_request=lora_request,
         )
         self._pending.append(handle)
         return None
@@ -240,13 +329,15 @@ class VirtualReplica:
 
     @property
     def next_step_seconds(self) -> float | None:
-        """When this replica's next step starts (virtual seconds); ``None`` when idle."""
-        return self.clock.now if self.is_busy else None
+        """When this replica's next step starts (virtual seconds; not before it is ready);
+        ``None`` when idle."""
+        return max(self.clock.now, self.ready_at) if self.is_busy else None
 
     def step(self) -> list[Finished]:
         """Add the requests that arrived, take one engine step (``FastPath``: the same
         results as ``LLMEngine.step``), deliver its outputs to the metrics, spend the delay
         faults; the requests it finished or failed."""
+        self.clock.advance_to(self.ready_at)  # NOTE: a cold replica's requests wait for it
         for handle in self._pending:
             self.engine.add_request(
                 list(handle.request.prompt_token_ids),
@@ -256,6 +347,7 @@ class VirtualReplica:
                 cache_salt=handle.tenant,
                 arrival_time=handle.arrival_seconds,
                 arrival_wall_time=VIRTUAL_EPOCH + handle.arrival_seconds,
+                lora_request=handle.lora_request,
             )
             self.handles[handle.request_id] = handle
         self._pending.clear()

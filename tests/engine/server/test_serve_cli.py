@@ -184,6 +184,13 @@ _BUSY = "{busy}"  # replaced by the busy_port fixture's port
         (["--max-model-len", "100000"], "max_model_len=100000"),
         (["--scheduling-policy", "lifo"], "scheduling_policy='lifo'"),
         (["--model", "nope"], "neither a model preset"),
+        (["--lora-modules", "a=random:rank=8"], "needs enable_lora"),
+        (["--enable-lora", "--lora-modules", "a"], "write name=path"),
+        (["--enable-lora", "--lora-modules", "a=/no/such/dir"], "no such directory"),
+        (["--enable-lora", "--max-loras", "2", "--max-cpu-loras", "1"], "max_cpu_loras=1"),
+        (["--max-lora-rank", "7"], "max_lora_rank=7"),
+        (["--lora-load-seconds", "-1"], "lora_load_seconds=-1"),
+        (["--quantization", "awq"], "quantization='awq'"),
     ],
     ids=lambda case: " ".join(case) if isinstance(case, list) else None,
 )
