@@ -35,6 +35,7 @@ from tailwatch.engine_options import (
     Model,
     NumGpuBlocks,
     SchedulingPolicy,
+    SpeculativeConfigJson,
     TensorParallelSize,
     engine_config_from,
     fail,
@@ -71,6 +72,7 @@ def generate(
     device: Device = KNOB_DEFAULTS["device"],
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
     tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
+    speculative_config: SpeculativeConfigJson = KNOB_DEFAULTS["speculative_config"],
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:

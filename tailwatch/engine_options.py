@@ -44,6 +44,7 @@ ENGINE_KNOB_OPTIONS = (
     "device",
     "dtype",
     "tensor_parallel_size",
+    "speculative_config",
 )
 
 # NOTE: defaults and help come from EngineConfig's fields, the one place they are
@@ -76,6 +77,7 @@ Device = Annotated[str, _knob_option("device")]
 Dtype = Annotated[str, _knob_option("dtype")]
 EngineSeed = Annotated[int, _knob_option("seed")]
 TensorParallelSize = Annotated[int, _knob_option("tensor_parallel_size")]
+SpeculativeConfigJson = Annotated[str | None, _knob_option("speculative_config")]
 
 
 def engine_config_from(options: dict[str, Any], **extra: Any):

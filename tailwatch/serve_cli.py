@@ -29,6 +29,7 @@ from tailwatch.engine_options import (
     Model,
     NumGpuBlocks,
     SchedulingPolicy,
+    SpeculativeConfigJson,
     TensorParallelSize,
     engine_config_from,
     fail,
@@ -82,6 +83,7 @@ def serve(
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
     seed: EngineSeed = KNOB_DEFAULTS["seed"],
     tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
+    speculative_config: SpeculativeConfigJson = KNOB_DEFAULTS["speculative_config"],
 ) -> None:
     """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
 

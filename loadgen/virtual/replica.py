@@ -24,7 +24,7 @@ from typing import Any
 from engine.admission import Admission, QueueFullError
 from engine.config import EngineConfig
 from engine.errors import ConfigError, RequestError
-from engine.live_knobs import apply_knob_changes, knobs_in_force
+from engine.live_knobs import NOT_INFO_LABELS, apply_knob_changes, knobs_in_force
 from engine.llm_engine import InjectedStepFault, KnobChange, LLMEngine
 from engine.metrics import OPENMETRICS_CONTENT_TYPE, EngineMetrics
 from engine.outputs import RequestOutput
@@ -164,11 +164,16 @@ class VirtualReplica:
             max_waiting_requests=limits.get("max_waiting_requests"),
             max_concurrency_per_tenant=limits.get("max_concurrency_per_tenant"),
         )
-        # NOTE: as the server builds them: a fault counts down by itself, so it is no label
-        # of vllm:cache_config_info
-        knobs = {k: v for k, v in self.knobs().items() if k != "fail_next_steps"}
+        # NOTE: as the server builds them: a fault counts down by itself and the simulator's
+        # feature knobs are drill parameters, so neither labels vllm:cache_config_info
+        knobs = {k: v for k, v in self.knobs().items() if k not in NOT_INFO_LABELS}
+        spec = config.speculative_config
         self.metrics = EngineMetrics(
-            self.model_name, knobs, max_model_len=config.max_model_len, instance_id=self.instance_id
+            self.model_name,
+            knobs,
+            max_model_len=config.max_model_len,
+            instance_id=self.instance_id,
+            num_speculative_tokens=None if spec is None else spec.num_speculative_tokens,
         )
         simulation = self.engine.simulation
         assert simulation is not None  # NOTE: engine_settings made the model a sim: one
