@@ -124,9 +124,9 @@ def _choices(choices: Any) -> tuple[str, ...]:
         raise _fail("choice", "must list at least one string")
     if len(choices) > MAX_CHOICES:
         raise _fail("choice", f"lists {len(choices)} strings; at most {MAX_CHOICES}")
-    bad = next((c for c in choices if not isinstance(c, str) or not c), None)
-    if bad is not None:
-        raise _fail("choice", f"every entry must be a non-empty string (got {_shown(bad)})")
+    bad = [c for c in choices if not isinstance(c, str) or not c]
+    if bad:
+        raise _fail("choice", f"every entry must be a non-empty string (got {_shown(bad[0])})")
     total = sum(len(c) for c in choices)
     if total > MAX_TEXT_CHARS:
         raise _fail("choice", f"holds {total} characters; at most {MAX_TEXT_CHARS}")
