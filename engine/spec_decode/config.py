@@ -96,6 +96,11 @@ class SpeculativeConfig:
             raise _fail(f"model={model!r}: a draft model is not supported; use method 'ngram'")
         if method is None:
             raise _fail("method is required; this engine supports 'ngram'")
+        if method not in _NGRAM_NAMES:
+            raise _fail(
+                f"method={method!r}: only 'ngram' (prompt lookup, no draft model) is "
+                "supported by this engine"
+            )
         if "num_speculative_tokens" not in keys:
             raise _fail("num_speculative_tokens is required (the most draft tokens per step)")
         low, high = keys.get("prompt_lookup_min"), keys.get("prompt_lookup_max")
