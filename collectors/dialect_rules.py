@@ -122,6 +122,11 @@ VLLM_RULES = (
     _r("vllm:num_requests_running", c.REQUESTS_RUNNING),
     _r("vllm:num_requests_waiting", c.REQUESTS_WAITING),
     _r("vllm:kv_cache_usage_perc", c.KV_CACHE_USAGE),
+    # speculative decoding (vllm/v1/spec_decode/metrics.py): only while a server speculates
+    _r("vllm:spec_decode_num_drafts", c.SPEC_DECODE_DRAFTS_TOTAL),
+    _r("vllm:spec_decode_num_draft_tokens", c.SPEC_DECODE_DRAFT_TOKENS_TOTAL),
+    _r("vllm:spec_decode_num_accepted_tokens", c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL),
+    _r("vllm:spec_decode_num_accepted_tokens_per_pos", c.SPEC_DECODE_ACCEPTED_TOKENS_PER_POS_TOTAL),
     # §4: names vLLM renamed; still read from older servers. Which versions: gpu_cache_usage_perc
     # V0 (≈0.5) to 0.10 (hidden 0.11); gpu_prefix_cache_* V1 0.8 (blocks) to 0.10 (tokens);
     # time_per_output_token_seconds V0 to 0.11; time_in_queue_requests V0 only (≈0.6-0.8.5).
@@ -141,6 +146,10 @@ TAILWATCH_RULES = (
     # "/ready", ...) are kept raw, or every scrape would dilute the error and 429 rates.
     _r("tailwatch:http_responses", c.HTTP_RESPONSES_TOTAL, match_prefix=_API_HANDLERS),
     _r("tailwatch:engine_info", c.ENGINE_INFO),
+    _r("tailwatch:structured_output_requests", c.STRUCTURED_OUTPUT_REQUESTS_TOTAL),
+    _r("tailwatch:structured_output_cache_hits", c.STRUCTURED_OUTPUT_CACHE_HITS_TOTAL),
+    _r("tailwatch:structured_output_cache_misses", c.STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL),
+    _r("tailwatch:structured_output_compile_seconds", c.STRUCTURED_OUTPUT_COMPILE_SECONDS),
 )
 
 SGLANG_RULES = (

@@ -33,8 +33,9 @@ from engine.sim.fast_path import FastPath
 from engine.sim.offline import VIRTUAL_EPOCH
 from engine.sim.runner import VirtualClock
 from engine.sim.target import is_simulated
+from engine.structured.params import StructuredOutputsParams
 from loadgen.errors import WorkloadError
-from loadgen.workload import ScheduledRequest
+from loadgen.workload import ScheduledRequest, schema_of
 
 #: The simulated model a bundled model (``tiny``, a checkpoint path) maps to: a scenario
 #: written for the bundled engine runs unchanged, with a GPU's step times.
@@ -182,7 +183,7 @@ class VirtualReplica:
         self.fast_path = FastPath(self.engine, emit_outputs=True) if fast else None
         self.handles: dict[str, VirtualHandle] = {}
         self._pending: list[VirtualHandle] = []
-        self._params: dict[int, SamplingParams] = {}
+        self._params: dict[tuple[int, str, int | None], SamplingParams] = {}
 
     # -- the front end ---------------------------------------------------------------------
 
@@ -203,11 +204,7 @@ class VirtualReplica:
         """Take one request arriving at ``at_seconds`` (virtual): validated as the server
         validates it (400), through admission control (429), then queued for the engine's
         next step. ``None`` when admitted."""
-        params = self._params.get(request.max_tokens)
-        if params is None:
-            params = self._params[request.max_tokens] = SamplingParams(
-                max_tokens=request.max_tokens, temperature=0.0, ignore_eos=True
-            )
+        params = self._params_of(request)
         try:
             self.engine.validate_request(list(request.prompt_token_ids), params)
         except RequestError as error:
@@ -231,6 +228,24 @@ class VirtualReplica:
         )
         self._pending.append(handle)
         return None
+
+    def _params_of(self, request: ScheduledRequest) -> SamplingParams:
+        """The request's sampling parameters, as the HTTP client asks (``loadgen.client``):
+        greedy, its length fixed, a JSON schema for a structured one; one object per kind."""
+        key = (request.max_tokens, request.stream, request.schema)
+        params = self._params.get(key)
+        if params is None:
+            structured = None
+            if request.schema is not None:
+                schema = schema_of(request.stream, request.schema)
+                structured = StructuredOutputsParams(json=schema)
+            params = self._params[key] = SamplingParams(
+                max_tokens=request.max_tokens,
+                temperature=0.0,
+                ignore_eos=True,
+                structured_outputs=structured,
+            )
+        return params
 
     # -- the engine loop -------------------------------------------------------------------
 

@@ -309,7 +309,8 @@ def test_openmetrics_exemplars_are_carried() -> None:
 def test_bundled_engine_exposition_covers_every_canonical_family(accept: str | None) -> None:
     from engine.metrics import EngineMetrics
 
-    metrics = EngineMetrics("tiny", {"block_size": 16})
+    # NOTE: an engine that speculates: vllm:spec_decode_* exist only then (as in vLLM)
+    metrics = EngineMetrics("tiny", {"block_size": 16}, num_speculative_tokens=2)
     metrics.observe_http_response(200, "/v1/completions")
     body, content_type = metrics.render(accept)
     parse = parse_om if "openmetrics" in content_type else parse_text
