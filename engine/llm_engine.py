@@ -28,11 +28,11 @@ from engine.model_runner import ModelRunner, StepTiming
 from engine.outputs import RequestOutput, RequestTimings, TokenLogprobs
 from engine.request import GrammarCompile, Request, RequestStatus
 from engine.sampling_params import SamplingParams
-from engine.scheduler import Scheduler, SchedulerOutput, SchedulerStats
+from engine.scheduler import Scheduler, SchedulerStats
 from engine.sim.backend import SimBackend, build_sim_backend
 from engine.sim.runner import SimRunner
 from engine.sim.target import is_simulated
-from engine.spec_decode.drafts import DraftProposer, NgramProposer, num_drafts_allowed
+from engine.spec_decode.drafts import DraftProposer, NgramProposer, propose_drafts
 from engine.spec_decode.stats import SpecDecodingStats
 from engine.stop import check_stop
 from engine.structured.backend import StructuredOutputBackend
@@ -378,8 +378,14 @@ class LLMEngine:
         )
         for status, ids in finished.items():
             self.scheduler.finish_requests(ids, status)
-        if self.drafter is not None:
-            self._propose_drafts(updated)
+        if self.drafter is not None and self.speculative_config is not None:
+            propose_drafts(
+                self.drafter,
+                updated,
+                self.speculative_config.num_speculative_tokens,
+                self.config.max_model_len,
+                skip=self.structured_outputs.has,  # NOTE: a grammar decides each token
+            )
         outputs = []
         for request in updated:
             count = num_new[request.request_id]
@@ -398,37 +404,15 @@ class LLMEngine:
             num_requests=len(output.scheduled),
             step_seconds=time.perf_counter() - started,
             timing=self.runner.last_timing,
-            spec_decoding=self._spec_decoding_stats(output, result.accepted_draft_token_ids),
-        )
-        return outputs
-
-    def _propose_drafts(self, requests: Sequence[Request]) -> None:
-        """The next step's drafts of each request that got tokens and goes on (none for a
-        structured request, whose grammar decides its tokens one at a time)."""
-        assert self.drafter is not None and self.speculative_config is not None
-        k = self.speculative_config.num_speculative_tokens
-        for request in requests:
-            if request.is_finished:
-                continue
-            allowed = num_drafts_allowed(request, k, self.config.max_model_len)
-            if allowed < 1 or self.structured_outputs.has(request.request_id):
-                request.spec_token_ids = []
-                continue
-            request.spec_token_ids = self.drafter.propose(request, allowed)
-
-    def _spec_decoding_stats(
-        self, output: SchedulerOutput, accepted: Mapping[str, Sequence[int]]
-    ) -> SpecDecodingStats | None:
-        if self.speculative_config is None:
-            return None
-        return SpecDecodingStats.of(
-            self.speculative_config.num_speculative_tokens,
-            (
-                (len(i.draft_token_ids), len(accepted.get(i.request_id, ())))
-                for i in output.scheduled
-                if i.draft_token_ids
+            spec_decoding=None
+            if self.speculative_config is None
+            else SpecDecodingStats.of_step(
+                self.speculative_config.num_speculative_tokens,
+                output.scheduled,
+                result.accepted_draft_token_ids,
             ),
         )
+        return outputs
 
     def _output(
         self,

@@ -7,6 +7,7 @@ The engine asks after every step, for each request that got tokens and goes on, 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from engine.request import Request
@@ -31,6 +32,25 @@ def num_drafts_allowed(request: Request, num_speculative_tokens: int, max_model_
         max_model_len - request.num_tokens,
     )
     return max(0, min(num_speculative_tokens, left - 1))
+
+
+def propose_drafts(
+    drafter: DraftProposer,
+    requests: Sequence[Request],
+    num_speculative_tokens: int,
+    max_model_len: int,
+    skip: Callable[[str], bool] = lambda request_id: False,
+) -> None:
+    """Set the next step's drafts (``spec_token_ids``) of each of ``requests`` that goes on:
+    none where ``skip(request_id)`` or no room is left."""
+    for request in requests:
+        if request.is_finished:
+            continue
+        allowed = num_drafts_allowed(request, num_speculative_tokens, max_model_len)
+        if allowed < 1 or skip(request.request_id):
+            request.spec_token_ids = []
+            continue
+        request.spec_token_ids = drafter.propose(request, allowed)
 
 
 class NgramProposer:

@@ -8,8 +8,19 @@ whose token ``i`` was accepted, so it never grows along the positions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class _Verified(Protocol):
+    """What a step's stats read of a scheduled request (``ScheduledRequest`` is one)."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def draft_token_ids(self) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,23 @@ class SpecDecodingStats:
             for position in range(accepted):
                 per_pos[position] += 1
         return cls(num_drafts, num_draft_tokens, num_accepted, tuple(per_pos))
+
+    @classmethod
+    def of_step(
+        cls,
+        num_spec_tokens: int,
+        scheduled: Sequence[_Verified],
+        accepted: Mapping[str, Sequence[int]],
+    ) -> SpecDecodingStats:
+        """A step's stats from its scheduled requests and the drafts each one accepted."""
+        return cls.of(
+            num_spec_tokens,
+            (
+                (len(item.draft_token_ids), len(accepted.get(item.request_id, ())))
+                for item in scheduled
+                if item.draft_token_ids
+            ),
+        )
 
     @property
     def acceptance_rate(self) -> float:

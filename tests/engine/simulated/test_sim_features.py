@@ -18,6 +18,7 @@ from engine.errors import ConfigError
 from engine.live_knobs import apply_knob_changes, knobs_in_force
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+from engine.sim.features import SIM_FEATURE_KNOBS
 from engine.sim.runner import VirtualClock
 from engine.structured.params import StructuredOutputsParams
 from loadgen.errors import WorkloadError
@@ -212,3 +213,30 @@ def test_a_workload_without_structured_requests_keeps_its_schedule():
     some = build_schedule([parse_workload({**base, "structured": {"share": 1.0, "schemas": 2}})])
     assert {r.schema for r in some} == {0, 1}
     assert some[0].prompt_token_ids == plain[0].prompt_token_ids  # drawn before the schema
+
+
+@pytest.fixture(scope="module")
+def sim_engine() -> LLMEngine:
+    return _engine()[0]
+
+
+_EXTREMES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**70), 2**70),
+    st.sampled_from([0, 1, 60, 60.000001, 5e-324, -0.0, True, None, "0.5", [0.5]]),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(knob=st.sampled_from(SIM_FEATURE_KNOBS), value=_EXTREMES)
+def test_any_simulator_knob_value_is_applied_or_refused_naming_it(sim_engine, knob, value):
+    engine = sim_engine
+    before = knobs_in_force(engine, _Faults(), _Admission())
+    try:
+        _patch(engine, **{knob: value})
+    except ConfigError as error:
+        assert str(error).startswith(f"{knob}=")
+        assert knobs_in_force(engine, _Faults(), _Admission()) == before
+        return
+    assert getattr(engine.simulation.features.knobs, knob) == float(value)
+    _patch(engine, **{knob: before[knob]})
