@@ -17,9 +17,10 @@ A step's prefill chunks are recorded on their requests when the step's outputs a
 applied, so a chunk unscheduled by a later preemption in the same step is never seen.
 
 Speculative decoding: a decoding request with draft tokens (``Request.spec_token_ids``)
-computes its last token and its drafts in one step, as many drafts as the budget and
-``max_model_len`` leave room for, in blocks allocated for all of them; when the pool has no
-room for the drafts the request decodes without them rather than preempt anyone. Rejected
+computes its last token and its drafts in one step, as many drafts as ``max_model_len`` and
+the budget leave room for once every other decode has its one token, in blocks allocated for
+all of them; when the pool has no room for the drafts the request decodes without them
+rather than preempt anyone. Rejected
 drafts are rolled back when the outputs are applied: their KV slots stay allocated and are
 overwritten by the tokens that really come there.
 """
@@ -158,7 +159,7 @@ class Scheduler:
 
         decoding = [r for r in self.running if r.num_tokens_to_compute == 1]
         prefilling = [r for r in self.running if r.num_tokens_to_compute > 1]
-        for request in decoding + prefilling:
+        for index, request in enumerate(decoding + prefilling):
             if budget <= 0:
                 break
             if request.status is not RequestStatus.RUNNING:
@@ -166,7 +167,10 @@ class Scheduler:
             num_new = min(request.num_tokens_to_compute, budget)
             if num_new < request.num_tokens_to_compute and not limits.enable_chunked_prefill:
                 continue
-            drafts = self._drafts_that_fit(request, num_new, budget, limits)
+            # NOTE: drafts take only budget the decodes after this one do not need, so every
+            # running request still decodes each step (vLLM lets drafts crowd them out)
+            reserved = max(0, len(decoding) - index - 1)
+            drafts = self._drafts_that_fit(request, num_new, budget - reserved, limits)
             if drafts:
                 new_blocks = self.kv_cache.allocate_slots(request, num_new + len(drafts))
                 if new_blocks is not None:

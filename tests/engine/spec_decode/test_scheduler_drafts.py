@@ -159,3 +159,21 @@ def test_a_pool_without_room_for_drafts_decodes_without_them_and_preempts_nobody
     assert not out.preempted_request_ids
     assert [i.draft_token_ids for i in out.scheduled] == [(), ()]
     assert s.num_preemptions_total == 0
+
+
+def test_drafts_never_crowd_a_decode_out_of_its_step():
+    # budget 4 = max_num_seqs: each running request must still decode every step
+    s = make_scheduler(num_blocks=32, block_size=4, max_num_batched_tokens=4, max_num_seqs=4,
+                       max_model_len=32)  # fmt: skip
+    requests = [make_request([i + 1], max_tokens=12) for i in range(3)]
+    for request in requests:
+        s.add_request(request)
+    spec_step(s, random.Random(0), 0, 1.0)  # the prompts
+    for _ in range(5):
+        for request in requests:
+            request.spec_token_ids = [7, 7, 7]
+        out = s.schedule()
+        assert sorted(i.request_id for i in out.scheduled) == sorted(r.request_id for r in requests)
+        # one spare token: the first decode takes it as its one draft, the others none
+        assert [len(i.draft_token_ids) for i in out.scheduled] == [1, 0, 0]
+        s.update_from_output(out, [7] * 3, {i.request_id: () for i in out.scheduled})
