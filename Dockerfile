@@ -8,6 +8,8 @@ WORKDIR /app
 
 # NOTE: torch first, from the CPU index, so the next layer does not pull a CUDA build.
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+# NOTE: structured outputs' xgrammar without triton (a GPU compiler; pyproject.toml says why).
+RUN pip install --no-deps xgrammar==0.2.9
 COPY pyproject.toml README.md ./
 COPY tailwatch tailwatch
 COPY engine engine

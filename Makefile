@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml $(wildcard */__init__.py)
 	$(PIP) install --quiet --upgrade pip
 	# torch first: here it resolves to the CPU build on disk; the engine uses CUDA when present.
 	$(PIP) install --quiet torch==2.13.0
+	# xgrammar without its triton requirement (pyproject.toml says why); its other deps come next.
+	$(PIP) install --quiet --no-deps xgrammar==0.2.9
 	$(PIP) install --quiet -e '.[test]'
 	@touch $(STAMP)
 

@@ -62,6 +62,19 @@ HTTP_RESPONSES_TOTAL = "http_responses_total"
 #: The routes whose responses are the API's: OpenAI's ``/v1/...``.
 API_HANDLER_PREFIX = "/v1/"
 
+#: Speculative decoding (vLLM's ``spec_decode_*`` counters): drafts verified, their tokens, the
+#: tokens accepted, and those accepted per draft ``position`` (label kept, "0" first).
+SPEC_DECODE_DRAFTS_TOTAL = "spec_decode_drafts_total"
+SPEC_DECODE_DRAFT_TOKENS_TOTAL = "spec_decode_draft_tokens_total"
+SPEC_DECODE_ACCEPTED_TOKENS_TOTAL = "spec_decode_accepted_tokens_total"
+SPEC_DECODE_ACCEPTED_TOKENS_PER_POS_TOTAL = "spec_decode_accepted_tokens_per_pos_total"
+#: Structured outputs (the bundled engine's ``tailwatch:structured_output_*``): requests by
+#: constraint ``kind``, compiled-grammar cache hits and misses, and the compiles' seconds.
+STRUCTURED_OUTPUT_REQUESTS_TOTAL = "structured_output_requests_total"
+STRUCTURED_OUTPUT_CACHE_HITS_TOTAL = "structured_output_cache_hits_total"
+STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL = "structured_output_cache_misses_total"
+STRUCTURED_OUTPUT_COMPILE_SECONDS = "structured_output_compile_seconds"
+
 REQUESTS_RUNNING = "requests_running"
 REQUESTS_WAITING = "requests_waiting"
 KV_CACHE_USAGE = "kv_cache_usage"  # a 0..1 fraction
@@ -97,6 +110,14 @@ FAMILIES: dict[str, Kind] = {
     PREFIX_CACHE_HITS_TOTAL: Kind.COUNTER,
     REQUESTS_TOTAL: Kind.COUNTER,
     HTTP_RESPONSES_TOTAL: Kind.COUNTER,
+    SPEC_DECODE_DRAFTS_TOTAL: Kind.COUNTER,
+    SPEC_DECODE_DRAFT_TOKENS_TOTAL: Kind.COUNTER,
+    SPEC_DECODE_ACCEPTED_TOKENS_TOTAL: Kind.COUNTER,
+    SPEC_DECODE_ACCEPTED_TOKENS_PER_POS_TOTAL: Kind.COUNTER,
+    STRUCTURED_OUTPUT_REQUESTS_TOTAL: Kind.COUNTER,
+    STRUCTURED_OUTPUT_CACHE_HITS_TOTAL: Kind.COUNTER,
+    STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL: Kind.COUNTER,
+    STRUCTURED_OUTPUT_COMPILE_SECONDS: Kind.HISTOGRAM,
     REQUESTS_RUNNING: Kind.GAUGE,
     REQUESTS_WAITING: Kind.GAUGE,
     KV_CACHE_USAGE: Kind.GAUGE,

@@ -122,6 +122,11 @@ VLLM_RULES = (
     _r("vllm:num_requests_running", c.REQUESTS_RUNNING),
     _r("vllm:num_requests_waiting", c.REQUESTS_WAITING),
     _r("vllm:kv_cache_usage_perc", c.KV_CACHE_USAGE),
+    # speculative decoding (vllm/v1/spec_decode/metrics.py): only while a server speculates
+    _r("vllm:spec_decode_num_drafts", c.SPEC_DECODE_DRAFTS_TOTAL),
+    _r("vllm:spec_decode_num_draft_tokens", c.SPEC_DECODE_DRAFT_TOKENS_TOTAL),
+    _r("vllm:spec_decode_num_accepted_tokens", c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL),
+    _r("vllm:spec_decode_num_accepted_tokens_per_pos", c.SPEC_DECODE_ACCEPTED_TOKENS_PER_POS_TOTAL),
     # §4: names vLLM renamed; still read from older servers. Which versions: gpu_cache_usage_perc
     # V0 (≈0.5) to 0.10 (hidden 0.11); gpu_prefix_cache_* V1 0.8 (blocks) to 0.10 (tokens);
     # time_per_output_token_seconds V0 to 0.11; time_in_queue_requests V0 only (≈0.6-0.8.5).
@@ -149,6 +154,10 @@ TAILWATCH_RULES = (
     _r("tailwatch:lora_e2e_request_latency_seconds", c.LORA_E2E_SECONDS),
     _r("tailwatch:startup_phase_seconds", c.STARTUP_PHASE_SECONDS),
     _r("tailwatch:engine_start_time_seconds", c.ENGINE_START_TIME_SECONDS),
+    _r("tailwatch:structured_output_requests", c.STRUCTURED_OUTPUT_REQUESTS_TOTAL),
+    _r("tailwatch:structured_output_cache_hits", c.STRUCTURED_OUTPUT_CACHE_HITS_TOTAL),
+    _r("tailwatch:structured_output_cache_misses", c.STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL),
+    _r("tailwatch:structured_output_compile_seconds", c.STRUCTURED_OUTPUT_COMPILE_SECONDS),
 )
 
 #: vLLM's LoRA gauge, exported only with LoRA on (``vllm/v1/metrics/loggers.py``), so no

@@ -14,6 +14,7 @@ from typing import Any
 from engine.errors import ConfigError
 from engine.lora.config import LoRAConfig, lora_config
 from engine.quantization import check_quantization
+from engine.spec_decode.config import SpeculativeConfig
 
 
 class SchedulingPolicy(StrEnum):
@@ -136,6 +137,12 @@ class EngineConfig:
     lora_load_seconds: float = _knob(
         0.0, "With LoRA: storage latency each cold adapter load adds (seconds)."
     )
+    # NOTE: a JSON string from the flag or a YAML mapping becomes a SpeculativeConfig here
+    speculative_config: SpeculativeConfig | None = _knob(  # noqa: RUF009 (frozen; None)
+        None,
+        "Speculative decoding, vLLM's JSON: "
+        '{"method": "ngram", "num_speculative_tokens": 3} (also prompt_lookup_min/max).',
+    )
 
     def __post_init__(self) -> None:
         _check_positive_int("block_size", self.block_size)
@@ -163,6 +170,9 @@ class EngineConfig:
         object.__setattr__(
             self, "scheduling_policy", SchedulingPolicy.parse(self.scheduling_policy)
         )
+        object.__setattr__(
+            self, "speculative_config", SpeculativeConfig.parse(self.speculative_config)
+        )
         if self.num_gpu_blocks is not None:
             check_kv_pool_fits(self, self.num_gpu_blocks)
         check_quantization(self.quantization)
@@ -188,7 +198,12 @@ class EngineConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every knob by name; ``speculative_config`` as its JSON text (or None), which is
+        what the flag takes and what ``EngineConfig(**to_dict())`` reads back."""
+        knobs = asdict(self)
+        spec = self.speculative_config
+        knobs["speculative_config"] = None if spec is None else spec.to_json()
+        return knobs
 
 
 def _check_tensor_parallel_size(model: Any, size: Any) -> None:

@@ -12,6 +12,10 @@ limits in front of it, and the drill faults below, which are kept out of ``Engin
   computed, a bigger model's prefill throughput (0.0005: 2,000 tokens/s), so a long-prompt
   drill stalls decodes the same on any machine.
 - ``fail_next_steps``: that many of the next steps (with a batch) raise after the model ran.
+
+A simulated engine also takes its priced features' knobs (``engine.sim.features``:
+``spec_decode_acceptance_rate`` and the ``structured_output_*`` costs), so a scenario can
+change how well speculation pays or what grammars cost part-way; a torch engine refuses them.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from typing import Any, Protocol
 from engine.admission import Admission
 from engine.errors import ConfigError
 from engine.llm_engine import KnobChange, LLMEngine
+from engine.sim.features import SIM_FEATURE_KNOBS, SimFeatureKnobs
 
 __all__ = [
     "ADMISSION_KNOBS",
     "DELAY_FAULTS",
     "FAULTS",
     "MAX_FAIL_NEXT_STEPS",
+    "NOT_INFO_LABELS",
     "DelayFaults",
     "apply_knob_changes",
     "knobs_in_force",
@@ -40,6 +46,9 @@ DELAY_FAULTS: dict[str, float] = {"step_delay_seconds": 10.0, "prefill_seconds_p
 # for overload (lower max_waiting_requests) can be turned without a restart.
 ADMISSION_KNOBS: tuple[str, ...] = ("max_waiting_requests", "max_concurrency_per_tenant")
 MAX_FAIL_NEXT_STEPS = 1000
+#: What ``knobs_in_force`` shows that is no label of ``vllm:cache_config_info``: a fault that
+#: counts down by itself, and the simulator's feature knobs (drill parameters, not config).
+NOT_INFO_LABELS: tuple[str, ...] = ("fail_next_steps", *SIM_FEATURE_KNOBS)
 
 
 class DelayFaults(Protocol):
@@ -51,12 +60,29 @@ class DelayFaults(Protocol):
 
 def knobs_in_force(engine: LLMEngine, faults: DelayFaults, admission: Admission) -> dict[str, Any]:
     """The knobs ``GET /admin/config`` shows: the engine's, the faults and admission's."""
-    return {
+    knobs = {
         **engine.knobs(),
         **{fault: getattr(faults, fault) for fault in DELAY_FAULTS},
         "fail_next_steps": engine.num_steps_to_fail,
         **{knob: getattr(admission, knob) for knob in ADMISSION_KNOBS},
     }
+    if engine.simulation is not None:
+        features = engine.simulation.features.knobs
+        knobs.update({knob: getattr(features, knob) for knob in SIM_FEATURE_KNOBS})
+    return knobs
+
+
+def _checked_sim_features(engine: LLMEngine, changes: Mapping[str, Any]) -> SimFeatureKnobs | None:
+    """The simulator's feature knobs after ``changes`` (None: they name none of them)."""
+    asked = {k: v for k, v in changes.items() if k in SIM_FEATURE_KNOBS}
+    if not asked:
+        return None
+    if engine.simulation is None:
+        raise ConfigError(
+            f"{', '.join(sorted(asked))}: a simulator knob; this engine runs a model "
+            "(only a sim:<model>@<gpu> engine prices its features)"
+        )
+    return engine.simulation.features.knobs.changed(asked)
 
 
 def _checked_delays(faults: DelayFaults, changes: Mapping[str, Any]) -> dict[str, float]:
@@ -90,6 +116,7 @@ def apply_knob_changes(
     nothing applied, for a bad one)."""
     delays = _checked_delays(faults, changes)
     fail_steps = _checked_fail_steps(engine, changes)
+    features = _checked_sim_features(engine, changes)
     limits = {k: v for k, v in changes.items() if k in ADMISSION_KNOBS}
     for knob, value in limits.items():
         if value is not None and (
@@ -97,7 +124,9 @@ def apply_knob_changes(
         ):
             raise ConfigError(f"{knob}={value!r}: must be a positive integer or null")
     knob_changes = {
-        k: v for k, v in changes.items() if k not in FAULTS and k not in ADMISSION_KNOBS
+        k: v
+        for k, v in changes.items()
+        if k not in FAULTS and k not in ADMISSION_KNOBS and k not in SIM_FEATURE_KNOBS
     }
     applied = engine.update_knobs(knob_changes) if knob_changes else []
 
@@ -118,4 +147,11 @@ def apply_knob_changes(
         if delay != getattr(faults, fault):
             applied.append(moved(fault, getattr(faults, fault), delay))
             setattr(faults, fault, delay)
+    if features is not None and engine.simulation is not None:
+        holder = engine.simulation.features
+        for knob in SIM_FEATURE_KNOBS:
+            old, new = getattr(holder.knobs, knob), getattr(features, knob)
+            if old != new:
+                applied.append(moved(knob, old, new))
+        holder.knobs = features  # NOTE: replaced whole, between steps
     return applied

@@ -30,13 +30,18 @@ from engine.model.loader import load_model
 from engine.model.tokenizer import ByteLevelTokenizer
 from engine.model_runner import ModelRunner, StepTiming
 from engine.outputs import RequestOutput, RequestTimings, TokenLogprobs
-from engine.request import Request, RequestStatus
+from engine.request import GrammarCompile, Request, RequestStatus
 from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler, SchedulerStats
 from engine.sim.backend import SimBackend, build_sim_backend
 from engine.sim.runner import SimRunner
 from engine.sim.target import is_simulated
+from engine.spec_decode.drafts import DraftProposer, NgramProposer, propose_drafts
+from engine.spec_decode.stats import SpecDecodingStats
 from engine.stop import check_stop
+from engine.structured.backend import StructuredOutputBackend
+from engine.structured.cache import GrammarCacheStats
+from engine.structured.manager import StructuredOutputManager
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class StepStats:
     num_requests: int
     step_seconds: float
     timing: StepTiming
+    # what speculation did this step (None: speculation is off)
+    spec_decoding: SpecDecodingStats | None = None
 
 
 def _are_bytes(token_ids: list[int]) -> bool:
@@ -145,6 +152,19 @@ class LLMEngine:
                 config.seed,
                 lora=None if self.lora is None else self.lora.manager,
             )
+        # NOTE: the simulator prices compiles and masks instead of running xgrammar, and
+        # drafts the tokens it would sample (engine/sim/features.py)
+        self.speculative_config = config.speculative_config
+        self.structured_outputs: StructuredOutputBackend
+        self.drafter: DraftProposer | None = None
+        if self.simulation is not None:
+            self.structured_outputs = self.simulation.structured_outputs
+            if self.speculative_config is not None:
+                self.drafter = self.simulation.drafter
+        else:
+            self.structured_outputs = StructuredOutputManager(tokenizer, model_config.vocab_size)
+            if self.speculative_config is not None:
+                self.drafter = NgramProposer(self.speculative_config)
         self._detokenizers: dict[str, IncrementalDetokenizer] = {}
         self._next_id = itertools.count()
         self.last_step = StepStats(0, 0, 0, 0, 0.0, StepTiming(0.0, 0.0, 0.0))
@@ -241,6 +261,15 @@ class LLMEngine:
             cache_salt=cache_salt,
             lora_request=lora_request,
         )
+        if params.structured_outputs is not None:
+            # NOTE: compiled here, on the engine thread, before the request is queued: a
+            # grammar that fails to compile queues nothing (vLLM compiles in a thread pool
+            # while the request waits; see docs/engine.md)
+            started = self.clock()
+            lookup = self.structured_outputs.add(request_id, params)
+            request.grammar_compile = GrammarCompile(
+                started, params.structured_outputs.kind, lookup.cache_hit, lookup.compile_seconds
+            )
         self.scheduler.add_request(request)
         self._detokenizers[request_id] = IncrementalDetokenizer(
             self.tokenizer, params.stop, params.min_tokens, byte_level=self._byte_level
@@ -304,6 +333,8 @@ class LLMEngine:
             raise RequestError(
                 f"logit_bias={bad}: token id {bad} is outside the vocabulary [0, {vocab})"
             )
+        if params.structured_outputs is not None:
+            self.structured_outputs.check(params.structured_outputs)
         return token_ids
 
     def _tokenize(self, prompt: str | Sequence[int]) -> list[int]:
@@ -353,6 +384,10 @@ class LLMEngine:
     def stats(self) -> SchedulerStats:
         return self.scheduler.stats()
 
+    def grammar_cache_stats(self) -> GrammarCacheStats:
+        """Cumulative compiled-grammar cache hits and misses (structured outputs)."""
+        return self.structured_outputs.stats()
+
     # -- the loop --------------------------------------------------------------------------
 
     def step(self) -> list[RequestOutput]:
@@ -365,47 +400,86 @@ class LLMEngine:
             # cold adapter delays every request of the step, not only its own
             self.lora.prepare(i.lora_request for i in output.scheduled)
         requests = self.scheduler.requests
-        num_decode = sum(
-            1
+        num_decode_tokens = sum(
+            i.num_new_tokens
             for i in output.scheduled
-            if i.num_new_tokens == 1
-            and i.num_computed_tokens >= requests[i.request_id].num_prompt_tokens
+            if i.draft_token_ids
+            or (
+                i.num_new_tokens == 1
+                and i.num_computed_tokens >= requests[i.request_id].num_prompt_tokens
+            )
         )
-        result = self.runner.execute(output, requests)
+        grammar_bitmask = None
+        if self.structured_outputs.num_requests:
+            sampling = [i.request_id for i in output.scheduled if i.samples_token]
+            grammar_bitmask = self.structured_outputs.bitmask(sampling)
+        result = self.runner.execute(output, requests, grammar_bitmask)
         # NOTE: after execute, as a sampler error would be: the runner has already
         # forgotten this step's finished and preempted requests, so only the batch is
         # left half done.
         if self.num_steps_to_fail and output.scheduled:
             self.num_steps_to_fail -= 1
             raise InjectedStepFault("fail_next_steps: an injected step failure")
-        updated = self.scheduler.update_from_output(output, result.sampled_token_ids)
         finished: dict[RequestStatus, list[str]] = {}
-        outputs = []
-        for request in updated:
-            detokenizer = self._detokenizers[request.request_id]
-            stop_string = detokenizer.add_token(request.output_token_ids[-1])
+        num_new: dict[str, int] = {}
+
+        def on_token(request: Request) -> bool:
+            """Detokenize and stop-check one new token; True if the request stops there."""
+            request_id = request.request_id
+            num_new[request_id] = num_new.get(request_id, 0) + 1
+            token_id = request.output_token_ids[-1]
+            # NOTE: the grammar first: a complete constraint ends the request with stop, as
+            # the matcher's terminal state does in vLLM, whatever else this token reaches
+            is_complete = self.structured_outputs.num_requests > 0 and (
+                self.structured_outputs.accept(request_id, token_id)
+            )
+            stop_string = self._detokenizers[request_id].add_token(token_id)
             status = check_stop(request, self.config.max_model_len, stop_string)
-            if status is not None:
-                finished.setdefault(status, []).append(request.request_id)
+            if is_complete:
+                status = RequestStatus.FINISHED_STOPPED
+            if status is None:
+                return False
+            finished.setdefault(status, []).append(request_id)
+            return True
+
+        updated = self.scheduler.update_from_output(
+            output, result.sampled_token_ids, result.accepted_draft_token_ids, on_token
+        )
         for status, ids in finished.items():
             self.scheduler.finish_requests(ids, status)
+        if self.drafter is not None and self.speculative_config is not None:
+            propose_drafts(
+                self.drafter,
+                updated,
+                self.speculative_config.num_speculative_tokens,
+                self.config.max_model_len,
+                skip=self.structured_outputs.has,  # NOTE: a grammar decides each token
+            )
+        outputs = []
         for request in updated:
-            logprobs = result.logprobs.get(request.request_id)
+            count = num_new[request.request_id]
             outputs.append(
                 self._output(
                     request,
-                    request.output_token_ids[-1:],
+                    request.output_token_ids[-count:],
                     request.is_finished,
-                    (logprobs,) if logprobs is not None else (),
+                    result.logprobs.get(request.request_id, ())[:count],
                 )
             )
         self.last_step = StepStats(
             step_index=self.last_step.step_index + 1,
-            num_prompt_tokens=output.num_scheduled_tokens - num_decode,
-            num_generation_tokens=len(updated),
+            num_prompt_tokens=output.num_scheduled_tokens - num_decode_tokens,
+            num_generation_tokens=sum(num_new.values()),
             num_requests=len(output.scheduled),
             step_seconds=time.perf_counter() - started,
             timing=self.runner.last_timing,
+            spec_decoding=None
+            if self.speculative_config is None
+            else SpecDecodingStats.of_step(
+                self.speculative_config.num_speculative_tokens,
+                output.scheduled,
+                result.accepted_draft_token_ids,
+            ),
         )
         return outputs
 
@@ -420,6 +494,7 @@ class LLMEngine:
         new_text = detokenizer.take_new_text(finished)
         if finished:
             del self._detokenizers[request.request_id]
+            self.structured_outputs.forget(request.request_id)
         return RequestOutput(
             request_id=request.request_id,
             new_token_ids=tuple(new_ids),

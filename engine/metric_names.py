@@ -31,6 +31,8 @@ LABEL_SIMULATED = "simulated"
 LABEL_TENSOR_PARALLEL_SIZE = "tensor_parallel_size"  # GPUs one simulated engine stands for
 LABEL_LORA_NAME = "lora_name"
 LABEL_PHASE = "phase"
+LABEL_POSITION = "position"  # a draft token's position (speculative decoding), "0" first
+LABEL_KIND = "kind"  # a structured output's constraint: json, json_object, regex, choice, grammar
 
 ENGINE_LABELS = (LABEL_MODEL_NAME, LABEL_ENGINE)
 FRONTEND_LABELS = (LABEL_MODEL_NAME,)  # front-end series: no engine label (as vLLM's)
@@ -64,6 +66,11 @@ BUCKETS: dict[str, tuple[float, ...]] = {
     "iteration_tokens": (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384),
     "request_params_n": (1, 2, 5, 10, 20),
     "request_num_preemptions": (1, 2, 3, 4, 5, 10, 20),
+    # ours: a grammar compile, from a small schema on a byte vocabulary (under a millisecond)
+    # to a large one on a 128k vocabulary (seconds)
+    "grammar_compile": (
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ),
 }  # fmt: skip
 REQUEST_TOKENS = "request_tokens"  # the one family sized by max_model_len
 
@@ -291,6 +298,54 @@ KNOB_CHANGES = MetricSpec(
     (*ENGINE_LABELS, LABEL_KNOB),
 )
 
+# Speculative decoding: vLLM's four counters (vllm/v1/spec_decode/metrics.py), registered only
+# when speculation is on, as vLLM registers them; per_pos has one series per draft position.
+SPEC_DECODE_NUM_DRAFTS = MetricSpec(
+    "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", "counter"
+)
+SPEC_DECODE_NUM_DRAFT_TOKENS = MetricSpec(
+    "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", "counter"
+)
+SPEC_DECODE_NUM_ACCEPTED_TOKENS = MetricSpec(
+    "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", "counter"
+)
+SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS = MetricSpec(
+    "vllm:spec_decode_num_accepted_tokens_per_pos",
+    "Accepted tokens per draft position.",
+    "counter",
+    (*ENGINE_LABELS, LABEL_POSITION),
+)
+SPEC_DECODE_SPECS: tuple[MetricSpec, ...] = (
+    SPEC_DECODE_NUM_DRAFTS,
+    SPEC_DECODE_NUM_DRAFT_TOKENS,
+    SPEC_DECODE_NUM_ACCEPTED_TOKENS,
+    SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS,
+)
+
+# Structured outputs: vLLM exports nothing about grammar compiles; these are ours.
+STRUCTURED_OUTPUT_REQUESTS = MetricSpec(
+    "tailwatch:structured_output_requests",
+    "Structured-output requests that joined the engine, by constraint kind.",
+    "counter",
+    (*ENGINE_LABELS, LABEL_KIND),
+)
+STRUCTURED_OUTPUT_CACHE_HITS = MetricSpec(
+    "tailwatch:structured_output_cache_hits",
+    "Structured-output requests whose compiled grammar was cached.",
+    "counter",
+)
+STRUCTURED_OUTPUT_CACHE_MISSES = MetricSpec(
+    "tailwatch:structured_output_cache_misses",
+    "Structured-output requests whose grammar was compiled (not cached).",
+    "counter",
+)
+STRUCTURED_OUTPUT_COMPILE_SECONDS = _h(
+    "tailwatch:structured_output_compile_seconds",
+    "Histogram of grammar compile time in seconds (cache misses only).",
+    "grammar_compile",
+)
+STRUCTURED_OUTPUT_KINDS = ("json", "json_object", "regex", "choice", "grammar")
+
 # NOTE: the join key between this engine's scrapes and its spans: the same id is the
 # spans' resource ``service.instance.id``, so a collector can tell which scrape target served
 # a traced request whatever the target is called (docs/collectors.md, "Replica to target").
@@ -438,4 +493,8 @@ ALL_SPECS: tuple[MetricSpec, ...] = (
     SIMULATION_INFO,
     STARTUP_PHASE_SECONDS,
     ENGINE_START_TIME,
+    STRUCTURED_OUTPUT_REQUESTS,
+    STRUCTURED_OUTPUT_CACHE_HITS,
+    STRUCTURED_OUTPUT_CACHE_MISSES,
+    STRUCTURED_OUTPUT_COMPILE_SECONDS,
 )

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from engine.lora.metrics import LoRAMetrics
     from engine.outputs import RequestOutput
     from engine.scheduler import SchedulerStats
+    from engine.spec_decode.stats import SpecDecodingStats
+    from engine.structured.cache import GrammarCacheStats
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 # NOTE: prometheus_client 0.26 escapes ':' to '_' on OpenMetrics sample lines but not on
@@ -61,6 +63,27 @@ class _TenantSeries:
         self.ttft = metrics.family(mn.TENANT_TIME_TO_FIRST_TOKEN).labels(*labels)
 
 
+class _SpecDecodeSeries:
+    """vLLM's speculative-decoding counters, bound: made only for an engine that speculates
+    (as vLLM registers them), with one ``position`` series per draft position."""
+
+    def __init__(self, metrics: EngineMetrics, num_speculative_tokens: int) -> None:
+        labels, registry = metrics.labels, metrics.registry
+        made = {spec.name: _create(spec, registry, 0) for spec in mn.SPEC_DECODE_SPECS}
+        self.num_drafts = made[mn.SPEC_DECODE_NUM_DRAFTS.name].labels(*labels)
+        self.num_draft_tokens = made[mn.SPEC_DECODE_NUM_DRAFT_TOKENS.name].labels(*labels)
+        self.num_accepted_tokens = made[mn.SPEC_DECODE_NUM_ACCEPTED_TOKENS.name].labels(*labels)
+        per_pos = made[mn.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.name]
+        self.per_pos = [per_pos.labels(*labels, str(i)) for i in range(num_speculative_tokens)]
+
+    def observe(self, stats: SpecDecodingStats) -> None:
+        self.num_drafts.inc(stats.num_drafts)
+        self.num_draft_tokens.inc(stats.num_draft_tokens)
+        self.num_accepted_tokens.inc(stats.num_accepted_tokens)
+        for counter, accepted in zip(self.per_pos, stats.num_accepted_tokens_per_pos, strict=True):
+            counter.inc(accepted)
+
+
 class EngineMetrics:
     """vLLM's metric families for one engine, plus ``tailwatch:`` per-tenant series.
 
@@ -68,7 +91,9 @@ class EngineMetrics:
     ``vllm:cache_config_info``; values render as ``str(value)``, as vLLM's do. Without a
     ``registry`` a private one is made, so several engines can live in one process.
     ``instance_id`` labels ``tailwatch:engine_info`` (the server passes the one its spans
-    carry as ``service.instance.id``); None makes a fresh UUID.
+    carry as ``service.instance.id``); None makes a fresh UUID. ``num_speculative_tokens``
+    (an engine that speculates) registers vLLM's ``vllm:spec_decode_*`` counters at once;
+    otherwise they appear with the first step that verified drafts, if any.
     """
 
     def __init__(
@@ -79,6 +104,7 @@ class EngineMetrics:
         registry: CollectorRegistry | None = None,
         max_model_len: int = 2048,
         instance_id: str | None = None,
+        num_speculative_tokens: int | None = None,
     ) -> None:
         self._knobs = dict(knobs)
         bad = [k for k in self._knobs if not _LABEL_NAME.fullmatch(k) or k == mn.LABEL_ENGINE]
@@ -113,6 +139,11 @@ class EngineMetrics:
         self._num_prefix_hits = 0
         self._num_preemptions = 0
         self._lora: LoRAMetrics | None = None
+        self._num_grammar_hits = 0
+        self._num_grammar_misses = 0
+        self._spec: _SpecDecodeSeries | None = None
+        if num_speculative_tokens is not None:
+            self._spec = _SpecDecodeSeries(self, num_speculative_tokens)
 
     def enable_lora(self) -> None:
         """Add the LoRA series (``engine/lora/metrics.py``), as vLLM does when LoRA is on."""
@@ -158,6 +189,11 @@ class EngineMetrics:
         for reason in mn.ADMISSION_REJECTION_REASONS:
             f(mn.ADMISSION_REJECTIONS).labels(self.model_name, reason)
         self._iteration_tokens = f(mn.ITERATION_TOKENS).labels(*labels)
+        self._grammar_hits = f(mn.STRUCTURED_OUTPUT_CACHE_HITS).labels(*labels)
+        self._grammar_misses = f(mn.STRUCTURED_OUTPUT_CACHE_MISSES).labels(*labels)
+        self._grammar_compile = f(mn.STRUCTURED_OUTPUT_COMPILE_SECONDS).labels(*labels)
+        kinds = f(mn.STRUCTURED_OUTPUT_REQUESTS)
+        self._structured = {k: kinds.labels(*labels, k) for k in mn.STRUCTURED_OUTPUT_KINDS}
         self._ttft = f(mn.TIME_TO_FIRST_TOKEN).labels(*labels)
         self._itl = f(mn.INTER_TOKEN_LATENCY).labels(*labels)
         self._per_request = {
@@ -211,6 +247,11 @@ class EngineMetrics:
             self._last_step_index = step.step_index
             if step.num_requests and not is_warm_up_only:
                 self._iteration_tokens.observe(step.num_prompt_tokens + step.num_generation_tokens)
+            spec = step.spec_decoding
+            if spec is not None and spec.num_drafts and not is_warm_up_only:
+                if self._spec is None:
+                    self._spec = _SpecDecodeSeries(self, len(spec.num_accepted_tokens_per_pos))
+                self._spec.observe(spec)
         if generated:
             self._generation_tokens.inc(sum(generated.values()))
             for tenant, num_tokens in generated.items():
@@ -218,6 +259,7 @@ class EngineMetrics:
         self._observe_scheduler(engine.stats(), count=not is_warm_up_only)
         if self._lora is not None:
             self._lora.on_step(engine, outputs, handles)
+        self._observe_grammar_cache(engine.grammar_cache_stats())
 
     def on_knob_changes(self, changes: Sequence[KnobChange]) -> None:
         """Count each change and re-label ``vllm:cache_config_info`` (old set removed)."""
@@ -299,6 +341,12 @@ class EngineMetrics:
             self._last_token_time[out.request_id] = out.token_time
         if out.finished:
             self._last_token_time.pop(out.request_id, None)
+            compile_ = out.timings.grammar_compile if out.timings is not None else None
+            if compile_ is not None:
+                # NOTE: when the request ends, whatever the end: its compile was paid
+                self._structured[compile_.kind].inc()
+                if not compile_.cache_hit:
+                    self._grammar_compile.observe(compile_.compile_seconds)
             reason = out.finish_reason or "error"
             success = self._success.get(reason)
             if success is None:
@@ -348,6 +396,15 @@ class EngineMetrics:
         computed = out.num_prompt_tokens - min(out.num_cached_tokens, out.num_prompt_tokens)
         h[mn.REQUEST_PREFILL_KV_COMPUTED_TOKENS.name].observe(computed)
         h[mn.REQUEST_NUM_PREEMPTIONS.name].observe(out.num_preemptions)
+
+    def _observe_grammar_cache(self, stats: GrammarCacheStats) -> None:
+        """Move the compiled-grammar cache counters by what its lookups gained."""
+        self._num_grammar_hits = _advance(
+            self._grammar_hits, self._num_grammar_hits, stats.num_hits
+        )
+        self._num_grammar_misses = _advance(
+            self._grammar_misses, self._num_grammar_misses, stats.num_misses
+        )
 
     def _observe_scheduler(self, stats: SchedulerStats, count: bool = True) -> None:
         """Set the gauges; move the counters by what the scheduler's cumulative figures

@@ -3,6 +3,10 @@
 It keeps each request's block table and sampling generator between steps; the
 scheduler sends only the blocks added in a step (or the whole table for a new or
 resumed request), so building a step's inputs is O(tokens scheduled + blocks read).
+
+A request verifying drafts (speculative decoding) is sampled at each of its draft positions
+and after them (``engine/spec_decode/verify.py``); a structured request's logits are masked
+by its grammar's bitmask first (``engine/structured/apply.py``), other rows untouched.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from engine.model.llama import LlamaForCausalLM
 from engine.outputs import TokenLogprobs
 from engine.sampler import SamplingRow, sample
 from engine.sampling_params import SamplingParams
-from engine.scheduler import SchedulerOutput
+from engine.scheduler import ScheduledRequest, SchedulerOutput
+from engine.spec_decode.verify import DraftHistory, verdict
+from engine.structured.apply import apply_grammar_bitmask
+from engine.structured.manager import GrammarBitmask
 
 
 @dataclass(frozen=True)
@@ -37,11 +44,13 @@ class StepTiming:
 
 @dataclass(frozen=True)
 class RunnerOutput:
-    """The sampled token per scheduled request (None: mid-prefill), and the logprobs of
-    those whose requests asked for them, by request id."""
+    """The sampled token per scheduled request (None: mid-prefill); the drafts each request
+    that verified drafts accepted (they come before its sampled token), and the logprobs of
+    the requests that asked for them (one per new token, accepted drafts first), by id."""
 
     sampled_token_ids: list[int | None]
-    logprobs: dict[str, TokenLogprobs] = field(default_factory=dict)
+    logprobs: dict[str, tuple[TokenLogprobs, ...]] = field(default_factory=dict)
+    accepted_draft_token_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 class ModelRunner:
@@ -102,10 +111,14 @@ class ModelRunner:
 
     @torch.inference_mode()
     def execute(
-        self, output: SchedulerOutput, histories: Mapping[str, TokenHistory] | None = None
+        self,
+        output: SchedulerOutput,
+        histories: Mapping[str, TokenHistory] | None = None,
+        grammar_bitmask: GrammarBitmask | None = None,
     ) -> RunnerOutput:
         """Run one step. ``histories`` gives each request's tokens so far (for penalties
-        and min_tokens); without it those parameters see an empty history."""
+        and min_tokens); without it those parameters see an empty history.
+        ``grammar_bitmask`` holds the allowed next tokens of the structured requests."""
         started = time.perf_counter()
         self._forget(output)
         if output.is_empty:
@@ -136,7 +149,10 @@ class ModelRunner:
             slots.extend(table[p // bs] * bs + p % bs for p in range(start, end))
             tables.append(table)
             if item.samples_token:
-                logit_rows.append(len(input_ids) - 1)
+                # NOTE: one row per draft position plus the one after the last draft
+                logit_rows.extend(
+                    range(len(input_ids) - 1 - len(item.draft_token_ids), len(input_ids))
+                )
         width = max(len(t) for t in tables)
         device = self.device
         metadata = AttentionMetadata(
@@ -154,35 +170,14 @@ class ModelRunner:
         prepared = time.perf_counter()
 
         hidden = self.model(ids, pos, self.kv_caches, metadata, lora_batch)
-        sampled: list[int | None] = [None] * len(output.scheduled)
-        logprobs: dict[str, TokenLogprobs] = {}
+        result = RunnerOutput([None] * len(output.scheduled))
         if logit_rows:
             rows = torch.tensor(logit_rows, dtype=torch.long, device=device)
             logits = self.model.compute_logits(hidden.index_select(0, rows))
             if logits.is_cuda:
                 torch.cuda.synchronize()
             forwarded = time.perf_counter()
-            sampling_items = [i for i in output.scheduled if i.samples_token]
-            histories = histories or {}
-            sampling_rows = []
-            for i in sampling_items:
-                history = histories.get(i.request_id)
-                sampling_rows.append(
-                    SamplingRow(
-                        i.sampling_params,
-                        self._generators.get(i.request_id),
-                        history,
-                        self._kept_prompt_token_ids(i.request_id, i.sampling_params, history),
-                    )
-                )
-            result = sample(logits, sampling_rows, self._default_generator)
-            it = iter(result.token_ids)
-            sampled = [next(it) if i.samples_token else None for i in output.scheduled]
-            logprobs = {
-                i.request_id: lp
-                for i, lp in zip(sampling_items, result.logprobs, strict=True)
-                if lp is not None
-            }
+            result = self._sample(output, logits, histories or {}, grammar_bitmask)
         else:
             if hidden.is_cuda:
                 torch.cuda.synchronize()
@@ -190,4 +185,57 @@ class ModelRunner:
         self.last_timing = StepTiming(
             prepared - started, forwarded - prepared, time.perf_counter() - forwarded
         )
-        return RunnerOutput(sampled, logprobs)
+        return result
+
+    def _sample(
+        self,
+        output: SchedulerOutput,
+        logits: torch.Tensor,
+        histories: Mapping[str, TokenHistory],
+        grammar_bitmask: GrammarBitmask | None,
+    ) -> RunnerOutput:
+        """Sample every logits row (one per sampling request, more for one with drafts) and
+        judge the drafts; ``logits`` rows are in the scheduled order."""
+        sampling_items = [i for i in output.scheduled if i.samples_token]
+        sampling_rows: list[SamplingRow] = []
+        first_rows: dict[str, int] = {}
+        for item in sampling_items:
+            first_rows[item.request_id] = len(sampling_rows)
+            sampling_rows.extend(self._rows_of(item, histories.get(item.request_id)))
+        if grammar_bitmask is not None:
+            apply_grammar_bitmask(logits, grammar_bitmask, first_rows)
+        sampled = sample(logits, sampling_rows, self._default_generator)
+        tokens: dict[str, int] = {}
+        accepted: dict[str, tuple[int, ...]] = {}
+        logprobs: dict[str, tuple[TokenLogprobs, ...]] = {}
+        for item in sampling_items:
+            first = first_rows[item.request_id]
+            end = first + len(item.draft_token_ids) + 1
+            judged = verdict(item.draft_token_ids, sampled.token_ids[first:end])
+            tokens[item.request_id] = judged.token_id
+            if item.draft_token_ids:
+                accepted[item.request_id] = judged.accepted_token_ids
+            kept = sampled.logprobs[first : first + len(judged.accepted_token_ids) + 1]
+            if kept and kept[0] is not None:
+                logprobs[item.request_id] = tuple(lp for lp in kept if lp is not None)
+        return RunnerOutput(
+            [tokens.get(i.request_id) if i.samples_token else None for i in output.scheduled],
+            logprobs,
+            accepted,
+        )
+
+    def _rows_of(self, item: ScheduledRequest, history: TokenHistory | None) -> list[SamplingRow]:
+        """The sampling rows of one request: one, or with drafts one per draft position (each
+        seeing the drafts before it as output) plus one after the last."""
+        params, rid = item.sampling_params, item.request_id
+        generator = self._generators.get(rid)
+        prompt_ids = self._kept_prompt_token_ids(rid, params, history)
+        drafts = item.draft_token_ids
+        rows = []
+        for j in range(len(drafts) + 1):
+            seen = history
+            if j and history is not None and (params.has_penalties or params.min_tokens):
+                seen = DraftHistory(history, drafts[:j])
+            draft = drafts[j] if j < len(drafts) else None
+            rows.append(SamplingRow(params, generator, seen, prompt_ids, draft))
+        return rows

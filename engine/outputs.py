@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from engine.request import FinishReason, Request
+from engine.request import FinishReason, GrammarCompile, Request
 
 
 class Logprob(NamedTuple):
@@ -45,6 +45,8 @@ class RequestTimings:
     finished_time: float | None
     # (time scheduled, first position, number of tokens) per prompt chunk computed
     prefill_chunks: tuple[tuple[float, int, int], ...] = ()
+    # a structured request's grammar lookup (compiled or cached) when it joined the engine
+    grammar_compile: GrammarCompile | None = None
 
     @property
     def queue_seconds(self) -> float | None:
@@ -80,6 +82,7 @@ class RequestTimings:
             preempted_times=tuple(request.preempted_times),
             finished_time=request.finished_time,
             prefill_chunks=tuple(request.prefill_chunks),
+            grammar_compile=request.grammar_compile,
         )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from engine.lora.request import LoRARequest
 from engine.sampling_params import SamplingParams
@@ -42,6 +42,16 @@ _FINISH_REASONS: dict[RequestStatus, FinishReason] = {
 _FINISHED = frozenset(_FINISH_REASONS)
 
 
+class GrammarCompile(NamedTuple):
+    """A structured request's grammar lookup when it joined the engine: when (engine clock),
+    its kind, whether the compiled grammar was cached, and the compile's seconds (0 on a hit)."""
+
+    time: float
+    kind: str
+    cache_hit: bool
+    compile_seconds: float
+
+
 @dataclass(eq=False)
 class Request:
     request_id: str
@@ -70,6 +80,9 @@ class Request:
     # Full-block prefix hashes over all_token_ids, extended as tokens arrive.
     block_hashes: list[bytes] = field(default_factory=list)
     stop_reason: int | str | None = None
+    # Draft tokens proposed for the next step (speculative decoding); verified, not output.
+    spec_token_ids: list[int] = field(default_factory=list)
+    grammar_compile: GrammarCompile | None = None
 
     first_scheduled_time: float | None = None
     first_token_time: float | None = None

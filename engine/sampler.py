@@ -2,7 +2,10 @@
 
 Per step, in vLLM's order: raw logprobs (for rows that ask), logits processors
 (``engine/logits_processors.py``), greedy argmax; then, for random rows, temperature,
-min-p, top-k and top-p, softmax, and one draw per row.
+min-p, top-k and top-p, softmax, and one draw per row. A random row that verifies a draft
+token (speculative decoding, ``engine/spec_decode/verify.py``) keeps the draft with its
+probability and otherwise draws from the distribution without it: the token is distributed
+exactly as an ordinary draw, and equals the draft exactly when the draft is accepted.
 
 NOTE: everything runs in float32 (bf16/fp16 logits are upcast first), and every step
 that could leave a row with no probability mass keeps the row's most likely token
@@ -33,12 +36,14 @@ class SamplingRow:
     """One row of logits to sample from: the request's parameters, its own generator (set
     for a seeded request), its token history (for penalties and min_tokens) and, when the
     caller keeps them across steps, its distinct prompt token ids (CPU, long; for
-    repetition_penalty, else taken from the history each step)."""
+    repetition_penalty, else taken from the history each step), and the draft token this
+    row verifies, if any."""
 
     params: SamplingParams
     generator: torch.Generator | None = None
     history: TokenHistory | None = None
     prompt_token_ids: torch.Tensor | None = None
+    draft_token_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,13 +97,31 @@ def sample(
         )
         for j, i in enumerate(random_rows):
             generator = rows[i].generator or default_generator
-            result[i] = torch.multinomial(probs[j], 1, generator=generator)[0]
+            draft = rows[i].draft_token_id
+            if draft is None:
+                result[i] = torch.multinomial(probs[j], 1, generator=generator)[0]
+            else:
+                result[i] = _verify_draft(probs[j], draft, generator)
     token_ids = result.tolist()
     logprobs: list[TokenLogprobs | None] = [None] * len(rows)
     if raw_logprobs is not None:
         for j, lp in enumerate(_token_logprobs(raw_logprobs, logprob_rows, token_ids, params)):
             logprobs[logprob_rows[j]] = lp
     return SamplerOutput(token_ids, logprobs)
+
+
+def _verify_draft(probs: torch.Tensor, draft: int, generator: torch.Generator) -> int:
+    """The draft with its probability, else a draw from ``probs`` without it (rejection
+    sampling against a draft that proposes one token with certainty, as vLLM's rejection
+    sampler treats an n-gram draft)."""
+    uniform = torch.rand(1, generator=generator, device=probs.device)
+    if bool(uniform < probs[draft]):
+        return draft
+    residual = probs.clone()
+    residual[draft] = 0.0
+    if not bool(residual.sum() > 0):  # NOTE: float32 left the draft all the mass
+        return draft
+    return int(torch.multinomial(residual, 1, generator=generator)[0])
 
 
 def probabilities(logits: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Tensor:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine.errors import RequestError
+from engine.structured.params import StructuredOutputsParams
 
 # vLLM's rule: a temperature this small is greedy (dividing logits by it overflows).
 GREEDY_TEMPERATURE_EPSILON = 1e-5
@@ -34,6 +35,8 @@ class SamplingParams:
     ``min_tokens`` suppresses EOS and ``stop_token_ids`` until that many tokens are out.
     ``logprobs`` None returns none; N returns the sampled token's log-probability and the N
     most likely tokens' (0 to 20), taken from the model's raw distribution (vLLM's default).
+    ``structured_outputs`` constrains the output to a JSON schema, a regex, a choice or a
+    grammar (``engine.structured``); the request stops when the constraint is complete.
     """
 
     max_tokens: int = 16
@@ -52,6 +55,7 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = field(default=())
     min_tokens: int = 0
     logprobs: int | None = None
+    structured_outputs: StructuredOutputsParams | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -103,6 +107,13 @@ class SamplingParams:
         ):
             raise RequestError(
                 f"logprobs={self.logprobs!r}: must be an integer in [0, {MAX_LOGPROBS}]"
+            )
+        if self.structured_outputs is not None and not isinstance(
+            self.structured_outputs, StructuredOutputsParams
+        ):
+            raise RequestError(
+                f"structured_outputs={self.structured_outputs!r}: must be a "
+                "StructuredOutputsParams or None"
             )
 
     @property

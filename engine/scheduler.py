@@ -17,12 +17,20 @@ freed, its progress reset, and it goes back to the front of the waiting queue.
 The limits (``SchedulerLimits``) are one frozen value, replaced whole between steps.
 A step's prefill chunks are recorded on their requests when the step's outputs are
 applied, so a chunk unscheduled by a later preemption in the same step is never seen.
+
+Speculative decoding: a decoding request with draft tokens (``Request.spec_token_ids``)
+computes its last token and its drafts in one step, as many drafts as ``max_model_len`` and
+the budget leave room for once every other decode has its one token, in blocks allocated for
+all of them; when the pool has no room for the drafts the request decodes without them
+rather than preempt anyone. Rejected
+drafts are rolled back when the outputs are applied: their KV slots stay allocated and are
+overwritten by the tokens that really come there.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,6 +59,8 @@ class ScheduledRequest:
     sampling_params: SamplingParams
     # The adapter the request runs with (None: the base model).
     lora_request: LoRARequest | None = None
+    # The drafts verified this step, the last ones of ``token_ids`` (speculative decoding).
+    draft_token_ids: tuple[int, ...] = ()
 
     @property
     def num_new_tokens(self) -> int:
@@ -160,7 +170,7 @@ class Scheduler:
 
         decoding = [r for r in self.running if r.num_tokens_to_compute == 1]
         prefilling = [r for r in self.running if r.num_tokens_to_compute > 1]
-        for request in decoding + prefilling:
+        for index, request in enumerate(decoding + prefilling):
             if budget <= 0:
                 break
             if request.status is not RequestStatus.RUNNING:
@@ -168,6 +178,20 @@ class Scheduler:
             num_new = min(request.num_tokens_to_compute, budget)
             if num_new < request.num_tokens_to_compute and not limits.enable_chunked_prefill:
                 continue
+            # NOTE: drafts take only budget the decodes after this one do not need, so every
+            # running request still decodes each step (vLLM lets drafts crowd them out)
+            reserved = max(0, len(decoding) - index - 1)
+            drafts = self._drafts_that_fit(request, num_new, budget - reserved, limits)
+            if drafts:
+                new_blocks = self.kv_cache.allocate_slots(request, num_new + len(drafts))
+                if new_blocks is not None:
+                    scheduled[request.request_id] = self._scheduled(
+                        request, num_new, new_blocks, False, drafts
+                    )
+                    budget -= num_new + len(drafts)
+                    continue
+                # NOTE: no room for the drafts: decode without them (below), preempting only
+                # if even that does not fit, as without speculation
             allocation = self._allocate_or_preempt(request, num_new, now)
             for victim in allocation.victims:
                 budget += self._unschedule(victim, scheduled)
@@ -191,10 +215,21 @@ class Scheduler:
         )
 
     def update_from_output(
-        self, output: SchedulerOutput, sampled_token_ids: Sequence[int | None]
+        self,
+        output: SchedulerOutput,
+        sampled_token_ids: Sequence[int | None],
+        accepted_draft_token_ids: Mapping[str, Sequence[int]] | None = None,
+        on_token: Callable[[Request], bool] | None = None,
     ) -> list[Request]:
-        """Record a step's progress; returns the requests that received a new token."""
+        """Record a step's progress; returns the requests that received new tokens.
+
+        A request that verified drafts gets its accepted drafts (``accepted_draft_token_ids``,
+        by request id; none if absent) and then its sampled token, and its rejected drafts
+        are rolled back. ``on_token`` is called after each token is appended; when it returns
+        True (the request stops there) the rest of its tokens from this step are dropped.
+        """
         now = self.clock()
+        accepted_drafts = accepted_draft_token_ids or {}
         updated: list[Request] = []
         for item, token_id in zip(output.scheduled, sampled_token_ids, strict=True):
             request = self.requests.get(item.request_id)
@@ -208,13 +243,30 @@ class Scheduler:
                 request.prefill_chunks.append(
                     (output.scheduled_time, item.num_computed_tokens, item.num_new_tokens)
                 )
-            request.num_computed_tokens += item.num_new_tokens
-            self.kv_cache.cache_computed_blocks(request)
+            num_computed = item.num_new_tokens
+            accepted: Sequence[int] = ()
+            if item.draft_token_ids:
+                accepted = accepted_drafts.get(item.request_id, ())
+                if len(accepted) > len(item.draft_token_ids):
+                    raise ValueError(
+                        f"{item.request_id!r}: {len(accepted)} drafts accepted of "
+                        f"{len(item.draft_token_ids)} verified"
+                    )
+                num_computed -= len(item.draft_token_ids) - len(accepted)  # the rejected
+            request.num_computed_tokens += num_computed
             if item.samples_token:
                 if token_id is None:
                     raise ValueError(f"no token sampled for {item.request_id!r}")
-                request.append_output_token(token_id, now)
+                for new_token_id in (*accepted, token_id):
+                    request.append_output_token(new_token_id, now)
+                    if on_token is not None and on_token(request):
+                        break
+                # NOTE: a stop part-way through the accepted drafts drops the tokens after it
+                request.num_computed_tokens = min(request.num_computed_tokens, request.num_tokens)
                 updated.append(request)
+            # NOTE: after the tokens are appended: accepted drafts are computed tokens that
+            # join all_token_ids only now, and the hash of a full block needs its ids
+            self.kv_cache.cache_computed_blocks(request)
         return updated
 
     def finish_requests(self, request_ids: Sequence[str], status: RequestStatus) -> None:
@@ -321,6 +373,7 @@ class Scheduler:
         self.kv_cache.free(victim)
         victim.status = RequestStatus.PREEMPTED
         victim.num_computed_tokens = 0
+        victim.spec_token_ids = []  # NOTE: proposed again once it samples after resuming
         victim.num_preemptions += 1
         victim.preempted_times.append(now)
         self.num_preemptions_total += 1
@@ -334,8 +387,25 @@ class Scheduler:
         item = scheduled.pop(victim.request_id, None)
         return 0 if item is None else item.num_new_tokens
 
+    @staticmethod
+    def _drafts_that_fit(
+        request: Request, num_new: int, budget: int, limits: SchedulerLimits
+    ) -> tuple[int, ...]:
+        """The request's drafts this step has room for: none unless it decodes (its one
+        known token is all it computes); no more than the budget after that token, nor past
+        ``max_model_len`` (the token sampled after the last draft must fit too)."""
+        if not request.spec_token_ids or num_new != 1 or request.num_tokens_to_compute != 1:
+            return ()
+        room = min(budget - num_new, limits.max_model_len - request.num_tokens - 1)
+        return tuple(request.spec_token_ids[: max(room, 0)])
+
     def _scheduled(
-        self, request: Request, num_new: int, new_blocks: list[KVBlock] | None, is_new: bool
+        self,
+        request: Request,
+        num_new: int,
+        new_blocks: list[KVBlock] | None,
+        is_new: bool,
+        drafts: tuple[int, ...] = (),
     ) -> ScheduledRequest:
         start = request.num_computed_tokens
         if is_new:
@@ -344,11 +414,12 @@ class Scheduler:
             block_ids = tuple(b.block_id for b in new_blocks or ())
         return ScheduledRequest(
             request_id=request.request_id,
-            token_ids=tuple(request.all_token_ids[start : start + num_new]),
+            token_ids=(*request.all_token_ids[start : start + num_new], *drafts),
             num_computed_tokens=start,
             is_new=is_new,
             block_ids=block_ids,
             samples_token=start + num_new == request.num_tokens,
             sampling_params=request.sampling_params,
             lora_request=request.lora_request,
+            draft_token_ids=drafts,
         )

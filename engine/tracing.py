@@ -4,7 +4,8 @@ The span (``{operation} {model}``, kind SERVER) starts when the front end admits
 request and ends at the engine's finish time. It carries the GenAI request, response
 and usage attributes, vLLM's ``gen_ai.latency.*`` phase breakdown (so spans from this
 engine and from vLLM read the same way), and events at the real times of scheduling,
-each prefill chunk, the first token and each preemption. A W3C ``traceparent`` from
+each prefill chunk, the first token and each preemption (and, for a structured request,
+its grammar compile: how long, and whether the grammar was cached). A W3C ``traceparent`` from
 the client joins its trace. Tracing off means no provider: every hook returns at once.
 Delivery is counted and the shutdown's flush is bounded (``engine.span_export``).
 """
@@ -44,6 +45,7 @@ EVENT_SCHEDULED = "tailwatch.request.scheduled"
 EVENT_PREFILL_CHUNK = "tailwatch.request.prefill_chunk"
 EVENT_FIRST_TOKEN = "tailwatch.request.first_token"
 EVENT_PREEMPTED = "tailwatch.request.preempted"
+EVENT_GRAMMAR_COMPILE = "tailwatch.request.grammar_compile"
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,14 @@ def finished_span(model_name: str, out: RequestOutput, t: RequestTimings) -> Fin
     }
     attributes.update(_latency_attributes(t))
     events: list[tuple[str, dict[str, Any], float]] = []
+    if t.grammar_compile is not None:
+        compiled = t.grammar_compile
+        grammar = {
+            "tailwatch.grammar.kind": compiled.kind,
+            "tailwatch.grammar.cache_hit": compiled.cache_hit,
+            "tailwatch.grammar.compile_seconds": compiled.compile_seconds,
+        }
+        events.append((EVENT_GRAMMAR_COMPILE, grammar, wall(compiled.time)))
     if t.first_scheduled_time is not None:
         events.append((EVENT_SCHEDULED, {}, wall(t.first_scheduled_time)))
     for index, (at, first_position, num_tokens) in enumerate(t.prefill_chunks):

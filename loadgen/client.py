@@ -14,7 +14,7 @@ import time
 import httpx
 
 from loadgen.record import RequestResult
-from loadgen.workload import ScheduledRequest
+from loadgen.workload import ScheduledRequest, schema_of
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -35,6 +35,10 @@ def request_body(request: ScheduledRequest, model: str, route: str) -> dict:
         body["messages"] = [{"role": "user", "content": text}]
     else:
         body["prompt"] = list(request.prompt_token_ids)
+    if request.schema is not None:
+        schema = schema_of(request.stream, request.schema)
+        json_schema = {"name": f"schema_{request.schema}", "schema": schema}
+        body["response_format"] = {"type": "json_schema", "json_schema": json_schema}
     if request.tenant is not None:
         body["user"] = request.tenant
     if request.priority is not None:

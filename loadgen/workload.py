@@ -43,6 +43,26 @@ class SharedPrefix:
 
 
 @dataclass(frozen=True)
+class StructuredShare:
+    """A share of requests ask for structured output: a JSON schema, one of ``num_schemas``
+    per stream (so the engine's compiled-grammar cache sees misses, then hits)."""
+
+    share: float = 0.0
+    num_schemas: int = 1
+
+
+def schema_of(stream: str, index: int) -> dict[str, Any]:
+    """The JSON schema number ``index`` of a stream's structured requests (a fixed small
+    object schema, told apart by its title: each one compiles, and caches, on its own)."""
+    return {
+        "title": f"{stream}-{index}",
+        "type": "object",
+        "properties": {"answer": {"type": "string"}, "score": {"type": "integer"}},
+        "required": ["answer"],
+    }
+
+
+@dataclass(frozen=True)
 class Workload:
     arrivals: Arrivals = field(default_factory=Arrivals)
     duration_seconds: float = 10.0
@@ -54,6 +74,7 @@ class Workload:
     priorities: tuple[tuple[int, float], ...] = ()
     seed: int = 0
     name: str = "default"
+    structured: StructuredShare = field(default_factory=StructuredShare)
 
 
 @dataclass(frozen=True)
@@ -72,6 +93,9 @@ class ScheduledRequest:
     #: the ``model`` it asks for (a LoRA adapter's name selects the adapter); None: the
     #: model the target serves
     model: str | None = None
+    #: the index of its stream's JSON schema (``schema_of``) when it asks for structured
+    #: output; None: it does not
+    schema: int | None = None
 
 
 def build_schedule(
@@ -106,9 +130,15 @@ def _request(workload: Workload, at: float, rng: random.Random) -> ScheduledRequ
             head = [rng.choice(_DIGITS) for _ in range(SALT_TOKENS)] + head
     head = head[: num_prompt - 1]
     tail = [rng.choice(_LETTERS) for _ in range(num_prompt - len(head))]
+    schema = None
+    structured = workload.structured
+    # NOTE: draws only when asked, so a workload without it keeps its schedule for a seed
+    if structured.share and rng.random() < structured.share:
+        schema = rng.randrange(structured.num_schemas)
     return ScheduledRequest(
-        0, at, tuple(head + tail), num_output, tenant, priority, group, workload.name
-    )
+        0, at, tuple(head + tail), num_output, tenant, priority, group, workload.name,
+        schema=schema,
+    )  # fmt: skip
 
 
 def _weighted(choices, rng: random.Random):
@@ -120,7 +150,7 @@ def _weighted(choices, rng: random.Random):
 
 _KEYS = {
     "name", "rate", "duration", "arrivals", "burstiness", "prompt_tokens", "output_tokens",
-    "replay", "prefix", "tenants", "priorities", "seed",
+    "replay", "prefix", "tenants", "priorities", "seed", "structured",
 }  # fmt: skip
 
 
@@ -130,7 +160,9 @@ def parse_workload(raw: Mapping[str, Any], where: str = "workload") -> Workload:
     Keys: ``rate`` (req/s), ``duration`` (s), ``arrivals`` (poisson | gamma | constant),
     ``burstiness``, ``prompt_tokens`` / ``output_tokens`` (see ``parse_length``),
     ``replay`` (JSONL path), ``prefix`` ({groups, share, tokens, salt_per_request}),
-    ``tenants`` ({name: weight}), ``priorities`` ({int: weight}), ``seed``, ``name``.
+    ``tenants`` ({name: weight}), ``priorities`` ({int: weight}), ``seed``, ``name``,
+    ``structured`` ({share, schemas}: that share of requests asks for JSON matching one of
+    ``schemas`` schemas).
     """
     if not isinstance(raw, Mapping):
         raise WorkloadError(where, f"must be a mapping, got {raw!r}")
@@ -159,7 +191,24 @@ def parse_workload(raw: Mapping[str, Any], where: str = "workload") -> Workload:
         priorities=_parse_weights(raw.get("priorities") or {}, f"{where}.priorities", int),
         seed=seed,
         name=str(raw.get("name", base.name)),
+        structured=_parse_structured(raw.get("structured") or {}, f"{where}.structured"),
     )
+
+
+def _parse_structured(raw: Any, where: str) -> StructuredShare:
+    if not isinstance(raw, Mapping):
+        raise WorkloadError(where, f"must be a mapping {{share, schemas}}, got {raw!r}")
+    unknown = set(raw) - {"share", "schemas"}
+    if unknown:
+        raise WorkloadError(where, f"unknown keys {sorted(unknown)}; known: ['schemas', 'share']")
+    share, schemas = raw.get("share", 0.0), raw.get("schemas", 1)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+        raise WorkloadError(f"{where}.share", f"must be a fraction in [0, 1], got {share!r}")
+    if isinstance(schemas, bool) or not isinstance(schemas, int) or not 1 <= schemas <= 10_000:
+        raise WorkloadError(
+            f"{where}.schemas", f"must be an integer in [1, 10000], got {schemas!r}"
+        )
+    return StructuredShare(float(share), schemas)
 
 
 def _parse_prefix(raw: Any, where: str) -> SharedPrefix:

@@ -36,6 +36,7 @@ from tailwatch.engine_options import (
     NumGpuBlocks,
     Quantization,
     SchedulingPolicy,
+    SpeculativeConfigJson,
     TensorParallelSize,
     engine_config_from,
     fail,
@@ -73,6 +74,7 @@ def generate(
     dtype: Dtype = KNOB_DEFAULTS["dtype"],
     tensor_parallel_size: TensorParallelSize = KNOB_DEFAULTS["tensor_parallel_size"],
     quantization: Quantization = KNOB_DEFAULTS["quantization"],
+    speculative_config: SpeculativeConfigJson = KNOB_DEFAULTS["speculative_config"],
 ) -> None:
     """Generate offline and print each request's tokens, text and timings."""
     try:

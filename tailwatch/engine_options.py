@@ -45,6 +45,7 @@ ENGINE_KNOB_OPTIONS = (
     "dtype",
     "tensor_parallel_size",
     "quantization",
+    "speculative_config",
 )
 # The EngineConfig knobs only `engine serve` takes: adapters are served, not generated with.
 SERVE_KNOB_OPTIONS = (
@@ -91,6 +92,7 @@ MaxLoras = Annotated[int, _knob_option("max_loras")]
 MaxCpuLoras = Annotated[int | None, _knob_option("max_cpu_loras")]
 MaxLoraRank = Annotated[int, _knob_option("max_lora_rank")]
 LoraLoadSeconds = Annotated[float, _knob_option("lora_load_seconds")]
+SpeculativeConfigJson = Annotated[str | None, _knob_option("speculative_config")]
 
 
 def engine_config_from(options: dict[str, Any], **extra: Any):

@@ -35,6 +35,7 @@ from tailwatch.engine_options import (
     NumGpuBlocks,
     Quantization,
     SchedulingPolicy,
+    SpeculativeConfigJson,
     TensorParallelSize,
     engine_config_from,
     fail,
@@ -101,6 +102,7 @@ def serve(
     max_cpu_loras: MaxCpuLoras = KNOB_DEFAULTS["max_cpu_loras"],
     max_lora_rank: MaxLoraRank = KNOB_DEFAULTS["max_lora_rank"],
     lora_load_seconds: LoraLoadSeconds = KNOB_DEFAULTS["lora_load_seconds"],
+    speculative_config: SpeculativeConfigJson = KNOB_DEFAULTS["speculative_config"],
 ) -> None:
     """Serve the OpenAI API, /metrics and probes over HTTP (see docs/server.md).
 

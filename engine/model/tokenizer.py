@@ -93,6 +93,11 @@ class HFTokenizer:
         return cls(tokenizers.Tokenizer.from_file(str(path)), bos_token_id, eos_token_ids)
 
     @property
+    def backend(self) -> tokenizers.Tokenizer:
+        """The ``tokenizers`` tokenizer itself (structured outputs read its vocabulary)."""
+        return self._tokenizer
+
+    @property
     def bos_token_id(self) -> int | None:
         return self._bos_token_id
 

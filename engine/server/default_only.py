@@ -3,8 +3,9 @@
 Each changes what is generated (tools, structured output, echo, beam search, ...) and is
 not implemented, so a request that turns one on gets a 400 naming the field rather than
 an answer that silently ignores it. The default value — which OpenAI's SDKs and
-frameworks send on every call (``n=1``, ``tools=[]``, ``response_format={"type": "text"}``)
-— is accepted, and so is null. Fields that do not change the output (``store``,
+frameworks send on every call (``n=1``, ``tools=[]``) — is accepted, and so is null.
+(Structured outputs — ``response_format``, ``structured_outputs``, ``guided_*`` — are
+served: ``engine/server/structured_outputs.py``.) Fields that do not change the output (``store``,
 ``metadata``, ``service_tier``, ...) and unknown fields are ignored, as vLLM does.
 """
 
@@ -37,12 +38,6 @@ def _equal_to(default: list[Any] | dict[str, Any]) -> DefaultOnly:
     return DefaultOnly(lambda value: value == default, json.dumps(default))
 
 
-def _text_format() -> DefaultOnly:
-    return DefaultOnly(
-        lambda value: isinstance(value, dict) and value.get("type") == "text", '{"type": "text"}'
-    )
-
-
 # Only null (or leaving the field out) means off.
 _NULL = DefaultOnly(lambda value: False, "")
 
@@ -55,15 +50,9 @@ def _json(value: Any) -> str:
 
 # Both routes (OpenAI's fields first, then vLLM's extras).
 GENERATION = {
-    "response_format": _text_format(),
     "best_of": _equals(1),
     "use_beam_search": _equals(False),
     "prompt_logprobs": _NULL,
-    "guided_json": _NULL,
-    "guided_regex": _NULL,
-    "guided_choice": _NULL,
-    "guided_grammar": _NULL,
-    "structured_outputs": _NULL,
     "allowed_token_ids": _NULL,
     "bad_words": _equal_to([]),
     "logits_processors": _NULL,

@@ -89,6 +89,7 @@ def build_engine_server(
     exporter); ``extra_observers`` are called after metrics and tracing.
     """
     from engine.async_engine import AsyncEngine
+    from engine.live_knobs import NOT_INFO_LABELS
     from engine.llm_engine import LLMEngine
     from engine.metrics import EngineMetrics
     from engine.server.app import build_app
@@ -127,10 +128,17 @@ def build_engine_server(
         max_waiting_requests=options.max_waiting_requests,
         max_concurrency_per_tenant=options.max_concurrency_per_tenant,
     )
-    # NOTE: a fault counts down by itself, so it is no label of vllm:cache_config_info.
-    knobs = {k: v for k, v in async_engine.knobs().items() if k != "fail_next_steps"}
+    # NOTE: a fault counts down by itself, and a simulator's feature knobs are drill
+    # parameters: no labels of vllm:cache_config_info (engine.live_knobs.NOT_INFO_LABELS).
+    knobs = {k: v for k, v in async_engine.knobs().items() if k not in NOT_INFO_LABELS}
+    spec = config.speculative_config
     metrics = EngineMetrics(
-        name, knobs, registry=registry, max_model_len=config.max_model_len, instance_id=instance_id
+        name,
+        knobs,
+        registry=registry,
+        max_model_len=config.max_model_len,
+        instance_id=instance_id,
+        num_speculative_tokens=None if spec is None else spec.num_speculative_tokens,
     )
     startup = StartupPhases(metrics)
     startup.model_loaded()

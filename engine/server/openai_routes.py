@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from engine.async_engine import RequestHandle, RequestStream
+from engine.errors import RequestError
 from engine.lora.request import LoRARequest
 from engine.outputs import RequestOutput, TokenLogprobs
 from engine.sampling_params import SamplingParams
@@ -29,6 +31,7 @@ from engine.server.protocol import (
 )
 from engine.server.responses import ResponseMeta
 from engine.server.sse import EngineStreamingResponse, sse_body
+from engine.server.structured_outputs import Constraint, structured_outputs_of
 
 # "Client closed request" (nginx's code): the client left before its response was ready.
 CLIENT_CLOSED_REQUEST = 499
@@ -164,7 +167,10 @@ async def _serve(
         raise APIError(
             400, "stream_options: only allowed when stream is true", param="stream_options"
         )
-    params = _sampling_params(body, max_tokens)
+    constraint = structured_outputs_of(body)
+    params = _sampling_params(body, max_tokens, constraint)
+    if constraint is not None:
+        await _check_constraint(context, constraint)
     meta = ResponseMeta(
         response_id=f"{id_prefix}-{uuid.uuid4().hex}",
         created=int(time.time()),
@@ -251,7 +257,21 @@ async def _text_chunks(
         yield responses.usage_chunk(meta, "text_completion", last)
 
 
-def _sampling_params(body: GenerationRequest, max_tokens: int) -> SamplingParams:
+async def _check_constraint(context: ServerContext, constraint: Constraint) -> None:
+    """A 400 naming the request's structured-output field if its constraint does not parse.
+    Off the event loop: the first structured request imports xgrammar (seconds)."""
+    try:
+        await run_in_threadpool(
+            context.async_engine.engine.structured_outputs.check, constraint.params
+        )
+    except RequestError as error:
+        why = str(error).split(": ", 1)[-1]
+        raise APIError(400, f"{constraint.field}: {why}", param=constraint.field) from None
+
+
+def _sampling_params(
+    body: GenerationRequest, max_tokens: int, constraint: Constraint | None = None
+) -> SamplingParams:
     # NOTE: a temperature below 1e-5 is greedy in SamplingParams (vLLM's rule).
     temperature = 1.0 if body.temperature is None else body.temperature
     stop = body.stop if body.stop is not None else ()
@@ -271,6 +291,7 @@ def _sampling_params(body: GenerationRequest, max_tokens: int) -> SamplingParams
         min_tokens=body.min_tokens or 0,
         min_p=body.min_p or 0.0,
         logprobs=body.num_logprobs,
+        structured_outputs=None if constraint is None else constraint.params,
     )
 
 

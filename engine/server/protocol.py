@@ -130,16 +130,25 @@ class GenerationRequest(_Body):
     repetition_penalty: float | None = Field(None, gt=0.0, description="vLLM's; 1 is off.")
     min_tokens: int | None = Field(None, ge=0, le=INT64_MAX, description="vLLM's.")
     min_p: float | None = Field(None, ge=0.0, le=1.0, description="vLLM's; 0 is off.")
+    # structured outputs, read by engine/server/structured_outputs.py (one per request)
+    response_format: Any = Field(
+        None,
+        description='{"type": "text" | "json_object" | "json_schema", "json_schema": '
+        '{"name", "schema", "strict"}}: constrain the output (OpenAI\'s).',
+    )
+    structured_outputs: Any = Field(
+        None,
+        description="vLLM's: one of json (a schema), regex, choice, grammar (EBNF), "
+        "json_object; and disable_any_whitespace.",
+    )
+    guided_json: Any = Field(None, description="vLLM's older spelling: a JSON schema.")
+    guided_regex: Any = Field(None, description="vLLM's older spelling: a regex.")
+    guided_choice: Any = Field(None, description="vLLM's older spelling: a list of strings.")
+    guided_grammar: Any = Field(None, description="vLLM's older spelling: an EBNF grammar.")
     # accepted only at the value that means off (engine/server/default_only.py)
-    response_format: Any = None
     best_of: Any = None
     use_beam_search: Any = None
     prompt_logprobs: Any = None
-    guided_json: Any = None
-    guided_regex: Any = None
-    guided_choice: Any = None
-    guided_grammar: Any = None
-    structured_outputs: Any = None
     allowed_token_ids: Any = None
     bad_words: Any = None
     logits_processors: Any = None

@@ -10,8 +10,10 @@ from engine.config import EngineConfig, device_kv_budget_bytes
 from engine.errors import ConfigError
 from engine.model.config import ModelConfig
 from engine.model.tokenizer import ByteTokenizer
+from engine.sim.features import SimDrafter, SimFeatures
 from engine.sim.runner import SimRunner, VirtualClock
 from engine.sim.step_cost import Efficiency, StepCostModel
+from engine.sim.structured import SimStructuredOutputs
 from engine.sim.target import SimTarget, parse_target
 
 
@@ -22,6 +24,10 @@ class SimBackend:
     tokenizer: ByteTokenizer
     num_gpu_blocks: int
     runner: SimRunner
+    # speculative decoding and structured outputs, priced (engine/sim/features.py)
+    features: SimFeatures
+    structured_outputs: SimStructuredOutputs
+    drafter: SimDrafter
 
 
 def sim_dtype(config: EngineConfig, target: SimTarget | None = None) -> str:
@@ -94,5 +100,16 @@ def build_sim_backend(
                 f"kv_cache_memory_bytes={budget}: less than one KV block of {config.model!r}"
             )
     advance = clock.advance if isinstance(clock, VirtualClock) else time.sleep
-    runner = SimRunner(cost_model, config.seed, advance, target.step_noise)
-    return SimBackend(target, target.model.shape, ByteTokenizer(), num_blocks, runner)
+    features = SimFeatures()
+    runner = SimRunner(cost_model, config.seed, advance, target.step_noise, features)
+    structured = SimStructuredOutputs(features, advance, clock, config.seed)
+    return SimBackend(
+        target,
+        target.model.shape,
+        ByteTokenizer(),
+        num_blocks,
+        runner,
+        features,
+        structured,
+        SimDrafter(runner),
+    )

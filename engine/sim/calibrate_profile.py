@@ -113,13 +113,13 @@ class RecordingRunner:
         self.last_batch: tuple[BatchItem, ...] = ()
         self.last_num_sampled = 0
 
-    def execute(self, output: Any, histories: Any = None) -> Any:
+    def execute(self, output: Any, histories: Any = None, grammar_bitmask: Any = None) -> Any:
         self.last_batch = tuple(
             BatchItem(i.num_new_tokens, i.num_computed_tokens + i.num_new_tokens)
             for i in output.scheduled
         )
         self.last_num_sampled = sum(1 for i in output.scheduled if i.samples_token)
-        return self.runner.execute(output, histories)
+        return self.runner.execute(output, histories, grammar_bitmask)
 
     def __getattr__(self, name: str) -> Any:  # NOTE: last_timing, device, dtype, ...
         return getattr(self.runner, name)

@@ -24,6 +24,8 @@ that does not fit the budget, a block it would need that is not free (a preempti
 brings every request up to date and is ``LLMEngine.step()`` itself. So is every step of
 a request that can stop other than by length (stop strings, stop token ids, EOS): only
 ``max_tokens`` and ``max_model_len`` end a request here, and both are known in advance.
+An engine that speculates (a decode takes several tokens a step) or holds a structured
+request (its grammar may end it) takes every step itself.
 
 With ``emit_outputs`` each step also returns the ``RequestOutput`` list the engine's step
 would (text included: the tokens go through the request's detokenizer), for observers;
@@ -69,6 +71,8 @@ def stops_only_by_length(params: SamplingParams, eos_token_ids: frozenset[int]) 
     no stop string or stop token id, and no EOS among the ids the simulator draws."""
     if params.stop or params.stop_token_ids or params.logprobs is not None:
         return False
+    if params.structured_outputs is not None:
+        return False
     printable = range(FIRST_PRINTABLE, FIRST_PRINTABLE + NUM_PRINTABLE)
     return params.ignore_eos or not any(t in printable for t in eos_token_ids)
 
@@ -104,10 +108,13 @@ class FastPath:
 
     def step(self) -> FastStep:
         """One step: a fast one when it qualifies, else ``LLMEngine.step()``."""
-        if self.engine.lora is not None:
+        engine = self.engine
+        if engine.lora is not None:
             # NOTE: a LoRA engine's steps load adapters and price their matmuls, which only
             # the engine's own step does; every step of it is the engine's
             return self._engine_step()
+        if engine.drafter is not None or engine.structured_outputs.num_requests:
+            return self._engine_step()  # NOTE: not this path's (see the module docstring)
         if self._is_stale:
             self._adopt_running()
         plan = self._plan()

@@ -11,6 +11,11 @@ With LoRA (``lora``: the engine's ``Adapters``), each adapter in a step adds its
 expand matmuls over its own tokens to the roofline, its weights read once, and two kernel
 launches per adapted projection per layer (``LORA_LAUNCH_SECONDS``); its tokens are drawn
 under a key that includes the adapter, so an adapter changes the text, as a real one does.
+
+A request verifying drafts (speculative decoding) is priced for all its tokens and sampled
+rows; it keeps each draft that is the token the simulator would sample there, with the
+acceptance rate of ``engine.sim.features`` given the drafts before it were kept. A
+structured request that samples adds its token mask's cost to the step.
 """
 
 from __future__ import annotations
@@ -45,6 +50,15 @@ _MUL1, _MUL2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 # fused projection per layer costs a launch each, a few microseconds, on top of its FLOPs
 # and bytes; calibration against a LoRA run would refit it.
 LORA_LAUNCH_SECONDS = 4e-6
+
+
+def uniform(key: int, salt: int, position: int) -> float:
+    """A number in [0, 1), a pure function of its arguments (splitmix64, as the tokens are
+    drawn): the same run accepts the same drafts."""
+    z = ((key ^ salt) + (position + 1) * _GOLDEN) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return ((z ^ (z >> 31)) >> 11) / float(1 << 53)
 
 
 class VirtualClock:
@@ -109,6 +123,10 @@ def _pseudo_random_tokens_vector(request_key: int, first_position: int, count: i
     return z.tolist()
 
 
+# NOTE: mixed into a request's key for its acceptance draws, so they are not its tokens' draws
+_ACCEPT_SALT = 0x5DEECE66D
+
+
 class SimRunner:
     def __init__(
         self,
@@ -116,8 +134,11 @@ class SimRunner:
         seed: int = 0,
         advance: Callable[[float], None] = time.sleep,
         noise: StepNoise | None = None,
+        features: Any = None,
     ) -> None:
         self.cost_model = cost_model
+        # NOTE: engine.sim.features.SimFeatures (imported there, not here: it imports this)
+        self.features = features
         # NOTE: a calibration's step-to-step noise (engine.sim.step_noise); None: exact
         self.noise = None if noise is None else NoiseDraws(noise, seed)
         self.seed = seed
@@ -140,17 +161,21 @@ class SimRunner:
         return key
 
     def execute(
-        self, output: SchedulerOutput, histories: Mapping[str, Any] | None = None
+        self,
+        output: SchedulerOutput,
+        histories: Mapping[str, Any] | None = None,
+        grammar_bitmask: Any = None,
     ) -> RunnerOutput:
-        """Price and spend one step; ``histories`` is accepted for the runner contract
-        (penalties change no sampled id here)."""
+        """Price and spend one step; ``histories`` and ``grammar_bitmask`` are accepted for
+        the runner contract (penalties and masks change no sampled id here)."""
         started = time.perf_counter()
         self.forget(output.finished_request_ids)
         if output.is_empty:
             return RunnerOutput([])
         batch = []
         sampled: list[int | None] = []
-        num_sampled = 0
+        accepted: dict[str, tuple[int, ...]] = {}
+        num_sampled = num_masked = 0
         lora_tokens: dict[int, int] = {}  # adapter id → its tokens this step
         for item in output.scheduled:
             end = item.num_computed_tokens + item.num_new_tokens
@@ -158,15 +183,36 @@ class SimRunner:
             lora_id = None if item.lora_request is None else item.lora_request.lora_int_id
             if lora_id is not None:
                 lora_tokens[lora_id] = lora_tokens.get(lora_id, 0) + item.num_new_tokens
-            if item.samples_token:
-                num_sampled += 1
-                key = self.request_key(item.request_id, item.sampling_params.seed, lora_id)
-                sampled.append(pseudo_random_token(key, end))
-            else:
+            if not item.samples_token:
                 sampled.append(None)
+                continue
+            key = self.request_key(item.request_id, item.sampling_params.seed, lora_id)
+            drafts = item.draft_token_ids
+            num_sampled += 1 + len(drafts)
+            num_masked += item.sampling_params.structured_outputs is not None
+            if drafts:
+                first = end - len(drafts)  # the position of the first draft
+                kept = drafts[: self._num_accepted(key, first, drafts)]
+                accepted[item.request_id] = kept
+                sampled.append(pseudo_random_token(key, first + len(kept)))
+            else:
+                sampled.append(pseudo_random_token(key, end))
+        mask_seconds = 0.0
+        if num_masked and self.features is not None:
+            mask_seconds = num_masked * self.features.knobs.structured_output_mask_seconds
         extra = self.lora_work(lora_tokens) if lora_tokens else None
-        self._spend(self.cost_model.cost(batch, num_sampled, extra), started)
-        return RunnerOutput(sampled)
+        self._spend(self.cost_model.cost(batch, num_sampled, extra), started, mask_seconds)
+        return RunnerOutput(sampled, accepted_draft_token_ids=accepted)
+
+    def _num_accepted(self, key: int, first: int, drafts: tuple[int, ...]) -> int:
+        """How many leading drafts the step keeps: each must be the token drawn there and
+        pass its acceptance draw."""
+        rate = self.features.knobs.spec_decode_acceptance_rate if self.features else 0.0
+        tokens = pseudo_random_tokens(key, first, len(drafts))
+        for i, (draft, token) in enumerate(zip(drafts, tokens, strict=True)):
+            if draft != token or uniform(key, _ACCEPT_SALT, first + i) >= rate:
+                return i
+        return len(drafts)
 
     def lora_work(self, tokens_by_adapter: Mapping[int, int]) -> ExtraWork:
         """The LoRA work of a step whose adapters (by id, loaded) compute these tokens."""
@@ -203,11 +249,14 @@ class SimRunner:
         pricing (``engine.sim.fast_path``), the same floats as ``spend`` on the batch."""
         return self._spend(self.cost_model.cost_of_totals(totals, num_sampled), started)
 
-    def _spend(self, cost: StepCost, started: float) -> StepCost:
+    def _spend(self, cost: StepCost, started: float, extra_seconds: float = 0.0) -> StepCost:
         """Spend a priced step's time (both ``spend`` and ``spend_totals`` end here), with
-        the step noise's next factor when there is one: one draw a step on either path."""
+        the step noise's next factor when there is one: one draw a step on either path;
+        ``extra_seconds`` (token masks) are added after the noise."""
         if self.noise is not None:
             cost = cost._replace(step_seconds=cost.step_seconds * self.noise.next_factor())
+        if extra_seconds:
+            cost = cost._replace(step_seconds=cost.step_seconds + extra_seconds)
         prepared = time.perf_counter()
         self.advance(cost.step_seconds)
         self.last_cost = cost

@@ -30,7 +30,7 @@ from typing import Any
 from engine.admission import Admission, QueueFullError
 from engine.config import EngineConfig
 from engine.errors import ConfigError, RequestError
-from engine.live_knobs import apply_knob_changes, knobs_in_force
+from engine.live_knobs import NOT_INFO_LABELS, apply_knob_changes, knobs_in_force
 from engine.llm_engine import InjectedStepFault, KnobChange, LLMEngine
 from engine.lora.request import LoRARequest
 from engine.lora.source import LoRASource, parse_lora_module
@@ -42,8 +42,9 @@ from engine.sim.offline import VIRTUAL_EPOCH
 from engine.sim.runner import VirtualClock
 from engine.sim.startup import STARTUP_KNOBS, StartupTimes
 from engine.sim.target import is_simulated
+from engine.structured.params import StructuredOutputsParams
 from loadgen.errors import WorkloadError
-from loadgen.workload import ScheduledRequest
+from loadgen.workload import ScheduledRequest, schema_of
 
 #: The simulated model a bundled model (``tiny``, a checkpoint path) maps to: a scenario
 #: written for the bundled engine runs unchanged, with a GPU's step times.
@@ -207,11 +208,16 @@ class VirtualReplica:
             max_waiting_requests=limits.get("max_waiting_requests"),
             max_concurrency_per_tenant=limits.get("max_concurrency_per_tenant"),
         )
-        # NOTE: as the server builds them: a fault counts down by itself, so it is no label
-        # of vllm:cache_config_info
-        knobs = {k: v for k, v in self.knobs().items() if k != "fail_next_steps"}
+        # NOTE: as the server builds them: a fault counts down by itself and the simulator's
+        # feature knobs are drill parameters, so neither labels vllm:cache_config_info
+        knobs = {k: v for k, v in self.knobs().items() if k not in NOT_INFO_LABELS}
+        spec = config.speculative_config
         self.metrics = EngineMetrics(
-            self.model_name, knobs, max_model_len=config.max_model_len, instance_id=self.instance_id
+            self.model_name,
+            knobs,
+            max_model_len=config.max_model_len,
+            instance_id=self.instance_id,
+            num_speculative_tokens=None if spec is None else spec.num_speculative_tokens,
         )
         simulation = self.engine.simulation
         assert simulation is not None  # NOTE: engine_settings made the model a sim: one
@@ -227,7 +233,7 @@ class VirtualReplica:
         self.fast_path = FastPath(self.engine, emit_outputs=True) if fast else None
         self.handles: dict[str, VirtualHandle] = {}
         self._pending: list[VirtualHandle] = []
-        self._params: dict[int, SamplingParams] = {}
+        self._params: dict[tuple[int, str, int | None], SamplingParams] = {}
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -274,11 +280,7 @@ class VirtualReplica:
         """Take one request arriving at ``at_seconds`` (virtual): validated as the server
         validates it (400), through admission control (429), then queued for the engine's
         next step. ``None`` when admitted."""
-        params = self._params.get(request.max_tokens)
-        if params is None:
-            params = self._params[request.max_tokens] = SamplingParams(
-                max_tokens=request.max_tokens, temperature=0.0, ignore_eos=True
-            )
+        params = self._params_of(request)
         lora_request = None
         if request.model is not None and request.model != self.model_name:
             lora_request = self.engine.resolve_lora(request.model)
@@ -315,6 +317,24 @@ class VirtualReplica:
         )
         self._pending.append(handle)
         return None
+
+    def _params_of(self, request: ScheduledRequest) -> SamplingParams:
+        """The request's sampling parameters, as the HTTP client asks (``loadgen.client``):
+        greedy, its length fixed, a JSON schema for a structured one; one object per kind."""
+        key = (request.max_tokens, request.stream, request.schema)
+        params = self._params.get(key)
+        if params is None:
+            structured = None
+            if request.schema is not None:
+                schema = schema_of(request.stream, request.schema)
+                structured = StructuredOutputsParams(json=schema)
+            params = self._params[key] = SamplingParams(
+                max_tokens=request.max_tokens,
+                temperature=0.0,
+                ignore_eos=True,
+                structured_outputs=structured,
+            )
+        return params
 
     # -- the engine loop -------------------------------------------------------------------
 

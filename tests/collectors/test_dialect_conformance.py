@@ -47,6 +47,11 @@ _LLAMACPP = {*_TOKENS, c.REQUESTS_RUNNING, c.REQUESTS_WAITING}
 PROMISES: dict[str, tuple[Dialect, set[str]]] = {
     "vllm-0.33.txt": (Dialect.VLLM, _VLLM_V1),
     "vllm-buckets-3168f587.txt": (Dialect.VLLM, _VLLM_V1),
+    # a speculating server's extra families (registered only with --speculative-config)
+    "vllm-spec-decode-016a8587.txt": (Dialect.VLLM, {
+        c.SPEC_DECODE_DRAFTS_TOTAL, c.SPEC_DECODE_DRAFT_TOKENS_TOTAL,
+        c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL, c.SPEC_DECODE_ACCEPTED_TOKENS_PER_POS_TOTAL,
+    }),
     "vllm-0.8-v1.txt": (Dialect.VLLM, _VLLM_V1),
     "vllm-0.5-v0.txt": (Dialect.VLLM, {
         c.TTFT_SECONDS, c.ITL_SECONDS, c.E2E_SECONDS, c.PROMPT_TOKENS, c.GENERATION_TOKENS,

@@ -309,7 +309,8 @@ def test_openmetrics_exemplars_are_carried() -> None:
 def test_bundled_engine_exposition_covers_every_canonical_family(accept: str | None) -> None:
     from engine.metrics import EngineMetrics
 
-    metrics = EngineMetrics("tiny", {"block_size": 16})
+    # NOTE: an engine that speculates: vllm:spec_decode_* exist only then (as in vLLM)
+    metrics = EngineMetrics("tiny", {"block_size": 16}, num_speculative_tokens=2)
     metrics.observe_http_response(200, "/v1/completions")
     metrics.set_start_time(1_800_000_000.0)
     metrics.set_startup_phase("model_load", 2.0)
