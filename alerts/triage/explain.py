@@ -19,6 +19,7 @@ from alerts.state import AlertStateStore
 from alerts.triage.gather import gather
 from alerts.triage.rank import TriageReport, triage
 from alerts.triage.windows import alert_triage_windows
+from collectors.changes import ChangeDetector, DetectorOptions
 from collectors.replica_targets import replica_targets
 from collectors.store.protocols import MetricsReader, RequestReader
 
@@ -79,13 +80,18 @@ def configured_evaluator(
     config: AlertsConfig, store: Store, metrics: MetricsReader | None = None
 ) -> Evaluator:
     """The evaluator of ``tailwatch.yaml``'s ``alerts:``: the configured rules and notifiers,
-    and triage when an alert fires, so alerts of one cause open one incident (``tailwatch
-    collect`` and ``tailwatch alerts run`` both run this one). Rules and triage read metrics
-    from ``metrics`` (a push-down Prometheus reader; default: ``store``'s own); the alert
-    state and the request records are always ``store``'s."""
+    the change detector before each evaluation (``collectors.changes``, its windows scaled as
+    the rules'), and triage when an alert fires, so alerts of one cause open one incident
+    (``tailwatch collect`` and ``tailwatch alerts run`` both run this one). Rules, triage and
+    the detector read metrics from ``metrics`` (a push-down Prometheus reader; default:
+    ``store``'s own); the alert state, the change events and the request records are always
+    ``store``'s."""
     from alerts.evaluator import Evaluator
 
     reader = store if metrics is None else metrics
+    detector = ChangeDetector(
+        reader, store, store, options=DetectorOptions().scaled(config.window_scale)
+    )
     return Evaluator(
         config.rules,
         reader,
@@ -94,4 +100,5 @@ def configured_evaluator(
         explain=triage_explainer(
             reader, store, alert_state_of(store), config.rules, config.window_scale
         ),
+        watchers=[detector.detect],
     )

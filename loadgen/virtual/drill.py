@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from alerts import Alert, AlertState, Evaluator
 from alerts.rules import Rule, builtin_rule_set
 from alerts.triage import TriageReport, triage_explainer
+from collectors.changes import ChangeDetector, DetectorOptions
 from engine.errors import ConfigError
 from engine.sim.offline import VIRTUAL_EPOCH
 from loadgen.drill import DrillResult, Samples
@@ -164,6 +165,14 @@ class _Run:
         self.collector = VirtualCollector(store, replicas)
         self.rules = tuple(rules)
         scaled = [r.scaled(timing.window_scale) for r in self.rules]
+        # NOTE: the collector's change detector, on the evaluator's ticks and scaled windows
+        self.detector = ChangeDetector(
+            store.metrics,
+            store.changes,
+            store.requests,
+            options=DetectorOptions().scaled(timing.window_scale),
+            clock=lambda: VIRTUAL_EPOCH + self.fleet.now,
+        )
         explain = triage_explainer(
             store.metrics,
             store.requests,
@@ -178,6 +187,7 @@ class _Run:
             store.alert_state,
             clock=lambda: VIRTUAL_EPOCH + self.fleet.now,
             explain=explain,
+            watchers=[self.detector.detect],
         )
         self.pages: list[Page] = []
         self.num_evaluations = 0
