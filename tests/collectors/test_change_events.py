@@ -185,3 +185,12 @@ def test_a_0007_store_upgrades_with_the_change_table(tmp_path) -> None:
         assert store.write_change_events(EVENTS) == len(EVENTS)
     finally:
         store.close()
+
+
+def test_maintenance_deletes_events_past_the_alert_retention(store: Store) -> None:
+    day = 86400.0
+    old = ChangeEvent(T0 - 31 * day, "replica-0", ChangeKind.TARGET, "added", source="scrapes")
+    store.write_change_events([old, *EVENTS])
+    report = store.maintain(T0)
+    assert report.change_events_deleted == 1
+    assert store.change_events(-math.inf, math.inf) == EVENTS
