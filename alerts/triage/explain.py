@@ -21,7 +21,7 @@ from alerts.triage.rank import TriageReport, triage
 from alerts.triage.windows import alert_triage_windows
 from collectors.changes import ChangeDetector, DetectorOptions
 from collectors.replica_targets import replica_targets
-from collectors.store.protocols import MetricsReader, RequestReader
+from collectors.store.protocols import ChangeReader, MetricsReader, RequestReader
 
 if TYPE_CHECKING:
     from alerts.evaluator import Evaluator
@@ -40,16 +40,19 @@ def triage_at(
     end: float,
     rules: Sequence[Rule],
     window_scale: float = 1.0,
+    changes: ChangeReader | None = None,
 ) -> TriageReport:
     """Triage of ``alert`` from when its condition first held to ``end`` (Unix seconds),
     reaching back over the window of the rule in ``rules`` (as evaluated: scaled) that
-    raises it; the windows' floors are times ``window_scale``, as the rules' windows are."""
+    raises it; the windows' floors are times ``window_scale``, as the rules' windows are.
+    ``changes``: where the change events are (the store's; ``None``: none are read)."""
     start = alert.active_at_seconds if alert.active_at_seconds is not None else end
     incident, baseline = alert_triage_windows(
         alert, start, max(end, start + 1e-3), rules, scale=window_scale, state=state
     )
     mapping = replica_targets(metrics).unique()
-    return triage(gather(metrics, requests, incident, baseline, replica_targets=mapping))
+    data = gather(metrics, requests, incident, baseline, replica_targets=mapping, changes=changes)
+    return triage(data)
 
 
 def triage_explainer(
@@ -59,13 +62,14 @@ def triage_explainer(
     rules: Sequence[Rule],
     window_scale: float = 1.0,
     on_triage: OnTriage | None = None,
+    changes: ChangeReader | None = None,
 ) -> Explainer:
     """The evaluator's ``explain``: triage at the moment an alert fires; its top cause and
     scope when one stands out, else an empty cause (the alert opens its own incident)."""
     chosen = tuple(rules)
 
     def explain(alert: Alert, now: float) -> Explanation:
-        report = triage_at(metrics, requests, state, alert, now, chosen, window_scale)
+        report = triage_at(metrics, requests, state, alert, now, chosen, window_scale, changes)
         if on_triage is not None:
             on_triage(alert, now, report)
         top = report.top
@@ -98,7 +102,12 @@ def configured_evaluator(
         alert_state_of(store),
         notifiers=[n.build() for n in config.notifiers],
         explain=triage_explainer(
-            reader, store, alert_state_of(store), config.rules, config.window_scale
+            reader,
+            store,
+            alert_state_of(store),
+            config.rules,
+            config.window_scale,
+            changes=store,
         ),
         watchers=[detector.detect],
     )

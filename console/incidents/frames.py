@@ -29,18 +29,18 @@ from alerts import (
 )
 from alerts.rules import Rule
 from alerts.triage import (
+    ChangeGroup,
     TimeWindow,
     TriageReport,
     alert_triage_windows,
     gather,
-    group_knob_changes,
-    knob_changes,
+    group_changes,
     short_targets,
     triage,
 )
 from alerts.views import IncidentIdError, parse_incident_id
 from collectors.replica_targets import replica_targets
-from collectors.store.protocols import MetricsReader, RequestReader
+from collectors.store.protocols import ChangeReader, MetricsReader, RequestReader
 
 #: An alert fingerprint, the incident id of links made before incidents had ids.
 FINGERPRINT = re.compile(r"[0-9a-f]{16}")
@@ -200,6 +200,7 @@ def incident_detail(
     rules: Iterable[Rule],
     scale: float,
     now: float,
+    changes: ChangeReader | None = None,
 ) -> IncidentDetail | None:
     """The incident ``incident_id`` with its triage; ``None`` when no incident has it."""
     incident = state.incident(incident_id)
@@ -209,7 +210,8 @@ def incident_detail(
     transitions = tuple(episode_transitions(state, incident, now))
     mapping = replica_targets(metrics).unique()
     try:
-        report = triage(gather(metrics, requests, window, baseline, replica_targets=mapping))
+        data = gather(metrics, requests, window, baseline, replica_targets=mapping, changes=changes)
+        report = triage(data)
     except Exception as error:  # NOTE: what the store cannot answer is shown, not raised
         text = str(error).strip().splitlines()
         first = text[0] if text else type(error).__name__
@@ -226,29 +228,33 @@ def timeline_frame(transitions: Iterable[Transition]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["at", "change", "value"])
 
 
-#: The annotation kind of a live knob change (beside the alert states firing and resolved).
-KNOB_CHANGE = "knob change"
+#: The annotation kind of a change (beside the alert states firing and resolved).
+CHANGE = "change"
+#: The most change events the annotations read (the newest).
+MAX_CHANGE_EVENTS = 1000
+
+
+def change_label(group: ChangeGroup) -> str:
+    """A change group as one short annotation: what changed, and where."""
+    what = ", ".join(group.what)
+    return f"{what} on {short_targets(group.targets)}" if group.targets else what
 
 
 def annotation_frame(
-    state: AlertStateStore, metrics: MetricsReader, start: float, end: float
+    state: AlertStateStore, changes: ChangeReader | None, start: float, end: float
 ) -> pd.DataFrame:
-    """``ts, alert, state``: the alerts' firing and resolved transitions and the live knob
-    changes (``alerts.triage.gather.knob_changes``, first seen at) in ``[start, end]``: the
+    """``ts, alert, state``: the alerts' firing and resolved transitions and the changes
+    (the store's change events, grouped as triage groups them) in ``[start, end]``: the
     annotations on every time chart."""
     rows = [
         (pd.Timestamp(t.at_seconds, unit="s", tz="UTC"), t.alert.name, t.to_state.value)
         for t in state.history(start, end)
         if t.to_state in (AlertState.FIRING, AlertState.RESOLVED)
     ]
+    events = [] if changes is None else changes.change_events(start, end, limit=MAX_CHANGE_EVENTS)
     rows += [
-        (
-            pd.Timestamp(g.first_seconds, unit="s", tz="UTC"),
-            f"{', '.join(g.knobs)} on {short_targets(g.targets)}",
-            KNOB_CHANGE,
-        )
-        for g in group_knob_changes(knob_changes(metrics, start, end))
-        if g.first_seconds is not None
+        (pd.Timestamp(g.first_seconds, unit="s", tz="UTC"), change_label(g), CHANGE)
+        for g in group_changes(events)
     ]
     return pd.DataFrame(rows, columns=["ts", "alert", "state"])
 
