@@ -162,8 +162,9 @@ def episode_transitions(state: AlertStateStore, incident: Incident, now: float) 
 
 @dataclass(frozen=True)
 class IncidentDetail:
-    """One incident, its triage windows and transitions, and the triage (``report=None``
-    with the one-line ``error`` when the store cannot answer it)."""
+    """One incident, its triage windows and transitions, the triage (``report=None`` with
+    the one-line ``error`` when the store cannot answer it), and the changes triage read
+    (grouped as it groups them) from the baseline's start to the window's end."""
 
     incident: Incident
     window: TimeWindow
@@ -171,6 +172,7 @@ class IncidentDetail:
     transitions: tuple[Transition, ...]
     report: TriageReport | None
     error: str = ""
+    changes: tuple[ChangeGroup, ...] = ()
 
 
 def triage_windows_of(
@@ -216,16 +218,30 @@ def incident_detail(
         text = str(error).strip().splitlines()
         first = text[0] if text else type(error).__name__
         return IncidentDetail(incident, window, baseline, transitions, None, first)
-    return IncidentDetail(incident, window, baseline, transitions, report)
+    groups = group_changes(data.changes)
+    return IncidentDetail(incident, window, baseline, transitions, report, changes=groups)
 
 
-def timeline_frame(transitions: Iterable[Transition]) -> pd.DataFrame:
-    """``at, change, value``: one row per transition, oldest first."""
+#: The ``event`` of a timeline row: the alert's own transition, or a change.
+ALERT_EVENT, CHANGE_EVENT = "alert", "change"
+
+
+def timeline_frame(
+    transitions: Iterable[Transition], changes: Iterable[ChangeGroup] = ()
+) -> pd.DataFrame:
+    """``at, event, what, value``: one row per transition of the alert (``pending →
+    firing``, with the rule's value) and per group of changes (``max_num_seqs 16 → 1 on
+    replica-0, -1``), oldest first; a change before a transition at the same time."""
     rows = [
-        (_ts(t.at_seconds), f"{t.from_state.value} → {t.to_state.value}", t.alert.value)
+        (t.at_seconds, 1, ALERT_EVENT, f"{t.from_state.value} → {t.to_state.value}", t.alert.value)
         for t in transitions
     ]
-    return pd.DataFrame(rows, columns=["at", "change", "value"])
+    rows += [(g.first_seconds, 0, CHANGE_EVENT, change_label(g), None) for g in changes]
+    rows.sort(key=lambda r: (r[0], r[1], r[3]))
+    return pd.DataFrame(
+        [(_ts(at), event, what, value) for at, _, event, what, value in rows],
+        columns=["at", "event", "what", "value"],
+    )
 
 
 #: The annotation kind of a change (beside the alert states firing and resolved).

@@ -98,7 +98,8 @@ def latency_chart(url: str, detail: IncidentDetail) -> None:
         return
     spans = incident_charts.span_frame(detail)
     ts = lambda t: pd.Timestamp(t, unit="s", tz="UTC")  # noqa: E731
-    chart = incident_charts.incident_chart(frame, spans, ts(start), ts(end))
+    changes = incident_charts.change_frame(detail.changes)
+    chart = incident_charts.incident_chart(frame, spans, ts(start), ts(end), changes)
     st.altair_chart(chart, width="stretch")
 
 
