@@ -257,7 +257,9 @@ def change_hypothesis(
     by_action = _explains(rows, (a for e in actions for a in footprint(e)), group)
     by_other = _explains(rows, (a for e in others for a in footprint(e)), group)
     residual = 1.0 - max(0.0, min(1.0, top_cause_score))
-    candidates = [(s, r, "") for s, r in (by_action,) if not math.isnan(s)]
+    candidates: list[tuple[float, tuple[Reason, ...], str]] = []
+    if not math.isnan(by_action[0]):
+        candidates.append((by_action[0], by_action[1], ""))
     if not math.isnan(by_other[0]):
         note = f"a circumstance: counts for what the causes leave (× 1 - {top_cause_score:.2f})"
         candidates.append((by_other[0] * residual, by_other[1], note))
