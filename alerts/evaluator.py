@@ -5,6 +5,9 @@ lifecycle of Prometheus (``alerts/lifecycle.py``), state and silences through an
 
 Each :meth:`Evaluator.evaluate_once`:
 
+0. runs the ``watchers`` with its time (the change detector, ``collectors.changes``: what
+   changed is recorded before the rules read, so an alert triaged at this tick sees it); one
+   that fails is logged and the evaluation goes on;
 1. reads the silences (before anything changes: a store that cannot answer fails the cycle
    with nothing half done);
 2. evaluates every rule at ``now`` (``alerts/rules/evaluate.py``); a rule whose evaluation fails
@@ -132,6 +135,8 @@ class Evaluator:
     """Runs ``rules`` over ``reader``; see the module docstring. ``clock`` gives Unix seconds
     (tests step it); ``notifiers`` get the alerts after each evaluation.
 
+    ``watchers``: called with each evaluation's time before the rules read (step 0).
+
     ``read_concurrency``: how many rules read at once (default: the reader's
     ``concurrent_reads``, else 1). A reader over a metrics server answers several queries at
     once, each on a core of its own, as Prometheus evaluates its rule groups; the alert state
@@ -147,8 +152,10 @@ class Evaluator:
         notifiers: Iterable[Notifier] = (),
         explain: Explainer | None = None,
         read_concurrency: int | None = None,
+        watchers: Iterable[Callable[[float], object]] = (),
     ) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
+        self.watchers = tuple(watchers)
         concurrency = getattr(reader, "concurrent_reads", 1)
         self.read_concurrency = max(
             1, int(concurrency if read_concurrency is None else read_concurrency)
@@ -202,6 +209,11 @@ class Evaluator:
             )
         if isinstance(self.reader, KeptSteps):
             self.reader.at(now)
+        for watch in self.watchers:
+            try:
+                watch(now)
+            except Exception:  # NOTE: what changed is evidence; the rules still run without it
+                LOG.exception("watcher %r failed at %s", watch, format_utc(now))
         silences = self.state.silences()
         new_active: dict[str, dict[str, Alert]] = {}
         resolved: list[Alert] = []

@@ -33,6 +33,7 @@ class Cause(enum.StrEnum):
     PREFIX_SCATTER = "prefix-scatter"  # routing spreads prefix groups over cold replicas
     OVERLOAD = "overload"  # arrivals above capacity: TTFT becomes queueing
     SLOW_REPLICA = "slow-replica"  # one replica is slower than the rest
+    CHANGE = "change"  # a change that lines up with the onset: a knob, a deploy, the fleet
 
 
 class Direction(enum.StrEnum):
@@ -113,6 +114,15 @@ ACTIONS: dict[Cause, tuple[Action, ...]] = {
             "active_replicas",
             Direction.LOWER,
             "fleet percentiles hide one bad replica; take it out and investigate it",
+        ),
+    ),
+    Cause.CHANGE: (
+        Action(
+            "revert the change",
+            None,
+            None,
+            "it lines up with the onset and moves what the incident shows: undoing it is the "
+            "quickest test of the hypothesis and the quickest fix",
         ),
     ),
 }

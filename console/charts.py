@@ -79,7 +79,7 @@ def _annotations(frame: pd.DataFrame | None, start, end) -> list[alt.Chart]:
             color=alt.Color(
                 "state:N",
                 scale=alt.Scale(
-                    domain=["firing", "resolved", "knob change"],
+                    domain=["firing", "resolved", "change"],
                     range=[FIRING_COLOUR, RESOLVED_COLOUR, KNOB_COLOUR],
                 ),
                 legend=None,

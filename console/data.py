@@ -395,7 +395,8 @@ def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def annotations(url: str, start: float, end: float) -> pd.DataFrame:
-    return incident_frames.annotation_frame(alert_state_of(_store(url)), _metrics(url), start, end)
+    store = _store(url)
+    return incident_frames.annotation_frame(alert_state_of(store), store, start, end)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
@@ -470,7 +471,7 @@ def incident_detail(
     configured = alert_rules(config_path)
     return incident_frames.incident_detail(
         alert_state_of(store), _metrics(url), store, incident_id, configured.rules,
-        configured.window_scale, at,
+        configured.window_scale, at, store,
     )  # fmt: skip
 
 

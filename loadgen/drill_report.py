@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from alerts import Alert, AlertState, AlertStateStore, Transition
 from alerts.triage import TriageReport
-from collectors.store.protocols import MetricsReader, RequestReader
+from collectors.store.protocols import ChangeReader, MetricsReader, RequestReader
 from loadgen.drill import DrillResult
 from loadgen.scenario import Phase, Scenario
 
@@ -129,11 +129,12 @@ def build_report(
     timing: DrillTiming,
     until: float,
     rules: Sequence | None = None,
+    changes: ChangeReader | None = None,
 ) -> AlertDrillReport:
     """What the evaluator did during ``drill`` (its transitions up to ``until``, epoch
     seconds): the expected alert's first page in the perturbation, its resolution, and its
     triage over the incident window (``rules``: the unscaled rule set the drill ran; the
-    built-ins when ``None``)."""
+    built-ins when ``None``; ``changes``: the change events the drill's detector wrote)."""
     wanted = drill.scenario.expects.alert
     start = drill.phase_start("perturbation")
     transitions = history(state, drill.state.started_at, until)
@@ -158,7 +159,7 @@ def build_report(
         None,
     )
     end = resolved if resolved is not None else drill.phase_end("recovery")
-    report = triage_alert(metrics, requests, state, fired, end, timing.window_scale, rules)
+    report = triage_alert(metrics, requests, state, fired, end, timing.window_scale, rules, changes)
     return AlertDrillReport(drill, timing, transitions, fired, resolved, report)
 
 
@@ -170,6 +171,7 @@ def triage_alert(
     end: float,
     window_scale: float,
     rules: Sequence | None = None,
+    changes: ChangeReader | None = None,
 ) -> TriageReport:
     """Triage of ``alert`` as ``tailwatch incident show`` gives it, from when its condition
     first held to ``end``, on windows scaled as the rules were (``window_scale``; ``rules``
@@ -179,7 +181,7 @@ def triage_alert(
 
     rule_set = tuple(rules) if rules is not None else tuple(builtin_rule_set()[0])
     scaled = [r.scaled(window_scale) for r in rule_set]
-    return triage_at(metrics, requests, state, alert, end, scaled, window_scale)
+    return triage_at(metrics, requests, state, alert, end, scaled, window_scale, changes)
 
 
 def report_json(report: AlertDrillReport) -> dict:

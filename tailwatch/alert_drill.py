@@ -186,6 +186,8 @@ def read_report(db_url: str, drill: DrillResult, timing: DrillTiming) -> AlertDr
     """What the evaluator did during ``drill``, read back from the store at ``db_url``."""
     store = Store(db_url, migrate=False)
     try:
-        return build_report(store, store, alert_state_of(store), drill, timing, time.time())
+        return build_report(
+            store, store, alert_state_of(store), drill, timing, time.time(), changes=store
+        )
     finally:
         store.close()

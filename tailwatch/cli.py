@@ -98,6 +98,11 @@ COMMANDS: dict[str, CommandRow] = {
         "incident_app",
         "Incidents: list them, triage one by id (see docs/alerts.md).",
     ),
+    "changes": CommandRow(
+        "tailwatch.changes_cli",
+        "changes_app",
+        "What changed: the change events the collector recorded (see docs/collectors.md).",
+    ),
     "store": CommandRow(
         "tailwatch.store_cli",
         "store_app",

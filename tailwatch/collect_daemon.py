@@ -134,6 +134,7 @@ def _maintain(store: Store, policy: RetentionPolicy, metrics: MaintenanceMetrics
             ("rule_failures", report.rule_failures_deleted),
             ("notified", report.notified_deleted),
             ("silences", report.silences_deleted),
+            ("change_events", report.change_events_deleted),
         ):
             metrics.deleted.labels(kind).inc(count)
         if not report.more_to_do:

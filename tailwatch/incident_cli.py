@@ -122,7 +122,7 @@ def show(
         )
         mapping = replica_targets(store).unique()
         try:
-            data = gather(store, store, window, baseline, replica_targets=mapping)
+            data = gather(store, store, window, baseline, replica_targets=mapping, changes=store)
             report = triage(data)
         except Exception as error:  # NOTE: what the store cannot answer is one line
             raise cli_error(f"cannot triage incident {incident.id}: {first_line(error)}") from None

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from alerts.errors import AlertsError
+from collectors.store.change_records import ChangeEvent
 
 NAN = math.nan
 
@@ -31,6 +32,7 @@ class Source(enum.StrEnum):
     GAUGE = "gauge"
     REQUEST_RECORDS = "request records"
     EXEMPLARS = "exemplars"
+    CHANGE_EVENTS = "change events"
     NONE = "none"  # no data
 
 
@@ -109,7 +111,9 @@ class TimeWindow:
 
 @dataclass(frozen=True)
 class KnobChange:
-    """Live knob changes on one replica in or just before the incident window."""
+    """Live knob changes on one replica in a window, from the knob counter
+    (``alerts.triage.gather.knob_changes``): the knob lab's "changed since measured". Triage
+    reads the change events instead (``TriageInput.changes``)."""
 
     target: str
     knob: str
@@ -133,11 +137,12 @@ class SlowRequest:
 
 @dataclass(frozen=True)
 class TriageInput:
-    """Everything triage reads about one incident."""
+    """Everything triage reads about one incident; ``changes``: the change events from the
+    baseline's start to the incident's end (``collectors.store.change_records``)."""
 
     incident: TimeWindow
     baseline: TimeWindow
     fleet: WindowPair = field(default_factory=WindowPair)
     replicas: Mapping[str, WindowPair] = field(default_factory=dict)  # by target
-    knob_changes: tuple[KnobChange, ...] = ()
+    changes: tuple[ChangeEvent, ...] = ()
     slow_requests: tuple[SlowRequest, ...] = ()

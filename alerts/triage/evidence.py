@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from alerts.triage.change_groups import group_changes, short_targets
 from alerts.triage.data import NAN, Source, TriageInput
 from alerts.triage.evidence_rows import (
     FLEET,
@@ -26,7 +27,6 @@ from alerts.triage.evidence_rows import (
     preemptions_per_request,
     queue_share,
 )
-from alerts.triage.knob_groups import group_knob_changes, short_targets
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
@@ -170,30 +170,28 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
     ]
 
 
-def _knob_rows(data: TriageInput) -> list[EvidenceRow]:
-    """One row per group of knobs changed together (:mod:`alerts.triage.knob_groups`): a
-    drill's two knobs on three replicas are one row, not six."""
-    rows = []
-    for group in group_knob_changes(data.knob_changes):
-        when = group.when()
-        rows.append(
-            EvidenceRow(
-                EvidenceKey.KNOB_CHANGE,
-                f"knob change: {', '.join(group.knobs)}",
-                short_targets(group.targets),
-                group.num_changes,
-                NAN,
-                NAN,
-                ChangeKind.DIFFERENCE,
-                Source.COUNTER,
-                f"first seen {when}" if when else "",
-            )
+def _change_rows(data: TriageInput) -> list[EvidenceRow]:
+    """One row per group of changes made together (:mod:`alerts.triage.change_groups`): a
+    drill's two knobs on three replicas are one row, not six; its value is how many changes
+    the group holds."""
+    return [
+        EvidenceRow(
+            EvidenceKey.CHANGE,
+            f"change: {', '.join(group.what)}",
+            short_targets(group.targets) if group.targets else FLEET,
+            float(group.num_changes),
+            NAN,
+            NAN,
+            ChangeKind.DIFFERENCE,
+            Source.CHANGE_EVENTS,
+            f"first seen {group.when()}",
         )
-    return rows
+        for group in group_changes(data.changes)
+    ]
 
 
 def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
-    """The evidence rows of ``data``, in a fixed order (fleet, skew, knob changes)."""
+    """The evidence rows of ``data``, in a fixed order (fleet, skew, changes)."""
     rows = [
         *_fleet_rows(data),
         least_queued_row(data),
@@ -244,7 +242,7 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
             ChangeKind.DIFFERENCE,
             pick_max=False,
         ),
-        *_knob_rows(data),
+        *_change_rows(data),
     ]
     if not any(r.is_known for r in rows):
         return (
@@ -264,7 +262,7 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
 
 
 def rows_by_key(rows: Iterable[EvidenceRow]) -> dict[EvidenceKey, EvidenceRow]:
-    """The first row of each key (knob changes, which repeat, keep their first)."""
+    """The first row of each key (changes, which repeat, keep their first)."""
     out: dict[EvidenceKey, EvidenceRow] = {}
     for row in rows:
         out.setdefault(row.key, row)

@@ -43,7 +43,7 @@ class EvidenceKey(enum.StrEnum):
     ITL_MEAN_SKEW = "itl_mean_skew"
     WAITING_SKEW = "waiting_skew"
     HIT_RATE_SKEW = "hit_rate_skew"
-    KNOB_CHANGE = "knob_change"
+    CHANGE = "change"  # a group of changes made together (alerts.triage.change_groups)
     NOT_ENOUGH_DATA = "not_enough_data"
 
 

@@ -3,8 +3,9 @@
 ``gather(metrics, requests, incident, baseline, replica_targets=...)`` reads the canonical
 families over both windows for the fleet and for each replica (the ``target`` label), the
 request records (``RequestReader.requests``) for exact phase times, the exemplars and records
-of the slowest requests, and the live knob changes (``tailwatch:knob_changes_total``, kept
-raw by the collector) in or just before the incident window.
+of the slowest requests, and the change events (``changes``: a ``ChangeReader``, the store's)
+from the baseline's start, or further back when the onset's span reaches there
+(:func:`alerts.triage.change_hypotheses.changes_window`), to the incident's end.
 
 NOTE: request records name their replica by the engine's own id (``service.instance.id``, a
 UUID), not by the metrics' ``target``; ``replica_targets`` maps one to the other. A record
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from alerts.triage.by_target import ByTargetReads
+from alerts.triage.change_hypotheses import changes_window
 from alerts.triage.data import (
     KnobChange,
     Measure,
@@ -32,12 +34,11 @@ from alerts.triage.data import (
 )
 from alerts.triage.measure_scope import Scope, measure_scope
 from collectors import canonical as c
+from collectors.changes import KNOB_CHANGES_FAMILY, LABEL_KNOB
 from collectors.request_records import RequestRecord
-from collectors.store.protocols import MetricsReader, RequestReader
+from collectors.store.change_records import ChangeEvent
+from collectors.store.protocols import ChangeReader, MetricsReader, RequestReader
 
-#: The raw family of the bundled engine's knob-change counter (``engine/metric_names.py``).
-KNOB_CHANGES_FAMILY = c.RAW_PREFIX + "tailwatch:knob_changes_total"
-LABEL_KNOB = "knob"
 TRACE_ID_LABELS = ("trace_id", "traceID", "trace-id")
 #: Families whose exemplars link a slow request: e2e first (the request's whole latency).
 EXEMPLAR_FAMILIES = (c.E2E_SECONDS, c.TTFT_SECONDS)
@@ -47,13 +48,13 @@ TARGET_FAMILIES = (c.TTFT_SECONDS, c.E2E_SECONDS, c.REQUESTS_RUNNING, c.KV_CACHE
 
 @dataclass(frozen=True)
 class GatherOptions:
-    """``knob_lookback_seconds``: how long before the incident a knob change still counts;
-    ``max_slow_requests``: how many slow requests to link; ``record_limit``: the most request
-    records read per window."""
+    """``max_slow_requests``: how many slow requests to link; ``record_limit``: the most
+    request records read per window; ``change_limit``: the most change events read (the
+    newest)."""
 
-    knob_lookback_seconds: float = 300.0
     max_slow_requests: int = 10
     record_limit: int = 10_000
+    change_limit: int = 1000
 
 
 def _targets(metrics: MetricsReader) -> list[str]:
@@ -105,7 +106,8 @@ def _with_note(pair: WindowPair, note: str) -> WindowPair:
 def knob_changes(metrics: MetricsReader, start: float, end: float) -> tuple[KnobChange, ...]:
     """Per target and knob, the counter's increase over ``[start, end]``; a series first seen
     inside the range counts its first reading in full (a labelled counter appears at its
-    first change)."""
+    first change). The knob lab's reading (a sweep's knobs changed since it measured);
+    triage reads the change events."""
     out: list[KnobChange] = []
     series = metrics.samples(KNOB_CHANGES_FAMILY, None, 0.0, end)
     for labels, samples in sorted(series.items()):
@@ -192,6 +194,7 @@ def gather(
     *,
     replica_targets: Mapping[str, str] | None = None,
     options: GatherOptions | None = None,
+    changes: ChangeReader | None = None,
 ) -> TriageInput:
     """The triage input of one incident (see the module docstring)."""
     options = options or GatherOptions()
@@ -213,12 +216,15 @@ def gather(
         *_exemplar_requests(each, targets, incident, options.max_slow_requests),
         *_record_requests(inc_records, mapping, options.max_slow_requests),
     ]
-    lookback_start = incident.start_seconds - options.knob_lookback_seconds
+    found: tuple[ChangeEvent, ...] = ()
+    if changes is not None:
+        start, end = changes_window(incident, baseline)
+        found = tuple(changes.change_events(start, end, limit=options.change_limit))
     return TriageInput(
         incident=incident,
         baseline=baseline,
         fleet=fleet,
         replicas=replicas,
-        knob_changes=knob_changes(metrics, lookback_start, incident.end_seconds),
+        changes=found,
         slow_requests=tuple(slow),
     )

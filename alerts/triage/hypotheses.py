@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from alerts.triage.change_groups import ChangeGroup
 from alerts.triage.evidence import FLEET, EvidenceKey, EvidenceRow, rows_by_key
 from alerts.vocabulary import Cause
 
@@ -52,15 +53,19 @@ class Reason:
 
 @dataclass(frozen=True)
 class Hypothesis:
+    """A cause, or a change (``Cause.CHANGE``, with ``change``: the group of changes made
+    together, :mod:`alerts.triage.change_hypotheses`), scored in [0, 1]."""
+
     cause: Cause
     score: float  # in [0, 1]
     reasons: tuple[Reason, ...]
     scope: str = FLEET  # the replica the cause points at, when it points at one
     has_enough_data: bool = True
     note: str = ""
+    change: ChangeGroup | None = None
 
 
-def _reason(
+def reason_of(
     rows: dict[EvidenceKey, EvidenceRow],
     key: EvidenceKey,
     uses: str,
@@ -104,10 +109,10 @@ def _prefill_interference(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # others' queue behind it) and then in the token gaps of every decode in their steps;
     # at the first page the ITL tail may not have moved yet, so either tail counts; and a
     # minority of very long prompts moves the prompts' mean before their p95
-    itl = _reason(rows, K.ITL_P99, "change", 1.2, 2.0, is_required=False)
-    ttft = _reason(rows, K.TTFT_P95, "change", 1.2, 2.0, is_required=False)
-    prompt = _reason(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
-    mean = _reason(rows, K.PROMPT_MEAN, "change", 1.5, 4.0, is_required=False)
+    itl = reason_of(rows, K.ITL_P99, "change", 1.2, 2.0, is_required=False)
+    ttft = reason_of(rows, K.TTFT_P95, "change", 1.2, 2.0, is_required=False)
+    prompt = reason_of(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
+    mean = reason_of(rows, K.PROMPT_MEAN, "change", 1.5, 4.0, is_required=False)
     reasons = (itl, ttft, prompt, mean)
     missing = [
         what
@@ -124,8 +129,8 @@ def _prefill_interference(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 def _kv_exhaustion(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: a healthy engine does not preempt: one preemption in twenty requests is already a
     # pool that does not hold the running sequences
-    preempt = _reason(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05)
-    kv = _reason(rows, K.KV_USAGE_MAX, "incident", 0.8, 0.98, is_required=False)
+    preempt = reason_of(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05)
+    kv = reason_of(rows, K.KV_USAGE_MAX, "incident", 0.8, 0.98, is_required=False)
     score = _sub(preempt) * (0.7 + 0.3 * _sub(kv))
     scope = rows[K.KV_USAGE_MAX].scope if K.KV_USAGE_MAX in rows else FLEET
     return _hypothesis(Cause.KV_EXHAUSTION, score, (preempt, kv), scope)
@@ -134,25 +139,25 @@ def _kv_exhaustion(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 def _prefix_break(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: the drop is read on replicas that served in both windows, so cold replicas added
     # since the baseline (prefix-scatter) do not count as a broken prefix.
-    drop = _reason(rows, K.STEADY_HIT_RATE, "change", 0.1, 0.4, falls=True)
+    drop = reason_of(rows, K.STEADY_HIT_RATE, "change", 0.1, 0.4, falls=True)
     # NOTE: a prompt change that breaks the prefix keeps the prompts' lengths; new traffic of
     # long unshared prompts dilutes the token-weighted hit rate instead (long prompts
     # surging read as a broken prefix before this), so a shift of the lengths halves it
-    shift = _reason(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
+    shift = reason_of(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
     score = _sub(drop) * (1.0 - 0.5 * _sub(shift))
     return _hypothesis(Cause.PREFIX_BREAK, score, (drop, shift))
 
 
 def _prefix_scatter(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
-    fleet = _reason(rows, K.PREFIX_HIT_RATE, "change", 0.05, 0.2, falls=True)
-    new = _reason(rows, K.NEW_REPLICA_QUERY_SHARE, "incident", 0.1, 0.4)
+    fleet = reason_of(rows, K.PREFIX_HIT_RATE, "change", 0.05, 0.2, falls=True)
+    new = reason_of(rows, K.NEW_REPLICA_QUERY_SHARE, "incident", 0.1, 0.4)
     return _hypothesis(Cause.PREFIX_SCATTER, _sub(fleet) * _sub(new), (fleet, new))
 
 
 def _overload(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
-    queue = _reason(rows, K.LEAST_QUEUE_SHARE, "incident", 0.25, 0.6, is_required=False)
-    growth = _reason(rows, K.ARRIVAL_RATE, "change", 1.1, 1.5, is_required=False)
-    rejected = _reason(rows, K.REJECTED_SHARE, "incident", 0.01, 0.1, is_required=False)
+    queue = reason_of(rows, K.LEAST_QUEUE_SHARE, "incident", 0.25, 0.6, is_required=False)
+    growth = reason_of(rows, K.ARRIVAL_RATE, "change", 1.1, 1.5, is_required=False)
+    rejected = reason_of(rows, K.REJECTED_SHARE, "incident", 0.01, 0.1, is_required=False)
     reasons = (queue, growth, rejected)
     if all(math.isnan(r.sub_score) for r in (queue, rejected)):
         return Hypothesis(
@@ -177,8 +182,8 @@ def _skew_reason(rows: dict[EvidenceKey, EvidenceRow], key: EvidenceKey) -> Reas
     incident)."""
     row = rows.get(key)
     if row is not None and math.isfinite(row.baseline) and row.baseline > 1.0:
-        return _reason(rows, key, "change", 1.25, 2.0)
-    return _reason(rows, key, "incident", 1.25, 2.0)
+        return reason_of(rows, key, "change", 1.25, 2.0)
+    return reason_of(rows, key, "incident", 1.25, 2.0)
 
 
 def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
@@ -207,8 +212,14 @@ _RULES = (
 _ORDER = {cause: i for i, cause in enumerate(Cause)}
 
 
+#: The causes a rule scores from the evidence (every one but ``Cause.CHANGE``, which
+#: :mod:`alerts.triage.change_hypotheses` scores per group of changes).
+MECHANISMS = tuple(cause for cause in Cause if cause is not Cause.CHANGE)
+
+
 def rank_hypotheses(rows: Iterable[EvidenceRow]) -> tuple[Hypothesis, ...]:
-    """Every cause scored from ``rows``, highest score first (ties: :class:`Cause` order)."""
+    """Every cause of :data:`MECHANISMS` scored from ``rows``, highest score first (ties:
+    :class:`Cause` order)."""
     by_key = rows_by_key(rows)
     hypotheses = [rule(by_key) for rule in _RULES]
     return tuple(sorted(hypotheses, key=lambda h: (-h.score, _ORDER[h.cause])))

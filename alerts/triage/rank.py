@@ -2,7 +2,8 @@
 
 ``triage(data)`` is pure: a :class:`~alerts.triage.data.TriageInput` (built by
 :mod:`alerts.triage.gather` from the store, or by hand) in, a :class:`TriageReport` out. The evidence
-table is :mod:`alerts.triage.evidence`, the scoring :mod:`alerts.triage.hypotheses`; this module links the
+table is :mod:`alerts.triage.evidence`, the scoring :mod:`alerts.triage.hypotheses` (the
+causes) and :mod:`alerts.triage.change_hypotheses` (what changed); this module links the
 slowest requests by trace id and picks the recommendation from
 :data:`alerts.vocabulary.ACTIONS`. A cause must score at least :data:`SCORE_FLOOR` to be
 recommended; below it the verdict is "no cause stands out". Bad or missing data never raises:
@@ -15,8 +16,10 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from alerts.triage.data import KnobChange, SlowRequest, TriageInput
-from alerts.triage.evidence import FLEET, EvidenceKey, EvidenceRow, evidence_table
+from alerts.triage.change_groups import ChangeGroup
+from alerts.triage.change_hypotheses import change_hypotheses, ranked
+from alerts.triage.data import SlowRequest, TriageInput
+from alerts.triage.evidence import FLEET, EvidenceKey, EvidenceRow, evidence_table, rows_by_key
 from alerts.triage.hypotheses import Hypothesis, rank_hypotheses
 from alerts.vocabulary import ACTIONS, Action, Cause
 
@@ -32,14 +35,17 @@ NOT_ENOUGH_DATA = "not enough data"
 @dataclass(frozen=True)
 class Recommendation:
     """The action for the top cause: ``action`` is ``ACTIONS[cause][0]``, ``alternatives`` the
-    rest; ``target`` the replica it applies to when the cause points at one; ``recent_changes``
-    the knob changes in or just before the window on that replica (or any, fleet-wide)."""
+    rest; ``target`` the replica it applies to when the cause points at one; ``change`` the
+    group of changes to revert when the top hypothesis is a change; ``recent_changes`` the
+    hypotheses of the other changes that line up with the onset (those of ``target``, or any
+    fleet-wide), most likely first."""
 
     cause: Cause
     action: Action
     alternatives: tuple[Action, ...]
     target: str | None
-    recent_changes: tuple[KnobChange, ...]
+    recent_changes: tuple[Hypothesis, ...]
+    change: ChangeGroup | None = None
 
 
 @dataclass(frozen=True)
@@ -94,25 +100,30 @@ def slowest_requests(
     return tuple(ordered[: max(0, limit)])
 
 
-def _recommend(top: Hypothesis, changes: tuple[KnobChange, ...]) -> Recommendation:
+def _recommend(top: Hypothesis, hypotheses: tuple[Hypothesis, ...]) -> Recommendation:
     first, *rest = ACTIONS[top.cause]
-    target = None if top.scope == FLEET or "," in top.scope else top.scope
+    target = None if top.scope == FLEET or "," in top.scope or top.change else top.scope
     recent = tuple(
-        c
-        for c in sorted(changes, key=lambda c: (c.target, c.knob))
-        if target is None or c.target == target
+        h
+        for h in hypotheses
+        if h.change is not None
+        and h is not top
+        and (target is None or not h.change.targets or target in h.change.targets)
     )
-    return Recommendation(top.cause, first, tuple(rest), target, recent)
+    return Recommendation(top.cause, first, tuple(rest), target, recent, top.change)
 
 
 def triage(data: TriageInput) -> TriageReport:
     """The triage report of one incident (see the module docstring)."""
     rows = evidence_table(data)
-    hypotheses = rank_hypotheses(rows)
+    causes = rank_hypotheses(rows)
     slow = slowest_requests(data.slow_requests)
-    if rows[0].key is EvidenceKey.NOT_ENOUGH_DATA or not any(h.has_enough_data for h in hypotheses):
-        return TriageReport(rows, hypotheses, slow, None, NOT_ENOUGH_DATA)
+    if rows[0].key is EvidenceKey.NOT_ENOUGH_DATA or not any(h.has_enough_data for h in causes):
+        return TriageReport(rows, causes, slow, None, NOT_ENOUGH_DATA)
+    known = [h.score for h in causes if h.has_enough_data]
+    changes = change_hypotheses(data, rows_by_key(rows), max(known))
+    hypotheses = ranked(causes, changes)
     top = hypotheses[0]
     if top.score < SCORE_FLOOR:
         return TriageReport(rows, hypotheses, slow, None, NO_CAUSE)
-    return TriageReport(rows, hypotheses, slow, _recommend(top, data.knob_changes), top.cause.value)
+    return TriageReport(rows, hypotheses, slow, _recommend(top, hypotheses), top.cause.value)

@@ -14,11 +14,11 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from alerts.triage.change_hypotheses import is_action
 from alerts.triage.data import SlowRequest
 from alerts.triage.evidence import ChangeKind, EvidenceKey, EvidenceRow
 from alerts.triage.hypotheses import Hypothesis, Reason
-from alerts.triage.knob_groups import group_knob_changes
-from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, TriageReport
+from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, SCORE_FLOOR, TriageReport
 
 K = EvidenceKey
 _SECONDS = {K.TTFT_MEAN, K.QUEUE_MEAN, K.PREFILL_MEAN, K.TTFT_P95, K.ITL_P99}
@@ -101,7 +101,7 @@ def _hypothesis_table(hypotheses: tuple[Hypothesis, ...]) -> Table:
         table.add_column(name, no_wrap=name != "numbers behind it")
     for rank, h in enumerate(hypotheses, 1):
         numbers = "\n".join(_reason_text(r) for r in h.reasons)
-        if h.note and h.has_enough_data:
+        if h.note and (h.has_enough_data or h.change is not None):
             numbers = f"{h.note}\n{numbers}"
         table.add_row(*_cells(str(rank), h.cause.value, f"{h.score:.2f}", h.scope, numbers))
     return table
@@ -144,20 +144,33 @@ def _recommendation(report: TriageReport) -> Text:
         else "no engine knob"
     )
     where = f" on {rec.target}" if rec.target else ""
-    lines = [f"Recommendation ({rec.cause.value}): {action.summary}{where} [{knob}]"]
+    what = f": {rec.change.describe()}" if rec.change is not None else ""
+    lines = [f"Recommendation ({rec.cause.value}): {action.summary}{where}{what} [{knob}]"]
     lines.append(f"  why: {action.why}")
     lines += [f"  or: {a.summary} [{a.direction} {a.knob}]" for a in rec.alternatives]
-    lines += [
-        f"  recent change: {group.describe()} — consider reverting it first"
-        for group in group_knob_changes(rec.recent_changes)
-    ]
+    lines += [f"  recent change: {recent_change_text(h)}" for h in rec.recent_changes]
     return Text("\n".join(lines))
+
+
+def recent_change_text(hypothesis: Hypothesis) -> str:
+    """A change beside the recommendation: what someone did that explains the incident
+    (its score at the floor or above) is worth reverting first; the rest is context, with
+    its score."""
+    group = hypothesis.change
+    assert group is not None, "a change hypothesis carries its group"
+    if is_action(hypothesis) and hypothesis.score >= SCORE_FLOOR:
+        return f"{group.describe()} — consider reverting it first"
+    return f"{group.describe()} (score {hypothesis.score:.2f})"
 
 
 def triage_renderable(report: TriageReport) -> RenderableType:
     """The whole report: verdict, evidence, hypotheses, slowest requests, recommendation."""
+    top = report.top
+    verdict = report.verdict
+    if top is not None and top.change is not None:
+        verdict = f"{verdict} ({top.change.describe()})"
     parts: list[RenderableType] = [
-        Text(f"Triage verdict: {report.verdict}", style="bold"),
+        Text(f"Triage verdict: {verdict}", style="bold"),
         _evidence_table(report.evidence),
         _hypothesis_table(report.hypotheses),
     ]

@@ -9,6 +9,13 @@ from alerts.views.alerts import (
     silence_json,
     silences_table,
 )
+from alerts.views.changes import (
+    KIND_CHOICES,
+    change_json,
+    change_row,
+    changes_table,
+    newest_changes,
+)
 from alerts.views.display import age, iso
 from alerts.views.incidents import (
     LIST_HINT,
@@ -28,6 +35,7 @@ from alerts.views.rule_errors import (
 )
 
 __all__ = [
+    "KIND_CHOICES",
     "LIST_HINT",
     "STALE_EVALUATION_SECONDS",
     "STATE_CHOICES",
@@ -38,6 +46,9 @@ __all__ = [
     "alert_json",
     "alert_rows",
     "alerts_table",
+    "change_json",
+    "change_row",
+    "changes_table",
     "health_json",
     "health_table",
     "health_warnings",
@@ -45,6 +56,7 @@ __all__ = [
     "incidents_table",
     "iso",
     "labels_text",
+    "newest_changes",
     "parse_incident_id",
     "silence_json",
     "silences_table",

@@ -204,6 +204,15 @@ class PrometheusReader(RecordedReads, ReadingTimes, StepReads):
             self._series.clear()
         return self._names
 
+    def raw_family_names(self) -> list[str]:
+        """The raw families the server holds, as the store would keep them: ``raw:`` + each
+        metric name no dialect rule maps (a mapped histogram's ``_bucket``, ``_sum`` and
+        ``_count`` included), sorted."""
+        names = self.metric_names()
+        mapped = {s.metric for family in c.FAMILIES for s in resolve(family, names)}
+        parts = {f"{m}{suffix}" for m in mapped for suffix in ("_bucket", "_sum", "_count")}
+        return sorted(c.RAW_PREFIX + n for n in names if n not in mapped | parts)
+
     # -- series and raw readings -------------------------------------------------------------
 
     def series(self, family: str, labels: Mapping[str, str] | None = None) -> list[SeriesInfo]:

@@ -1,6 +1,6 @@
 """Retention of the evaluator's records, beside the other data in a maintenance pass: the
-transition history, resolved incidents, rule failures, notifier memory and silences that
-expired longer ago than the alert retention (``RetentionPolicy.alert_retention_seconds``),
+transition history, resolved incidents, rule failures, notifier memory, silences and the
+change events triage reads as evidence, that expired longer ago than the alert retention (``RetentionPolicy.alert_retention_seconds``),
 oldest first, in bounded batches (Alertmanager likewise drops expired silences after its
 ``--data.retention``). What is live is never deleted: the active alerts, open incidents
 (however old), and silences not yet expired."""
@@ -13,6 +13,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from collectors.store.alert_models import IncidentRow, NotifiedRow, RuleFailureRow
+from collectors.store.change_models import ChangeEventRow
 from collectors.store.models import AlertTransitionRow, SilenceRow
 from collectors.store.sql import chunks
 
@@ -28,12 +29,13 @@ class AlertExpiry:
     notified_deleted: int
     silences_deleted: int
     more_to_do: bool
+    change_events_deleted: int = 0
 
 
 def expire_alert_records(session: Session, *, cutoff_seconds: float, limit: int) -> AlertExpiry:
     """Delete transitions before ``cutoff_seconds``, incidents resolved before it, rule
-    failures last seen before it, notifier records from before it and silences that ended
-    before it: at most ``limit`` of each, oldest first."""
+    failures last seen before it, notifier records from before it, silences that ended
+    before it and change events from before it: at most ``limit`` of each, oldest first."""
     deleted: list[int] = []
     more_to_do = False
     for key, column in (
@@ -41,6 +43,7 @@ def expire_alert_records(session: Session, *, cutoff_seconds: float, limit: int)
         (IncidentRow.id, IncidentRow.resolved_at_seconds),  # NOTE: NULL (open) never matches
         (RuleFailureRow.rule_hash, RuleFailureRow.last_failed_seconds),
         (SilenceRow.seq, SilenceRow.ends_at_seconds),
+        (ChangeEventRow.id, ChangeEventRow.at_seconds),
     ):
         keys = list(
             session.scalars(
@@ -66,5 +69,7 @@ def expire_alert_records(session: Session, *, cutoff_seconds: float, limit: int)
                 NotifiedRow.notifier == notifier, NotifiedRow.fingerprint == fingerprint
             )
         )
-    transitions, incidents, failures, silences = deleted
-    return AlertExpiry(transitions, incidents, failures, len(old[:limit]), silences, more_to_do)
+    transitions, incidents, failures, silences, changes = deleted
+    return AlertExpiry(
+        transitions, incidents, failures, len(old[:limit]), silences, more_to_do, changes
+    )

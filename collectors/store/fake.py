@@ -136,6 +136,10 @@ class FakeMetricsReader(StepReads):
         label (``tenant``) must be named to select series that carry it."""
         return [s.info for s in self._select(family, labels)]
 
+    def raw_family_names(self) -> list[str]:
+        """The raw families kept (``raw:`` + a sample name no dialect maps), sorted."""
+        return sorted({name for name, _, _ in self._series if name.startswith(c.RAW_PREFIX)})
+
     def samples(
         self, family: str, labels: Mapping[str, str] | None, start: float, end: float
     ) -> dict[Labels, list[Sample]]:

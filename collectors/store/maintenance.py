@@ -116,6 +116,7 @@ class Maintenance:
             rule_failures_deleted=alerts.rule_failures_deleted,
             notified_deleted=alerts.notified_deleted,
             silences_deleted=alerts.silences_deleted,
+            change_events_deleted=alerts.change_events_deleted,
             more_to_do=any(r.more_to_do for r in (report, expired, traces, alerts)),
         )
 

@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from collectors.canonical import Labels
 from collectors.request_records import RequestRecord, SpanRecord
+from collectors.store.change_records import ChangeEvent
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
 from collectors.store.records import (
     CounterStep,
@@ -217,6 +218,31 @@ class TraceStore(Protocol):
     def write_spans(self, spans: Sequence[SpanRecord]) -> int: ...
 
     def write_requests(self, records: Sequence[RequestRecord]) -> int: ...
+
+
+@runtime_checkable
+class RawFamilies(Protocol):
+    """Which raw families a reader holds (``raw:`` + a sample name no dialect maps): the
+    change detector finds every ``*_info`` gauge through it, whatever engine exposes it."""
+
+    def raw_family_names(self) -> list[str]: ...
+
+
+@runtime_checkable
+class ChangeStore(Protocol):
+    """What the change detector writes: idempotent change events, the count that was new."""
+
+    def write_change_events(self, events: Sequence[ChangeEvent]) -> int: ...
+
+
+@runtime_checkable
+class ChangeReader(Protocol):
+    """What triage, ``tailwatch changes list`` and the console read: the newest ``limit``
+    change events in ``[start, end]`` (of one target when given), oldest first."""
+
+    def change_events(
+        self, start: float, end: float, *, target: str | None = None, limit: int = 1000
+    ) -> list[ChangeEvent]: ...
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from collectors.canonical import Labels
+from collectors.canonical import RAW_PREFIX, Labels
 from collectors.store.catalog import Catalog
 from collectors.store.codec import decode_labels
 from collectors.store.models import (
@@ -23,6 +23,7 @@ from collectors.store.models import (
     HistogramSnapshotRow,
     SampleRollup,
     Scrape,
+    Series,
     Target,
     ValueSample,
 )
@@ -54,6 +55,12 @@ class MetricReads:
         label (``tenant``) must be named to select series that carry it."""
         with self._sessions() as session:
             return [s.info for s in self._catalog.select(session, family, labels)]
+
+    def raw_family_names(self) -> list[str]:
+        """The raw families stored (``raw:`` + a sample name no dialect maps), sorted."""
+        query = select(Series.family).where(Series.family.startswith(RAW_PREFIX)).distinct()
+        with self._sessions() as session:
+            return sorted(session.scalars(query))
 
     def samples(
         self, family: str, labels: Mapping[str, str] | None, start: float, end: float

@@ -6,9 +6,9 @@ layout bounds, series selection), :mod:`~collectors.store.writer` (scrape writes
 :mod:`~collectors.store.windows` (windows and step series over raw rows and roll-ups),
 :mod:`~collectors.store.maintenance` (roll-ups and retention) and
 :mod:`~collectors.store.traces` (spans and request records); the knob lab's runs and
-points are :mod:`~collectors.store.lab_sql`. ``Store`` implements the protocols of
+points are :mod:`~collectors.store.lab_sql`, the change events :mod:`~collectors.store.change_sql`. ``Store`` implements the protocols of
 :mod:`collectors.store.protocols` (``MetricsReader``, ``RequestReader``, ``ScrapeStore``,
-``TraceStore``, ``LabStore``, ``LabReader``); a consumer should depend on those, not on this
+``TraceStore``, ``LabStore``, ``LabReader``, ``ChangeStore``, ``ChangeReader``); a consumer should depend on those, not on this
 class.
 The alert evaluator's tables are on its schema too, but their reads and writes live with
 alerts (``alerts.sql.alert_state_of(store)``, over :attr:`Store.sessions` and
@@ -28,6 +28,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from collectors.canonical import Labels
 from collectors.request_records import RequestRecord, SpanRecord
 from collectors.store.catalog import Catalog
+from collectors.store.change_records import ChangeEvent
+from collectors.store.change_sql import SQLChanges
 from collectors.store.connection import default_url, make_engine
 from collectors.store.lab_records import LabPoint, LabRun, LabRunKind, LabRunStatus
 from collectors.store.lab_sql import SQLLab
@@ -92,6 +94,7 @@ class Store:
         self._sessions = sessions
         self._write_lock = write_lock
         self._lab = SQLLab(sessions, write_lock)
+        self._changes = SQLChanges(sessions, write_lock)
 
     @property
     def sessions(self) -> sessionmaker[Session]:
@@ -147,6 +150,10 @@ class Store:
         """Series of ``family`` whose labels include every pair in ``labels``. A breakdown
         label (``tenant``) must be named to select series that carry it."""
         return self._reads.series(family, labels)
+
+    def raw_family_names(self) -> list[str]:
+        """The raw families stored (``raw:`` + a sample name no dialect maps), sorted."""
+        return self._reads.raw_family_names()
 
     def samples(
         self, family: str, labels: Mapping[str, str] | None, start: float, end: float
@@ -381,6 +388,20 @@ class Store:
     def rollup_coverage(self) -> float:
         """Minutes ending at or before this time are read from roll-ups (``-inf``: none)."""
         return self._windows.rollup_coverage()
+
+    # -- change events (ChangeStore, ChangeReader) -------------------------------------------
+
+    def write_change_events(self, events: Sequence[ChangeEvent]) -> int:
+        """Store change events in one transaction; returns how many were new (an event's
+        identity is stored once, however often it is written)."""
+        return self._changes.write_change_events(events)
+
+    def change_events(
+        self, start: float, end: float, *, target: str | None = None, limit: int = 1000
+    ) -> list[ChangeEvent]:
+        """The newest ``limit`` change events with ``start <= at <= end`` (of ``target`` only,
+        when given), oldest first."""
+        return self._changes.change_events(start, end, target=target, limit=limit)
 
     # -- requests and traces (RequestReader) -------------------------------------------------
 

@@ -11,8 +11,8 @@ DEFAULT_ROLLUP_RETENTION_SECONDS = 30 * 86400.0
 #: Spans (whole traces) are kept 14 days, as Grafana Tempo keeps blocks by default; request
 #: records, which goodput over SLO windows needs, as long as the roll-ups.
 DEFAULT_SPAN_RETENTION_SECONDS = 14 * 86400.0
-#: The evaluator's history (transitions, resolved incidents, rule failures, notifier memory)
-#: is kept 30 days, as long as the roll-ups its incidents are triaged from.
+#: The evaluator's history (transitions, resolved incidents, rule failures, notifier memory,
+#: and the change events triage reads) is kept 30 days, as long as the roll-ups its incidents are triaged from.
 DEFAULT_ALERT_RETENTION_SECONDS = 30 * 86400.0
 MIN_RETENTION_SECONDS = 600.0
 
@@ -94,4 +94,5 @@ class MaintenanceReport:
     rule_failures_deleted: int = 0
     notified_deleted: int = 0
     silences_deleted: int = 0
+    change_events_deleted: int = 0
     more_to_do: bool = False

@@ -120,13 +120,18 @@ def _detail(incident_id: int) -> None:
         st.error("Triage could not read the store: " + escape(detail.error))
     else:
         incident_sections.triage(report)
-    section("Timeline", "the alert's transitions in this incident (UTC)")
+    section(
+        "Timeline",
+        "the alert's transitions in this incident and what changed around it, from the "
+        "baseline's start (UTC; changes as triage groups them)",
+    )
     st.dataframe(
-        timeline_frame(detail.transitions),
+        timeline_frame(detail.transitions, detail.changes),
         hide_index=True,
         width="stretch",
         column_config={
             "at": st.column_config.DatetimeColumn("at (UTC)", format="YYYY-MM-DD HH:mm:ss.SSS"),
+            "what": st.column_config.TextColumn("what happened"),
             "value": st.column_config.NumberColumn("rule value", format="%.4g"),
         },
     )

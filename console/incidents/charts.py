@@ -1,16 +1,21 @@
 """The incident's own chart: the alert's latency percentiles over the baseline and the triage
-window, with the two windows shaded and the firing span marked, so "p99 tripled at 10:02"
-is seen before it is read. Pure: frames in, an Altair chart out."""
+window, with the two windows shaded, the firing span marked and each change (what changed,
+grouped as triage groups it) a rule at its time, so "p99 tripled at 10:02, a minute after
+max_num_seqs went from 16 to 1" is seen before it is read. Pure: frames in, an Altair chart
+out."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import altair as alt
 import pandas as pd
 
 from alerts.rules import LATENCY_FAMILIES
+from alerts.triage import ChangeGroup
 from collectors import canonical as c
-from console.charts import FIRING_COLOUR, percentile_chart
-from console.incidents.frames import IncidentDetail
+from console.charts import FIRING_COLOUR, KNOB_COLOUR, percentile_chart
+from console.incidents.frames import IncidentDetail, change_label
 from slo import LatencyMetric
 
 #: Alert labels that are also series labels: the chart reads the alert's own series.
@@ -52,10 +57,37 @@ def span_frame(detail: IncidentDetail) -> pd.DataFrame:
     )  # fmt: skip
 
 
+def change_frame(changes: Sequence[ChangeGroup]) -> pd.DataFrame:
+    """``ts, change``: each group of changes at its first reading."""
+    return pd.DataFrame(
+        [(pd.Timestamp(g.first_seconds, unit="s", tz="UTC"), change_label(g)) for g in changes],
+        columns=["ts", "change"],
+    )
+
+
+def _change_rules(changes: pd.DataFrame, x: alt.X) -> list[alt.Chart]:
+    if changes.empty:
+        return []
+    rule = (
+        alt.Chart(changes)
+        .mark_rule(color=KNOB_COLOUR, strokeWidth=2)
+        .encode(
+            x=x,
+            tooltip=[alt.Tooltip("ts:T", format="%Y-%m-%d %H:%M:%S", title="UTC"), "change:N"],
+        )
+    )
+    return [rule]
+
+
 def incident_chart(
-    frame: pd.DataFrame, spans: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp
+    frame: pd.DataFrame,
+    spans: pd.DataFrame,
+    start: pd.Timestamp,
+    end: pd.Timestamp,
+    changes: pd.DataFrame | None = None,
 ) -> alt.LayerChart:
-    """The percentile chart of ``frame`` over ``[start, end]`` above the shaded spans."""
+    """The percentile chart of ``frame`` over ``[start, end]`` above the shaded spans, with
+    a rule for each change of ``changes`` (:func:`change_frame`)."""
     shade = (
         alt.Chart(spans)
         .mark_rect(opacity=0.13)
@@ -84,4 +116,7 @@ def incident_chart(
             ],
         )
     )
-    return alt.layer(shade, percentile_chart(frame, start, end)).resolve_scale(color="independent")
+    x = alt.X("ts:T", scale=alt.Scale(domain=[start.isoformat(), end.isoformat()]))
+    marks = _change_rules(changes if changes is not None else change_frame(()), x)
+    layers = alt.layer(shade, percentile_chart(frame, start, end), *marks)
+    return layers.resolve_scale(color="independent")

@@ -29,18 +29,18 @@ from alerts import (
 )
 from alerts.rules import Rule
 from alerts.triage import (
+    ChangeGroup,
     TimeWindow,
     TriageReport,
     alert_triage_windows,
     gather,
-    group_knob_changes,
-    knob_changes,
+    group_changes,
     short_targets,
     triage,
 )
 from alerts.views import IncidentIdError, parse_incident_id
 from collectors.replica_targets import replica_targets
-from collectors.store.protocols import MetricsReader, RequestReader
+from collectors.store.protocols import ChangeReader, MetricsReader, RequestReader
 
 #: An alert fingerprint, the incident id of links made before incidents had ids.
 FINGERPRINT = re.compile(r"[0-9a-f]{16}")
@@ -162,8 +162,9 @@ def episode_transitions(state: AlertStateStore, incident: Incident, now: float) 
 
 @dataclass(frozen=True)
 class IncidentDetail:
-    """One incident, its triage windows and transitions, and the triage (``report=None``
-    with the one-line ``error`` when the store cannot answer it)."""
+    """One incident, its triage windows and transitions, the triage (``report=None`` with
+    the one-line ``error`` when the store cannot answer it), and the changes triage read
+    (grouped as it groups them) from the baseline's start to the window's end."""
 
     incident: Incident
     window: TimeWindow
@@ -171,6 +172,7 @@ class IncidentDetail:
     transitions: tuple[Transition, ...]
     report: TriageReport | None
     error: str = ""
+    changes: tuple[ChangeGroup, ...] = ()
 
 
 def triage_windows_of(
@@ -200,6 +202,7 @@ def incident_detail(
     rules: Iterable[Rule],
     scale: float,
     now: float,
+    changes: ChangeReader | None = None,
 ) -> IncidentDetail | None:
     """The incident ``incident_id`` with its triage; ``None`` when no incident has it."""
     incident = state.incident(incident_id)
@@ -209,46 +212,65 @@ def incident_detail(
     transitions = tuple(episode_transitions(state, incident, now))
     mapping = replica_targets(metrics).unique()
     try:
-        report = triage(gather(metrics, requests, window, baseline, replica_targets=mapping))
+        data = gather(metrics, requests, window, baseline, replica_targets=mapping, changes=changes)
+        report = triage(data)
     except Exception as error:  # NOTE: what the store cannot answer is shown, not raised
         text = str(error).strip().splitlines()
         first = text[0] if text else type(error).__name__
         return IncidentDetail(incident, window, baseline, transitions, None, first)
-    return IncidentDetail(incident, window, baseline, transitions, report)
+    groups = group_changes(data.changes)
+    return IncidentDetail(incident, window, baseline, transitions, report, changes=groups)
 
 
-def timeline_frame(transitions: Iterable[Transition]) -> pd.DataFrame:
-    """``at, change, value``: one row per transition, oldest first."""
+#: The ``event`` of a timeline row: the alert's own transition, or a change.
+ALERT_EVENT, CHANGE_EVENT = "alert", "change"
+
+
+def timeline_frame(
+    transitions: Iterable[Transition], changes: Iterable[ChangeGroup] = ()
+) -> pd.DataFrame:
+    """``at, event, what, value``: one row per transition of the alert (``pending →
+    firing``, with the rule's value) and per group of changes (``max_num_seqs 16 → 1 on
+    replica-0, -1``), oldest first; a change before a transition at the same time."""
     rows = [
-        (_ts(t.at_seconds), f"{t.from_state.value} → {t.to_state.value}", t.alert.value)
+        (t.at_seconds, 1, ALERT_EVENT, f"{t.from_state.value} → {t.to_state.value}", t.alert.value)
         for t in transitions
     ]
-    return pd.DataFrame(rows, columns=["at", "change", "value"])
+    rows += [(g.first_seconds, 0, CHANGE_EVENT, change_label(g), None) for g in changes]
+    rows.sort(key=lambda r: (r[0], r[1], r[3]))
+    return pd.DataFrame(
+        [(_ts(at), event, what, value) for at, _, event, what, value in rows],
+        columns=["at", "event", "what", "value"],
+    )
 
 
-#: The annotation kind of a live knob change (beside the alert states firing and resolved).
-KNOB_CHANGE = "knob change"
+#: The annotation kind of a change (beside the alert states firing and resolved).
+CHANGE = "change"
+#: The most change events the annotations read (the newest).
+MAX_CHANGE_EVENTS = 1000
+
+
+def change_label(group: ChangeGroup) -> str:
+    """A change group as one short annotation: what changed, and where."""
+    what = ", ".join(group.what)
+    return f"{what} on {short_targets(group.targets)}" if group.targets else what
 
 
 def annotation_frame(
-    state: AlertStateStore, metrics: MetricsReader, start: float, end: float
+    state: AlertStateStore, changes: ChangeReader | None, start: float, end: float
 ) -> pd.DataFrame:
-    """``ts, alert, state``: the alerts' firing and resolved transitions and the live knob
-    changes (``alerts.triage.gather.knob_changes``, first seen at) in ``[start, end]``: the
+    """``ts, alert, state``: the alerts' firing and resolved transitions and the changes
+    (the store's change events, grouped as triage groups them) in ``[start, end]``: the
     annotations on every time chart."""
     rows = [
         (pd.Timestamp(t.at_seconds, unit="s", tz="UTC"), t.alert.name, t.to_state.value)
         for t in state.history(start, end)
         if t.to_state in (AlertState.FIRING, AlertState.RESOLVED)
     ]
+    events = [] if changes is None else changes.change_events(start, end, limit=MAX_CHANGE_EVENTS)
     rows += [
-        (
-            pd.Timestamp(g.first_seconds, unit="s", tz="UTC"),
-            f"{', '.join(g.knobs)} on {short_targets(g.targets)}",
-            KNOB_CHANGE,
-        )
-        for g in group_knob_changes(knob_changes(metrics, start, end))
-        if g.first_seconds is not None
+        (pd.Timestamp(g.first_seconds, unit="s", tz="UTC"), change_label(g), CHANGE)
+        for g in group_changes(events)
     ]
     return pd.DataFrame(rows, columns=["ts", "alert", "state"])
 

@@ -20,7 +20,7 @@ from alerts.triage import (
     format_change,
     format_seconds,
     format_value,
-    group_knob_changes,
+    recent_change_text,
 )
 from alerts.views import age
 from console import data
@@ -98,7 +98,8 @@ def latency_chart(url: str, detail: IncidentDetail) -> None:
         return
     spans = incident_charts.span_frame(detail)
     ts = lambda t: pd.Timestamp(t, unit="s", tz="UTC")  # noqa: E731
-    chart = incident_charts.incident_chart(frame, spans, ts(start), ts(end))
+    changes = incident_charts.change_frame(detail.changes)
+    chart = incident_charts.incident_chart(frame, spans, ts(start), ts(end), changes)
     st.altair_chart(chart, width="stretch")
 
 
@@ -125,10 +126,9 @@ def verdict(report: TriageReport) -> None:
         f"Why: {escape(action.why)}",
     ]
     lines += [f"Or: {escape(a.summary)}" for a in rec.alternatives]
-    lines += [
-        f"Recent change: {escape(group.describe())}; consider reverting it first."
-        for group in group_knob_changes(rec.recent_changes)
-    ]
+    if rec.change is not None:
+        lines.insert(1, f"**Change:** {escape(rec.change.describe())}.")
+    lines += [f"Recent change: {escape(recent_change_text(h))}." for h in rec.recent_changes]
     st.success("  \n".join(lines), icon=":material/lightbulb:")
 
 

@@ -12,14 +12,14 @@ writes them (``write_spans`` then ``write_requests``), at the next scrape time, 
 reach a real collector in batches.
 
 :class:`VirtualStore` is where the run's data lives: the in-memory readers (the default:
-``FakeMetricsReader``, ``FakeRequestReader`` and ``MemoryAlertState``, which the reader
-contract tests hold to the SQL store's answers) or a real ``Store`` at a URL.
+``FakeMetricsReader``, ``FakeRequestReader``, ``MemoryAlertState`` and ``MemoryChanges``,
+which the contract tests hold to the SQL store's answers) or a real ``Store`` at a URL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from alerts import AlertStateStore, MemoryAlertState
@@ -28,6 +28,7 @@ from collectors.dialects import normalise
 from collectors.request_records import SpanEvent, SpanRecord, request_records
 from collectors.scrape import parse_exposition
 from collectors.store.fake import FakeMetricsReader, FakeRequestReader
+from collectors.store.fake_changes import MemoryChanges
 from collectors.store.records import ScrapeRecord
 from engine.sim.offline import VIRTUAL_EPOCH
 from engine.tracing import TRACER_NAME, finished_span, start_attributes
@@ -42,12 +43,15 @@ _SPAN_KIND_SERVER, _STATUS_UNSET, _STATUS_ERROR = 2, 0, 2
 class VirtualStore:
     """The readers and writers a virtual run uses: ``metrics`` (a ``MetricsReader`` with
     ``write_scrapes``), ``requests`` (a ``RequestReader`` with ``write_spans`` and
-    ``write_requests``) and ``alert_state``; ``closer`` ends a database's connections."""
+    ``write_requests``), ``alert_state`` and ``changes`` (a ``ChangeStore`` and
+    ``ChangeReader``: what the change detector found); ``closer`` ends a database's
+    connections."""
 
     metrics: Any
     requests: Any
     alert_state: AlertStateStore
     closer: Any = None
+    changes: Any = field(default_factory=MemoryChanges)
 
     @classmethod
     def memory(cls) -> VirtualStore:
@@ -59,7 +63,7 @@ class VirtualStore:
         from collectors.store import Store
 
         store = Store(url)
-        return cls(store, store, alert_state_of(store), store.close)
+        return cls(store, store, alert_state_of(store), store.close, store)
 
     def close(self) -> None:
         if self.closer is not None:

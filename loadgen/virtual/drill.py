@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from alerts import Alert, AlertState, Evaluator
 from alerts.rules import Rule, builtin_rule_set
 from alerts.triage import TriageReport, triage_explainer
+from collectors.changes import ChangeDetector, ChangeEvent, DetectorOptions
 from engine.errors import ConfigError
 from engine.sim.offline import VIRTUAL_EPOCH
 from loadgen.drill import DrillResult, Samples
@@ -38,6 +39,8 @@ from loadgen.virtual.fleet import VirtualFleet
 from loadgen.virtual.replica import VirtualReplica, engine_settings, replica_extras
 from loadgen.workload import build_schedule
 
+#: The most change events a drill's result keeps (the newest).
+MAX_CHANGES_KEPT = 100_000
 #: Workload seeds are offset by the drill's seed times this (a prime), so seeds 0, 1, 2 …
 #: give unrelated arrival streams while seed 0 is the scenario as written.
 SEED_STRIDE = 1_000_003
@@ -100,7 +103,8 @@ class Page:
 @dataclass
 class VirtualDrill:
     """One drill on the virtual fleet: the real-time drill's report, every page with
-    its triage at page time, and what the run cost."""
+    its triage at page time, what the run cost, and the change events its detector
+    recorded."""
 
     report: AlertDrillReport
     pages: list[Page] = field(default_factory=list)
@@ -109,6 +113,7 @@ class VirtualDrill:
     num_steps: int = 0
     num_requests: int = 0
     virtual_seconds: float = 0.0
+    changes: tuple[ChangeEvent, ...] = ()
 
 
 def seeded(scenario: Scenario, seed: int) -> Scenario:
@@ -166,6 +171,14 @@ class _Run:
         self.collector = VirtualCollector(store, replicas)
         self.rules = tuple(rules)
         scaled = [r.scaled(timing.window_scale) for r in self.rules]
+        # NOTE: the collector's change detector, on the evaluator's ticks and scaled windows
+        self.detector = ChangeDetector(
+            store.metrics,
+            store.changes,
+            store.requests,
+            options=DetectorOptions().scaled(timing.window_scale),
+            clock=lambda: VIRTUAL_EPOCH + self.fleet.now,
+        )
         explain = triage_explainer(
             store.metrics,
             store.requests,
@@ -173,6 +186,7 @@ class _Run:
             scaled,
             timing.window_scale,
             on_triage=lambda alert, at, report: self.pages.append(Page(alert, at, report)),
+            changes=store.changes,
         )
         self.evaluator = Evaluator(
             scaled,
@@ -180,6 +194,7 @@ class _Run:
             store.alert_state,
             clock=lambda: VIRTUAL_EPOCH + self.fleet.now,
             explain=explain,
+            watchers=[self.detector.detect],
         )
         self.pages: list[Page] = []
         self.num_evaluations = 0
@@ -310,6 +325,7 @@ def run_virtual_drill(
         timing.drill_timing(),
         VIRTUAL_EPOCH + run.fleet.now,
         rule_set,
+        store.changes,
     )
     report = replace(report, evaluations=run.num_evaluations)
     return VirtualDrill(
@@ -320,4 +336,5 @@ def run_virtual_drill(
         run.fleet.num_steps,
         len(state.results),
         run.fleet.now,
+        tuple(store.changes.change_events(-math.inf, math.inf, limit=MAX_CHANGES_KEPT)),
     )

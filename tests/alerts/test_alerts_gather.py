@@ -14,7 +14,6 @@ from alerts import Cause
 from alerts.triage import (
     KNOB_CHANGES_FAMILY,
     NOT_ENOUGH_DATA,
-    GatherOptions,
     Source,
     TimeWindow,
     exact_quantile,
@@ -25,6 +24,7 @@ from alerts.triage import (
 from alerts.triage.evidence import EvidenceKey
 from collectors import canonical as c
 from collectors.canonical import CanonicalHistogram, CanonicalSample, Exemplar, Kind, RawSample
+from collectors.changes import ChangeDetector, DetectorOptions
 from collectors.request_records import RequestRecord
 from collectors.store import ScrapeRecord, Store, sqlite_url
 from collectors.store.protocols import MetricsReader, RequestReader
@@ -149,7 +149,7 @@ def store(tmp_path):
 
 
 def _slow_replica_store(store: Store) -> None:
-    """Replica ``b`` slows down at t=60 (e2e 0.2 s → 4 s) after a knob change at t=70."""
+    """Replica ``b`` slows down at t=60 (e2e 0.2 s → 4 s) after a knob change at t=50."""
     a, b = _Replica("a"), _Replica("b")
     records = []
     for t in range(0, 130, 10):
@@ -164,7 +164,7 @@ def _slow_replica_store(store: Store) -> None:
                     float(t),
                     e2e=4.0 if slow else 0.2,
                     waiting=5.0 if slow else 0.0,
-                    knob=1.0 if t >= 70 else None,
+                    knob=1.0 if t >= 50 else None,
                     exemplar=exemplar,
                 ),
             ]
@@ -200,18 +200,22 @@ def test_a_slow_replica_is_found_with_exact_times_where_buckets_are_too_coarse(s
         "1 of 13 request records name no known target"
     )
 
+    # the collector's detector found the knob change in the store's scrapes; triage reads it
+    ChangeDetector(store, store, options=DetectorOptions(margin_seconds=100.0)).detect(130.0)
+    data = gather(store, store, INCIDENT, BASELINE, replica_targets=MAPPING, changes=store)
     report = triage(data)
     top = report.hypotheses[0]
     assert (top.cause, top.scope, top.score) == (Cause.SLOW_REPLICA, "b", 1.0)
     skew = rows_by_key(report.evidence)[EvidenceKey.E2E_P50_SKEW]
     assert skew.scope == "b" and skew.incident == pytest.approx(b_e2e.value / 0.2)
     assert report.recommendation.target == "b"
-    (change,) = report.recommendation.recent_changes
-    assert (change.target, change.knob, change.num_changes, change.at_seconds) == (
-        "b",
-        "step_delay_seconds",
-        1.0,
-        70.0,
+    (recent,) = report.recommendation.recent_changes
+    change = recent.change
+    assert (change.targets, change.subjects, change.num_changes, change.first_seconds) == (
+        ("b",),
+        ("step_delay_seconds",),
+        1,
+        50.0,
     )
     slowest = report.slowest_requests[0]
     assert slowest.trace_id == SLOW_TRACE.lower()
@@ -298,11 +302,14 @@ def test_records_of_unmapped_replicas_count_for_the_fleet_only(store) -> None:
     assert data.fleet.incident.queue_mean_seconds.source is Source.REQUEST_RECORDS
 
 
-def test_knob_changes_before_the_lookback_do_not_count(store) -> None:
+def test_changes_are_read_from_the_baseline_or_the_onset_span_on(store) -> None:
     _slow_replica_store(store)
-    later = TimeWindow(100.0, 120.0)
-    data = gather(store, store, later, BASELINE, options=GatherOptions(knob_lookback_seconds=10))
-    assert data.knob_changes == ()
+    ChangeDetector(store, store, options=DetectorOptions(margin_seconds=100.0)).detect(130.0)
+    assert [e.at_seconds for e in store.change_events(0, 200)] == [50.0]
+    later, before = TimeWindow(100.0, 120.0), TimeWindow(90.0, 100.0)
+    assert gather(store, store, later, before, changes=store).changes == ()
+    assert gather(store, store, later, BASELINE, changes=store).changes != ()
+    assert gather(store, store, later, BASELINE).changes == ()  # no change reader: none
     assert store.samples(KNOB_CHANGES_FAMILY, None, 0, 200)  # the series is there
 
 

@@ -10,7 +10,6 @@ import pytest
 from rich.console import Group
 
 from alerts.triage import (
-    KnobChange,
     TriageInput,
     format_seconds,
     render_text,
@@ -52,9 +51,9 @@ def test_a_clean_run_says_no_cause_stands_out() -> None:
 
 
 def test_label_values_are_printed_literally_not_as_markup() -> None:
-    data = replace(tc.kv_pressure(), knob_changes=(KnobChange("[bold]r0[/bold]", "x", 2.0, 5.0),))
+    data = replace(tc.kv_pressure(), changes=(tc.change("[bold]r0[/bold]", "[red]x[/red]"),))
     text = render_text(triage(data), width=160)
-    assert "[bold]r0[/bold]" in text
+    assert "[bold]r0[/bold]" in text and "[red]x[/red]" in text
 
 
 @pytest.mark.parametrize(("x", "text"), [(0.0705, "70.5 ms"), (1.2, "1.20 s"), (float("nan"), "—")])
@@ -73,12 +72,12 @@ def test_the_docs_example_is_the_rendering_of_its_test_input() -> None:
     assert block == "\n".join(line.rstrip() for line in rendered.splitlines())
 
 
-def test_knob_change_times_are_shown_in_utc_never_as_unix_seconds() -> None:
-    at = 1796530293.0  # 2026-12-05 04:11:33 UTC
-    data = replace(tc.kv_pressure(), knob_changes=(KnobChange("r0", "max_num_seqs", 1.0, at),))
+def test_change_times_are_shown_in_utc_never_as_unix_seconds() -> None:
+    event = tc.change("r0", "max_num_seqs", "32", "64")
+    data = replace(tc.kv_pressure(), changes=(event,))
     report = triage(data)
-    (row,) = [r for r in report.evidence if r.what.startswith("knob change")]
-    assert row.note == "first seen at 04:11:33 UTC"
+    (row,) = [r for r in report.evidence if r.what.startswith("change")]
+    assert row.note == "first seen at 08:09:30 UTC"
     text = render_text(report, width=200)
-    assert "1796530293" not in text
-    assert "04:11:33 UTC" in text
+    assert f"{event.at_seconds:.0f}" not in text
+    assert "08:09:30 UTC" in text

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from alerts import Cause
 from alerts.triage import (
-    KnobChange,
     Measure,
     Measurements,
     SlowRequest,
@@ -17,6 +16,7 @@ from alerts.triage import (
     TriageInput,
     WindowPair,
 )
+from collectors.store.change_records import ChangeEvent, ChangeKind
 
 INCIDENT = TimeWindow(1_800_000_600.0, 1_800_000_900.0)
 BASELINE = TimeWindow(1_800_000_000.0, 1_800_000_600.0)
@@ -62,6 +62,22 @@ HEALTHY = {
     "waiting_mean": 0.1,
     "rejected_share": 0.0,
 }
+
+
+def change(
+    target: str,
+    subject: str,
+    before: str = "",
+    after: str = "",
+    *,
+    lead_seconds: float = 30.0,
+    kind: ChangeKind = ChangeKind.KNOB,
+    source: str = "tailwatch:knob_changes_total",
+) -> ChangeEvent:
+    """A change ``lead_seconds`` before the incident window's start (a minute's onset span:
+    a tenth of the baseline; up to two spans before the start it lines up in full)."""
+    at = INCIDENT.start_seconds - lead_seconds
+    return ChangeEvent(at, target, kind, subject, before, after, source)
 
 
 def measurements(base: dict[str, float] | None = None, **changes: float) -> Measurements:
@@ -132,7 +148,10 @@ def kv_pressure() -> TriageInput:
         itl_p99_seconds=0.1,
         waiting_mean=4.0,
     )
-    return single(inc, base, knob_changes=(KnobChange("r0", "num_usable_gpu_blocks", 1.0),))
+    # NOTE: the drill's squeeze, recorded as a knob change just before the onset: a
+    # circumstance (it stands for another process taking the memory)
+    squeeze = change("r0", "num_usable_gpu_blocks", "256", "24")
+    return single(inc, base, changes=(squeeze,))
 
 
 def prefix_break() -> TriageInput:

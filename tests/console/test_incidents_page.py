@@ -193,16 +193,16 @@ def test_hostile_incident_labels_are_text(tmp_path, health_env):
 def _verdict_of_a_drill() -> None:
     from dataclasses import replace
 
-    from alerts.triage import KnobChange, triage
+    from alerts.triage import triage
     from console.incidents.sections import verdict
     from tests.alerts import triage_cases as tc
 
     changes = tuple(
-        KnobChange(f"replica-{i}", knob, 1.0, 1796530292.0 + 0.1 * i)
+        tc.change(f"replica-{i}", knob, lead_seconds=10.0 - 0.1 * i)
         for i in range(3)
         for knob in ("step_delay_seconds", "max_num_seqs")
     )
-    verdict(triage(replace(tc.overload(), knob_changes=changes)))
+    verdict(triage(replace(tc.overload(), changes=changes)))
 
 
 def test_the_verdict_groups_a_drills_knob_changes_into_one_line():
@@ -214,5 +214,5 @@ def test_the_verdict_groups_a_drills_knob_changes_into_one_line():
     changes = [line for line in shown.split("  \n") if line.startswith("Recent change")]
     assert changes == [
         "Recent change: max_num_seqs, step_delay_seconds changed on replica-0, -1, -2 at "
-        "04:11:32 UTC; consider reverting it first."
+        "08:09:50 UTC (score 0.00)."
     ]
