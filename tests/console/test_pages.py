@@ -319,7 +319,10 @@ def test_incident_list_and_detail(seeded):
     # the title is markdown with the stored alert name escaped
     assert at.title[0].value == f"#{seeded.incident_id} · tail\\-latency\\-incident · resolved"
     hypotheses, evidence, _slowest, timeline = (d.value for d in at.dataframe[:4])
-    assert list(timeline["change"]) == ["inactive → pending", "pending → firing",
+    from console.incidents.frames import ALERT_EVENT
+
+    alert_rows = timeline[timeline["event"] == ALERT_EVENT]
+    assert list(alert_rows["what"]) == ["inactive → pending", "pending → firing",
                                         "firing → resolved"]  # fmt: skip
     assert "TTFT mean" in set(evidence["signal"])
     assert list(hypotheses["#"]) == list(range(1, len(hypotheses) + 1))
