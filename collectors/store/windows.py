@@ -80,14 +80,8 @@ class Windows(StepReads):
         """Per step, each target's histogram: one session, one selection of the family's
         series grouped by target and one plan for every target, instead of a read a target
         (each of which selected every series of the family again)."""
-        with self._sessions() as session:
-            grouped = self._by_target(session, family, labels, targets)
-            plan = self._plan(session, bounds, use_rollups, mode)
-            per_target = {
-                target: self._engine.histogram_steps(session, ids, bounds, use_rollups, mode, plan)
-                for target, ids in grouped.items()
-            }
-        return _steps_by_target(per_target, len(bounds) - 1)
+        read = self._engine.histogram_steps
+        return self._steps_by_target(read, family, labels, bounds, use_rollups, mode, targets)
 
     def _counter_steps_by_target(
         self,
@@ -98,14 +92,25 @@ class Windows(StepReads):
         mode: WindowSemantics,
     ) -> list[dict[str, float]]:
         """Per step, each target's counter increase, as :meth:`_histogram_steps_by_target`."""
+        read = self._engine.counter_steps
+        return self._steps_by_target(read, family, labels, bounds, use_rollups, mode, None)
+
+    def _steps_by_target(  # type: ignore[no-untyped-def]
+        self, read, family, labels, bounds, use_rollups, mode, targets
+    ) -> list[dict]:
+        """Per step, each target's answer of ``read`` (the step engine's histogram or
+        counter steps) over its own series, in one session and one plan."""
         with self._sessions() as session:
-            grouped = self._by_target(session, family, labels, None)
+            grouped = self._by_target(session, family, labels, targets)
             plan = self._plan(session, bounds, use_rollups, mode)
             per_target = {
-                target: self._engine.counter_steps(session, ids, bounds, use_rollups, mode, plan)
+                target: read(session, ids, bounds, use_rollups, mode, plan)
                 for target, ids in grouped.items()
             }
-        return _steps_by_target(per_target, len(bounds) - 1)
+        return [
+            {t: answers[k] for t, answers in per_target.items() if answers[k] is not None}
+            for k in range(len(bounds) - 1)
+        ]
 
     def _by_target(
         self,
@@ -141,11 +146,3 @@ class Windows(StepReads):
         """Minutes ending at or before this time are read from roll-ups (``-inf``: none)."""
         with self._sessions() as session:
             return rollup_coverage(session)
-
-
-def _steps_by_target(per_target: Mapping[str, list], steps: int) -> list[dict]:
-    """Per step, each target's answer where it has one."""
-    return [
-        {t: answers[k] for t, answers in per_target.items() if answers[k] is not None}
-        for k in range(steps)
-    ]

@@ -9,15 +9,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from alerts.triage import KNOB_CHANGES_FAMILY, knob_changes
 from collectors import canonical as c
-from collectors.dialects import normalise
 from collectors.prometheus import PrometheusReader
-from collectors.store import ScrapeRecord
-from collectors.store.fake import FakeMetricsReader
-from tests.collectors.metrics_servers import Point, backfilled_prometheus, exposition
+from tests.collectors.metrics_servers import Point, backfilled_prometheus, scraped_fake
 
 #: Inside the reader's 7-day series lookback, hour-aligned, wholly in the past.
 T = float((int(time.time()) // 3600 - 30) * 3600)
@@ -54,23 +50,6 @@ def _history() -> list[Point]:
     return points
 
 
-def _fake(points: list[Point]) -> FakeMetricsReader:
-    """The fake fed scrape by scrape through the collector's parser and dialect table."""
-    scrapes: dict[tuple[str, float], list[Point]] = {}
-    for p in points:
-        labels = dict(p.labels)
-        target = labels.pop("instance")
-        if p.name != "up":
-            scrapes.setdefault((target, p.t), []).append(
-                Point(p.name, tuple(labels.items()), p.value, p.t)
-            )
-    records = []
-    for (target, t), items in sorted(scrapes.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        families = list(text_string_to_metric_families(exposition(items, TYPES)))
-        records.append(ScrapeRecord.from_normalised(target, t, normalise(families, target)))
-    return FakeMetricsReader(records)
-
-
 @pytest.fixture(scope="module")
 def readers(tmp_path_factory):
     points = _history()
@@ -79,7 +58,7 @@ def readers(tmp_path_factory):
         backfilled_prometheus(directory, points, TYPES) as server,
         PrometheusReader(server.url) as reader,
     ):
-        yield _fake(points), reader
+        yield scraped_fake(points, TYPES), reader
 
 
 def test_knob_changes_on_prometheus_equal_the_stores(readers) -> None:

@@ -187,3 +187,28 @@ def _family(name: str, types: Mapping[str, str]) -> str:
 def _sample(p: Point) -> str:
     labels = ",".join(f'{k}="{v}"' for k, v in p.labels)
     return f"{p.name}{{{labels}}} {p.value!r}" if labels else f"{p.name} {p.value!r}"
+
+
+def scraped_fake(points: Sequence[Point], types: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    """A ``FakeMetricsReader`` fed ``points`` scrape by scrape (per ``instance`` and time)
+    through the collector's parser and dialect table: what a collector scraping the same
+    series would hold (``up`` left out)."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from collectors.dialects import normalise
+    from collectors.store import ScrapeRecord
+    from collectors.store.fake import FakeMetricsReader
+
+    scrapes: dict[tuple[str, float], list[Point]] = {}
+    for p in points:
+        labels = dict(p.labels)
+        target = labels.pop("instance")
+        if p.name != "up":
+            scrapes.setdefault((target, p.t), []).append(
+                Point(p.name, tuple(labels.items()), p.value, p.t)
+            )
+    records = []
+    for (target, t), items in sorted(scrapes.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        families = list(text_string_to_metric_families(exposition(items, types)))
+        records.append(ScrapeRecord.from_normalised(target, t, normalise(families, target)))
+    return FakeMetricsReader(records)

@@ -8,15 +8,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from collectors.changes import ChangeDetector, DetectorOptions, describe_change
-from collectors.dialects import normalise
 from collectors.prometheus import PrometheusReader
-from collectors.store import ScrapeRecord
-from collectors.store.fake import FakeMetricsReader
 from collectors.store.fake_changes import MemoryChanges
-from tests.collectors.metrics_servers import Point, backfilled_prometheus, exposition
+from tests.collectors.metrics_servers import Point, backfilled_prometheus, scraped_fake
 
 #: Inside the reader's 7-day series lookback, hour-aligned, wholly in the past.
 T = float((int(time.time()) // 3600 - 30) * 3600)
@@ -61,22 +57,6 @@ def _history() -> list[Point]:
     return points
 
 
-def _fake(points: list[Point]) -> FakeMetricsReader:
-    scrapes: dict[tuple[str, float], list[Point]] = {}
-    for p in points:
-        labels = dict(p.labels)
-        target = labels.pop("instance")
-        if p.name != "up":
-            scrapes.setdefault((target, p.t), []).append(
-                Point(p.name, tuple(labels.items()), p.value, p.t)
-            )
-    records = []
-    for (target, t), items in sorted(scrapes.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        families = list(text_string_to_metric_families(exposition(items, TYPES)))
-        records.append(ScrapeRecord.from_normalised(target, t, normalise(families, target)))
-    return FakeMetricsReader(records)
-
-
 @pytest.fixture(scope="module")
 def readers(tmp_path_factory):
     points = _history()
@@ -85,7 +65,7 @@ def readers(tmp_path_factory):
         backfilled_prometheus(directory, points, TYPES) as server,
         PrometheusReader(server.url) as reader,
     ):
-        yield _fake(points), reader
+        yield scraped_fake(points, TYPES), reader
 
 
 def _cycles(reader) -> list[tuple]:
