@@ -58,6 +58,11 @@ class Collector:
     file). :meth:`run_once` scrapes every target together and writes everything buffered:
     one synchronous round, for tests and benchmarks. ``clock`` (monotonic seconds) schedules
     the slots; the waits themselves are real.
+
+    ``watchers`` are called with the wall time (``wall_clock``, Unix seconds) after each
+    round is written (:meth:`run_once`) and once an interval while :meth:`run` scrapes: the
+    change detector (``collectors.changes``) where no evaluator runs it, so a collection
+    without alerts still records what changed. A watcher that fails is logged, never raised.
     """
 
     def __init__(
@@ -71,6 +76,8 @@ class Collector:
         clock: Callable[[], float] = time.monotonic,
         targets_source: TargetsFileWatcher | None = None,
         gpu: GpuTelemetry | None = None,
+        watchers: Sequence[Callable[[float], object]] = (),
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         if not (interval_seconds > 0 and math.isfinite(interval_seconds)):
             raise ValueError(f"interval_seconds={interval_seconds}: must be a finite number > 0")
@@ -84,6 +91,9 @@ class Collector:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = CollectorMetrics(self.registry)
         self._clock = clock
+        self.watchers = tuple(watchers)
+        self._wall_clock = wall_clock
+        self._watch_errors: dict[int, str] = {}
         #: Set once every target the collection started with has a scrape in the store.
         self.first_round = FirstRound()
         self.writer = ScrapeWriter(
@@ -276,6 +286,8 @@ class Collector:
                 self._poll_targets()
                 self._sync_loops(loops, start, stop)
                 self.first_round.track(target.name for target in self.targets)
+                if self.watchers:
+                    await asyncio.to_thread(self._watch)
                 next_poll += self.interval_seconds
                 await wait_for_event(stop, next_poll - self._clock())
         finally:
@@ -339,5 +351,22 @@ class Collector:
         for record in records:
             self._accept(record)
         await self.writer.flush()
+        self._watch()
         self.num_cycles += 1
         return records
+
+    def _watch(self) -> None:
+        """Each watcher with the wall time; a failure is logged when its message changes."""
+        now = self._wall_clock()
+        for i, watch in enumerate(self.watchers):
+            try:
+                watch(now)
+            except Exception as error:  # NOTE: a failing watcher must not stop the scrapes
+                message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                if self._watch_errors.get(i) != message:
+                    logger.warning(
+                        "watcher %s failed: %s", getattr(watch, "__qualname__", watch), message
+                    )
+                self._watch_errors[i] = message
+            else:
+                self._watch_errors.pop(i, None)

@@ -396,7 +396,7 @@ def slo_status(url: str, spec: SLOSpec, f: Filters) -> slo_frames.SLOStatus:
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)
 def annotations(url: str, start: float, end: float) -> pd.DataFrame:
     store = _store(url)
-    return incident_frames.annotation_frame(alert_state_of(store), store, start, end, _metrics(url))
+    return incident_frames.annotation_frame(alert_state_of(store), store, start, end)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=32, show_spinner=False)

@@ -1,7 +1,8 @@
 """The running ``tailwatch collect`` daemon, once ``tailwatch.collect_cli`` has checked its
 options: the collection, the trace writer, the Prometheus sources and store maintenance as
 tasks, the alert evaluator in a thread when ``alerts.in_collector`` is set
-(``tailwatch.collect_evaluation``: from the first round of scrapes on), one server for
+(``tailwatch.collect_evaluation``: from the first round of scrapes on) or else the change
+detector after each interval's scrapes (``change_watch``), one server for
 ``/metrics``, ``/targets`` and the OTLP receiver, and a stop on SIGINT or SIGTERM that writes
 (or saves) what is buffered."""
 
@@ -33,7 +34,7 @@ from collectors.store import Store
 from collectors.store.retention import RetentionPolicy
 from collectors.targets_file import TargetsFileWatcher
 from collectors.trace_writer import TraceWriter
-from tailwatch.collect_evaluation import collector_evaluation
+from tailwatch.collect_evaluation import change_watch, collector_evaluation
 from tailwatch.config import TailwatchConfig
 
 
@@ -64,6 +65,8 @@ async def run_daemon(
         server = _quiet_server(uvicorn.Config(app, log_level="warning"))
         typer.echo(_start_line(config, sock), err=True)
         evaluation = collector_evaluation(settings, store, collector.registry)
+        if evaluation is None:  # NOTE: the evaluator runs the detector where it runs here
+            collector.watchers = (change_watch(settings, store).detect,)
         with _stop_on_signals(stop, server):
             traces.start()
             serving = asyncio.create_task(server.serve(sockets=[sock]))

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from alerts import Evaluator, run_ticks
 from alerts.triage import configured_evaluator
+from collectors.changes import ChangeDetector, DetectorOptions
 from collectors.config import CollectorConfig
 from collectors.first_round import FirstRound
 from collectors.readers import metrics_reader
@@ -125,6 +126,18 @@ def collector_evaluation(
         err=True,
     )
     return evaluation
+
+
+def change_watch(settings: TailwatchConfig, store: Store) -> ChangeDetector:
+    """The change detector the collector runs itself when no evaluator runs in it
+    (``alerts.in_collector`` off): what changed is recorded while the metrics are collected,
+    whoever evaluates the rules (or nobody), so the console's annotations and a later
+    ``tailwatch alerts run`` or ``incident show`` see the same events. Its windows are scaled
+    as the rules' would be; it reads through the configured metrics reader, as the
+    evaluator's detector does (the store keeps an event once, so both may run)."""
+    scale = settings.alerts.window_scale if settings.alerts is not None else 1.0
+    reader = metrics_reader(settings.metrics, store)
+    return ChangeDetector(reader, store, store, options=DetectorOptions().scaled(scale))
 
 
 def evaluations_of(collector_url: str) -> int:

@@ -35,13 +35,11 @@ from alerts.triage import (
     alert_triage_windows,
     gather,
     group_changes,
-    knob_changes,
     short_targets,
     triage,
 )
 from alerts.views import IncidentIdError, parse_incident_id
 from collectors.replica_targets import replica_targets
-from collectors.store.change_records import ChangeEvent, ChangeKind
 from collectors.store.protocols import ChangeReader, MetricsReader, RequestReader
 
 #: An alert fingerprint, the incident id of links made before incidents had ids.
@@ -259,40 +257,23 @@ def change_label(group: ChangeGroup) -> str:
 
 
 def annotation_frame(
-    state: AlertStateStore,
-    changes: ChangeReader | None,
-    start: float,
-    end: float,
-    metrics: MetricsReader | None = None,
+    state: AlertStateStore, changes: ChangeReader | None, start: float, end: float
 ) -> pd.DataFrame:
     """``ts, alert, state``: the alerts' firing and resolved transitions and the changes
-    (the store's change events, grouped as triage groups them) in ``[start, end]``: the
-    annotations on every time chart. Where no change detector recorded a knob change in the
-    range (a console and a collector running without the evaluator, whose cycle runs the
-    detector), the engines' knob counter on ``metrics`` still says which knobs changed when."""
+    (the store's change events, grouped as triage groups them; the collector records them
+    whether or not an evaluator runs) in ``[start, end]``: the annotations on every time
+    chart."""
     rows = [
         (pd.Timestamp(t.at_seconds, unit="s", tz="UTC"), t.alert.name, t.to_state.value)
         for t in state.history(start, end)
         if t.to_state in (AlertState.FIRING, AlertState.RESOLVED)
     ]
     events = [] if changes is None else changes.change_events(start, end, limit=MAX_CHANGE_EVENTS)
-    if metrics is not None and not any(e.kind is ChangeKind.KNOB for e in events):
-        events = [*events, *_knob_counter_events(metrics, start, end)]
     rows += [
         (pd.Timestamp(g.first_seconds, unit="s", tz="UTC"), change_label(g), CHANGE)
         for g in group_changes(events)
     ]
     return pd.DataFrame(rows, columns=["ts", "alert", "state"])
-
-
-def _knob_counter_events(metrics: MetricsReader, start: float, end: float) -> list[ChangeEvent]:
-    """The knob counter's changes (``alerts.triage.knob_changes``) as change events, at the
-    first scrape that saw each (changes no scrape placed are left out)."""
-    return [
-        ChangeEvent(k.at_seconds, k.target, ChangeKind.KNOB, k.knob)
-        for k in knob_changes(metrics, start, end)
-        if k.at_seconds is not None
-    ]
 
 
 def silence_for(alert: Alert, hours: float, author: str, comment: str, now: float):

@@ -345,3 +345,42 @@ def test_the_daemons_maintenance_is_counted_in_its_metrics(base_url, store):
     with pytest.raises(OperationalError):
         _maintain(Broken(), RetentionPolicy(), metrics)
     assert registry.get_sample_value("tailwatch_store_maintenance_errors_total") == 1
+
+
+def test_watchers_run_after_each_written_round_and_a_failing_one_is_logged_once(
+    base_url, store, caplog
+):
+    seen: list[tuple[float, int]] = []
+    wall = iter([2000.0, 2015.0, 2030.0])
+
+    def count(now: float) -> None:  # what it sees: the round's scrapes already stored
+        seen.append((now, num_readings(store, "ok")))
+
+    def broken(now: float) -> None:
+        raise RuntimeError("the change store refused the write")
+
+    collector = make_collector(
+        base_url, store, watchers=[broken, count], wall_clock=lambda: next(wall)
+    )
+    with caplog.at_level("WARNING", logger="tailwatch.collector"):
+        cycles(collector, 3)
+    assert seen == [(2000.0, 1), (2015.0, 2), (2030.0, 3)]
+    failed = [
+        r.getMessage() for r in caplog.records if "the change store refused" in r.getMessage()
+    ]
+    assert len(failed) == 1 and "broken" in failed[0], failed
+
+
+def test_without_an_evaluator_the_collector_records_changes_itself(tmp_path):
+    """`tailwatch collect` without alerts.in_collector runs the change detector after its
+    scrapes; with it, the evaluator's detector does (change_watch is the one it runs)."""
+    from collectors.changes import ChangeDetector
+    from tailwatch.collect_evaluation import change_watch
+    from tailwatch.config import load_config
+
+    config = tmp_path / "tailwatch.yaml"
+    config.write_text("alerts:\n  window_scale: 0.1\n", encoding="utf-8")
+    store = Store(f"sqlite:///{tmp_path / 'tw.db'}")
+    detector = change_watch(load_config(config), store)
+    assert isinstance(detector, ChangeDetector) and detector.sink is store
+    assert detector.options.margin_seconds < ChangeDetector(store, store).options.margin_seconds

@@ -67,6 +67,7 @@ def edit(at: AppTest, value: str) -> AppTest:
 
 
 def test_an_edit_is_applied_and_becomes_a_stored_event(replica, tmp_path, monkeypatch):
+    from collectors.changes import ChangeDetector
     from collectors.collector import Collector
     from collectors.scrape import Scraper, Target
     from collectors.store import Store
@@ -99,7 +100,10 @@ def test_an_edit_is_applied_and_becomes_a_stored_event(replica, tmp_path, monkey
 
     async def scrape_once():
         async with Scraper(timeout_seconds=10) as scraper:
-            await Collector([Target(target, f"{replica}/metrics")], store, scraper).run_once()
+            # NOTE: the change detector after the round, as `tailwatch collect` runs it
+            detect = ChangeDetector(store, store, store).detect
+            targets = [Target(target, f"{replica}/metrics")]
+            await Collector(targets, store, scraper, watchers=[detect]).run_once()
 
     try:
         asyncio.run(scrape_once())
