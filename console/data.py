@@ -27,7 +27,7 @@ import streamlit as st
 from alerts import Acknowledgement, Backtest, EvaluationHealth, Silence, backtest
 from alerts.rules import BurnRateRule, Rule
 from alerts.sql import alert_state_of
-from alerts.triage import KnobChange
+from alerts.triage import KnobChange, TimeWindow
 from collectors import canonical as c
 from collectors.config import ConfigError
 from collectors.readers import reader_for
@@ -38,6 +38,7 @@ from collectors.store.protocols import LabReader, MetricsReader
 from collectors.store.schema import MIGRATE_COMMAND
 from console import metric_frames, request_frames, slo_frames
 from console.filters import Filters, step_for
+from console.incidents import breakdowns as incident_breakdowns
 from console.incidents import frames as incident_frames
 from console.knob_lab import ab as lab_ab_module
 from console.knob_lab import frames as lab_frames
@@ -473,6 +474,25 @@ def incident_detail(
         alert_state_of(store), _metrics(url), store, incident_id, configured.rules,
         configured.window_scale, at, store,
     )  # fmt: skip
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def incident_breakdown(
+    url: str, name: str, window: tuple[float, float], baseline: tuple[float, float]
+) -> pd.DataFrame:
+    """The incident's breakdown by ``name`` (``tenant`` or ``adapter``,
+    :mod:`console.incidents.breakdowns`): tenants as the request records over both windows
+    name them, adapters as their request series do."""
+    dimension = next(d for d in incident_breakdowns.DIMENSIONS if d.name == name)
+    metrics = _metrics(url)
+    if dimension is incident_breakdowns.TENANT:
+        records = _store(url).requests(baseline[0], window[1], limit=request_frames.RECORD_LIMIT)
+        values = sorted({r.tenant for r in records if r.tenant})
+    else:
+        values = incident_breakdowns.adapter_names(metrics)
+    return incident_breakdowns.breakdown_frame(
+        metrics, dimension, values, TimeWindow(*window), TimeWindow(*baseline)
+    )
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)

@@ -120,6 +120,7 @@ def _detail(incident_id: int) -> None:
         st.error("Triage could not read the store: " + escape(detail.error))
     else:
         incident_sections.triage(report)
+        incident_sections.breakdowns(ctx.url, detail)
     section(
         "Timeline",
         "the alert's transitions in this incident and what changed around it, from the "

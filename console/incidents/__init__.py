@@ -8,6 +8,8 @@ Below :mod:`console.data` (pure: no store, no Streamlit):
   ``tailwatch incident show``, its timeline, the time charts' annotations, silences and the
   admin token check;
 - :mod:`~console.incidents.charts` — the incident's latency chart with its windows shaded;
+- :mod:`~console.incidents.breakdowns` — per-tenant and per-adapter tables, for the causes
+  that point at a tenant or an adapter;
 - :mod:`~console.incidents.rule_health` — failing rules and a stale evaluator as warning
   lines.
 
@@ -23,4 +25,4 @@ NOTE: the modules are named in ``__all__``, not imported here: :mod:`console.dat
 would run them while :mod:`console.data` is half made.
 """
 
-__all__ = ["frames", "rule_health", "sections"]
+__all__ = ["breakdowns", "frames", "rule_health", "sections"]

@@ -11,11 +11,13 @@ import math
 import pandas as pd
 import streamlit as st
 
+import console.incidents.breakdowns as incident_breakdowns
 import console.incidents.charts as incident_charts
 from alerts import MAX_ACK_BY, MAX_ACK_COMMENT, Acknowledgement, Incident
 from alerts.triage import (
     NO_CAUSE,
     NOT_ENOUGH_DATA,
+    SCORE_FLOOR,
     TriageReport,
     format_change,
     format_seconds,
@@ -271,3 +273,40 @@ def acknowledge_form(url: str, incident: Incident, now: float, expected_token: s
         return
     st.session_state[_ACK_DONE] = escape(text)
     st.rerun()
+
+
+def breakdowns(url: str, detail: IncidentDetail) -> None:
+    """Per tenant and per adapter, when a hypothesis worth reading points there: who the
+    incident fell on, its share of the requests before and during, and its latency."""
+    report = detail.report
+    if report is None:
+        return
+    causes = [h.cause for h in report.hypotheses if h.score >= SCORE_FLOOR]
+    window = (detail.window.start_seconds, detail.window.end_seconds)
+    baseline = (detail.baseline.start_seconds, detail.baseline.end_seconds)
+    for dimension in incident_breakdowns.DIMENSIONS:
+        if not incident_breakdowns.points_here(dimension, causes):
+            continue
+        p95 = f"{dimension.latency_name} p95"
+        section(
+            f"By {dimension.name}",
+            f"each {dimension.name}'s requests and share, incident window against the "
+            f"baseline, and its {p95}; the largest rise first",
+        )
+        frame = data.incident_breakdown(url, dimension.name, window, baseline)
+        if frame.empty:
+            st.caption(f"No per-{dimension.name} series stored for these windows.")
+            continue
+        percent = st.column_config.NumberColumn(format="percent")
+        st.dataframe(
+            frame,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "share": percent,
+                "share before": percent,
+                f"{p95} (ms)": st.column_config.NumberColumn(format="%.1f"),
+                f"{p95} before (ms)": st.column_config.NumberColumn(format="%.1f"),
+                "change": st.column_config.NumberColumn(format="×%.2f"),
+            },
+        )
