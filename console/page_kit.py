@@ -183,3 +183,24 @@ def versus_target(attainment: float | None, target: float | None) -> str | None:
     if attainment is None or target is None or not math.isfinite(attainment):
         return None
     return f"{(attainment - target) * 100:+.2f} pp vs target {target * 100:g} %"
+
+
+class UncheckedChart:
+    """An Altair chart as Streamlit's conversion reads it (its ``to_dict()``, under
+    Streamlit's data transformer and theme), without Altair's check of the spec against the
+    Vega-Lite JSON schema unless asked (``to_dict(validate=True)``)."""
+
+    def __init__(self, chart) -> None:  # type: ignore[no-untyped-def]
+        self.chart = chart
+
+    def to_dict(self, validate: bool = False, **kwargs):  # type: ignore[no-untyped-def]
+        return self.chart.to_dict(validate=validate, **kwargs)
+
+
+def show_chart(chart, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    """``st.altair_chart`` without Altair's check of the spec against the Vega-Lite JSON
+    schema, which Streamlit's conversion runs on every draw (``to_dict()``): a third of a
+    second for the Overview's eleven charts on every run, cold or warm, for specs built by
+    the same code each time. The tests check every chart each page draws against the schema
+    instead (``tests/console/test_pages.py``)."""
+    st.altair_chart(UncheckedChart(chart), **kwargs)

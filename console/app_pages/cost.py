@@ -12,7 +12,15 @@ import streamlit as st
 from collectors import canonical as c
 from console import charts, data
 from console.cost_frames import billed_time, cost_summary, managed_api_cost, showback_rows
-from console.page_kit import duration_text, empty, escape, page_context, percent, section
+from console.page_kit import (
+    duration_text,
+    empty,
+    escape,
+    page_context,
+    percent,
+    section,
+    show_chart,
+)
 from console.request_frames import good_flags
 from slo import Pricing, SLOError, focus_csv, showback_totals
 
@@ -131,7 +139,7 @@ for col, by in ((left, "tenant"), (right, "model")):
     with col:
         st.markdown(f"**Per {by}** ({pricing.currency})")
         chart = charts.bar_chart(frame, x="cost", y=by, title=f"cost ({pricing.currency})")
-        st.altair_chart(chart, width="stretch")
+        show_chart(chart, width="stretch")
         st.dataframe(frame, hide_index=True, width="stretch")
 table = pd.DataFrame([r._asdict() if hasattr(r, "_asdict") else r.__dict__ for r in rows])
 cols = st.columns(2)

@@ -23,6 +23,7 @@ from console.page_kit import (
     percent,
     rate,
     section,
+    show_chart,
     span,
     span_text,
     versus_target,
@@ -70,7 +71,7 @@ def _strictest_target() -> float | None:
 
 
 def _chart(chart) -> None:
-    st.altair_chart(chart, width="stretch")
+    show_chart(chart, width="stretch")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from console.page_kit import (
     page_context,
     percent,
     section,
+    show_chart,
     span,
     span_text,
     utc_minute,
@@ -196,7 +197,7 @@ else:
     left, right = st.columns(2)
     with left:
         st.markdown("**Goodput** (good requests per second)")
-        st.altair_chart(
+        show_chart(
             charts.series_chart(
                 per_step, start, end, y="goodput", title="req/s", annotations=notes
             ),
@@ -204,7 +205,7 @@ else:
         )
     with right:
         st.markdown("**Attainment** (good / all per step)")
-        st.altair_chart(
+        show_chart(
             charts.series_chart(per_step, start, end, y="attainment", title="attainment",
                                 annotations=notes, percent=True),
             width="stretch",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from console import charts, data
-from console.page_kit import TRACES_PAGE, empty, escape, ms, page_context, section
+from console.page_kit import TRACES_PAGE, empty, escape, ms, page_context, section, show_chart
 from console.request_frames import (
     REQUEST_ID,
     TRACE_ID,
@@ -60,7 +60,7 @@ if trace_id:
     else:
         frame = waterfall_frame(spans)
         chart = charts.waterfall_chart(frame)
-        st.altair_chart(chart, width="stretch")
+        show_chart(chart, width="stretch")
         record = next((r for r in data.records(ctx.url, f) if r.trace_id == trace_id), None) or (
             data.request_by_id(ctx.url, request_param) if request_param else None
         )

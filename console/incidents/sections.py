@@ -27,7 +27,7 @@ from alerts.triage import (
 from alerts.views import age
 from console import data
 from console.incidents.frames import IncidentDetail, check_token
-from console.page_kit import TRACES_PAGE, empty, escape, section
+from console.page_kit import TRACES_PAGE, empty, escape, section, show_chart
 from slo.window import format_utc
 
 SEVERITY_COLOUR = {"page": "red", "ticket": "orange"}
@@ -102,7 +102,7 @@ def latency_chart(url: str, detail: IncidentDetail) -> None:
     ts = lambda t: pd.Timestamp(t, unit="s", tz="UTC")  # noqa: E731
     changes = incident_charts.change_frame(detail.changes)
     chart = incident_charts.incident_chart(frame, spans, ts(start), ts(end), changes)
-    st.altair_chart(chart, width="stretch")
+    show_chart(chart, width="stretch")
 
 
 def verdict(report: TriageReport) -> None:

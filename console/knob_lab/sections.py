@@ -18,7 +18,7 @@ from collectors import canonical as c
 from collectors.store.lab_records import LabRun
 from console import charts, data
 from console.filters import Filters
-from console.page_kit import PageContext, empty, escape, rate, section, span, span_text
+from console.page_kit import PageContext, empty, escape, rate, section, show_chart, span, span_text
 
 SWEEP_HINT = (
     "Run a sweep of rates × one knob's values, e.g. `tailwatch sweep --engine "
@@ -105,7 +105,7 @@ def latency_section(ctx: PageContext, f: Filters) -> None:
             if frame.empty:
                 empty(f"No {name} histograms for this target in the window.", "")
             else:
-                st.altair_chart(
+                show_chart(
                     charts.percentile_chart(frame, start, end, annotations=notes),
                     width="stretch",
                 )

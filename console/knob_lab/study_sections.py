@@ -16,7 +16,7 @@ import console.knob_lab.replay as lab_replay
 from collectors.store.lab_records import LabRun, LabRunStatus
 from console import data
 from console.knob_lab.sections import SWEEP_HINT
-from console.page_kit import PageContext, empty, escape, section
+from console.page_kit import PageContext, empty, escape, section, show_chart
 
 REPLAY_HINT = (
     "Replay a production window against candidate knobs with `tailwatch replay --from … "
@@ -74,7 +74,7 @@ def sweeps_section(ctx: PageContext) -> list[LabRun]:
         with col:
             st.markdown(f"**{title}** against rate")
             chart = lab_charts.knee_panel(curve, knees, order, y=y, title=title, legend=i == 0)
-            st.altair_chart(chart, width="stretch")
+            show_chart(chart, width="stretch")
     st.dataframe(
         [
             {"line": v, "knee req/s": "none passed" if k is None else f"{k:g}"}
