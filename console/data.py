@@ -539,26 +539,28 @@ def counter_total(url: str, family: str, f: Filters) -> float | None:
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _by_target(url, family, selector: Selector, targets, start, end, step):
-    """Each target's ``histogram_series`` (at most ``MAX_BREAKDOWN_SERIES``), and whether
-    those targets hold every series the selector picks."""
-    store = _metrics(url)
+    """Each target's ``histogram_series`` (at most ``MAX_BREAKDOWN_SERIES``)."""
     chosen = tuple(targets)[: metric_frames.MAX_BREAKDOWN_SERIES]
-    per_target = store.histogram_series_by_target(
+    return _metrics(url).histogram_series_by_target(
         family, dict(selector), start, end, step, targets=chosen
     )
-    held = {dict(s.labels).get(c.LABEL_TARGET) for s in store.series(family, dict(selector))}
-    return per_target, held <= set(chosen)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _merged_by_target(url, family, selector: Selector, targets, start, end, step):
-    per_target, covers = _by_target(url, family, selector, targets, start, end, step)
-    return metric_frames.merged_steps(per_target) if covers else None
+    """The targets' steps merged, or ``None`` when they do not hold every series the
+    selector picks (more targets than one read takes)."""
+    chosen = set(tuple(targets)[: metric_frames.MAX_BREAKDOWN_SERIES])
+    held = {dict(s.labels).get(c.LABEL_TARGET) for s in _metrics(url).series(family, dict(selector))}  # fmt: skip
+    if not held <= chosen:
+        return None
+    return metric_frames.merged_steps(_by_target(url, family, selector, targets, start, end, step))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _quantile_by_target(url, family, selector: Selector, targets, start, end, step, q):
-    per_target, _ = _by_target(url, family, selector, targets, start, end, step)
+    # NOTE: the lines of the first targets only, whoever holds the rest: no series listing
+    per_target = _by_target(url, family, selector, targets, start, end, step)
     return metric_frames.quantile_by_label_steps(per_target, q)
 
 
