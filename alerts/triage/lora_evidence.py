@@ -1,0 +1,51 @@
+"""Evidence rows about LoRA adapters: how often a request waited for its adapter to load,
+and how much of the first-token time went to loading.
+
+A fleet whose adapters in use fit its loaded set (``max_cpu_loras``) loads each once and
+then serves them warm: loads per request near 0. When more distinct adapters are in use
+than stay loaded, the least recently used is evicted for each cold one and loaded again
+the next time it is asked for (thrash): loads per request climb, and the load seconds, on
+the critical path of the request that needed the adapter and of the batch it stalls,
+become a share of TTFT. Both are fleet sums (the load counters are per adapter and per
+replica: ``tailwatch:lora_loads_total``, ``tailwatch:lora_load_seconds_total``).
+"""
+
+from __future__ import annotations
+
+from alerts.triage.data import Measure, Measurements, TriageInput
+from alerts.triage.evidence_rows import ChangeKind, EvidenceKey, EvidenceRow, make_row, ratio
+
+
+def loads_per_request(m: Measurements) -> Measure:
+    return ratio(m.lora_loads, m.num_requests)
+
+
+def load_share_of_ttft(m: Measurements) -> Measure:
+    """Seconds spent loading adapters over the seconds spent to first tokens (TTFT mean
+    times requests): 0..1 while loads are on the first token's path, which they are for
+    the request that waits for its adapter."""
+    first_token_seconds = Measure(
+        m.ttft_mean_seconds.value * m.num_requests.value, m.ttft_mean_seconds.source
+    )
+    return ratio(m.lora_load_seconds, first_token_seconds)
+
+
+def lora_rows(data: TriageInput) -> list[EvidenceRow]:
+    inc, base = data.fleet.incident, data.fleet.baseline
+    D = ChangeKind.DIFFERENCE
+    return [
+        make_row(
+            EvidenceKey.LORA_LOADS_PER_REQUEST,
+            "adapter loads per request",
+            loads_per_request(inc),
+            loads_per_request(base),
+            D,
+        ),
+        make_row(
+            EvidenceKey.LORA_LOAD_SHARE,
+            "adapter load seconds, share of TTFT",
+            load_share_of_ttft(inc),
+            load_share_of_ttft(base),
+            D,
+        ),
+    ]
