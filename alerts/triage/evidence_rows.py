@@ -47,6 +47,7 @@ class EvidenceKey(enum.StrEnum):
     NOT_ENOUGH_DATA = "not_enough_data"
     LORA_LOADS_PER_REQUEST = "lora_loads_per_request"
     LORA_LOAD_SHARE = "lora_load_share"
+    LORA_LOAD_TIME_SHARE = "lora_load_time_share"
     COLD_ITL_RATIO = "cold_itl_ratio"
     COLD_TTFT_RATIO = "cold_ttft_ratio"
 

@@ -211,15 +211,18 @@ def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 def _adapter_thrash(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: a warm adapter set loads each adapter once: one load in fifty requests is
     # already a set that does not hold what is asked for, one in ten a set that thrashes;
-    # the loads matter when they are a part of the first tokens' time (a twentieth is
-    # felt, a quarter is the incident)
+    # the loads matter when they are a part of the first tokens' time or of the replicas'
+    # (a twentieth is felt, a quarter is the incident); the replicas' time when the stalls
+    # built a queue that the first tokens' time is mostly made of
     loads = reason_of(rows, K.LORA_LOADS_PER_REQUEST, "change", 0.02, 0.1, is_required=False)
     share = reason_of(rows, K.LORA_LOAD_SHARE, "incident", 0.05, 0.25, is_required=False)
-    reasons = (loads, share)
+    busy = reason_of(rows, K.LORA_LOAD_TIME_SHARE, "incident", 0.05, 0.25, is_required=False)
+    reasons = (loads, share, busy)
     if math.isnan(loads.sub_score):
         note = "not enough data: adapter loads per request (LoRA off, or no load counter)"
         return Hypothesis(Cause.ADAPTER_THRASH, 0.0, reasons, FLEET, False, note)
-    return _hypothesis(Cause.ADAPTER_THRASH, _sub(loads) * _sub(share), reasons)
+    score = _sub(loads) * max(_sub(share), _sub(busy))
+    return _hypothesis(Cause.ADAPTER_THRASH, score, reasons)
 
 
 def _cold_start(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:

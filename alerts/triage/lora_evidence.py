@@ -6,7 +6,10 @@ then serves them warm: loads per request near 0. When more distinct adapters are
 than stay loaded, the least recently used is evicted for each cold one and loaded again
 the next time it is asked for (thrash): loads per request climb, and the load seconds, on
 the critical path of the request that needed the adapter and of the batch it stalls,
-become a share of TTFT. Both are fleet sums (the load counters are per adapter and per
+become a share of TTFT. A load also stalls the replica that makes it, every request beside
+it waiting: loads that take a share of the replicas' time take that share of their capacity,
+and the queue they build hides them in TTFT (its mean grows faster than the loads), so
+the share of the replicas' time is a row of its own. All are fleet sums (the load counters are per adapter and per
 replica: ``tailwatch:lora_loads_total``, ``tailwatch:lora_load_seconds_total``).
 """
 
@@ -30,6 +33,17 @@ def load_share_of_ttft(m: Measurements) -> Measure:
     return ratio(m.lora_load_seconds, first_token_seconds)
 
 
+def load_share_of_time(data: TriageInput, side: str) -> Measure:
+    """Seconds spent loading adapters over the seconds the replicas ran in the window
+    (``side``: ``"incident"`` or ``"baseline"``): each replica that reports loads counts
+    the whole window; without per-replica data the fleet counts as one."""
+    window = data.incident if side == "incident" else data.baseline
+    loads = getattr(data.fleet, side).lora_load_seconds
+    reporting = [p for p in data.replicas.values() if getattr(p, side).lora_load_seconds.is_known]
+    replica_seconds = Measure(window.duration_seconds * max(1, len(reporting)), loads.source)
+    return ratio(loads, replica_seconds)
+
+
 def lora_rows(data: TriageInput) -> list[EvidenceRow]:
     inc, base = data.fleet.incident, data.fleet.baseline
     D = ChangeKind.DIFFERENCE
@@ -46,6 +60,13 @@ def lora_rows(data: TriageInput) -> list[EvidenceRow]:
             "adapter load seconds, share of TTFT",
             load_share_of_ttft(inc),
             load_share_of_ttft(base),
+            D,
+        ),
+        make_row(
+            EvidenceKey.LORA_LOAD_TIME_SHARE,
+            "adapter load seconds, share of the replicas' time",
+            load_share_of_time(data, "incident"),
+            load_share_of_time(data, "baseline"),
             D,
         ),
     ]

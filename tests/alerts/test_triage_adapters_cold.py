@@ -48,6 +48,16 @@ def test_the_thrash_score_is_the_product_of_its_two_ramps() -> None:
     assert _score(_adapters(4.0, 1.6), Cause.ADAPTER_THRASH) == pytest.approx(0.375 * 0.25)
 
 
+def test_loads_behind_a_queue_count_by_the_replicas_time_they_take() -> None:
+    # 75 s of loads in the 300 s window (a quarter of the replica's time): the queue they
+    # build makes TTFT 10 s, so the loads are under a tenth of the first tokens' time
+    data = _adapters(loads=30.0, load_seconds=75.0, ttft=10.0)
+    rows = rows_by_key(evidence_table(data))
+    assert rows[K.LORA_LOAD_TIME_SHARE].incident == pytest.approx(0.25)
+    assert rows[K.LORA_LOAD_SHARE].incident < 0.1
+    assert triage(data).verdict == Cause.ADAPTER_THRASH
+
+
 def test_a_popular_adapter_loaded_once_is_no_thrash() -> None:
     assert _score(_adapters(loads=1.0, load_seconds=0.2), Cause.ADAPTER_THRASH) == 0.0
 
