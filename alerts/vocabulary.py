@@ -34,6 +34,8 @@ class Cause(enum.StrEnum):
     OVERLOAD = "overload"  # arrivals above capacity: TTFT becomes queueing
     SLOW_REPLICA = "slow-replica"  # one replica is slower than the rest
     CHANGE = "change"  # a change that lines up with the onset: a knob, a deploy, the fleet
+    ADAPTER_THRASH = "adapter-thrash"  # more adapters in use than stay loaded: each reloads
+    COLD_START = "cold-start"  # replicas that just started serve slowly for their first minutes
 
 
 class Direction(enum.StrEnum):
@@ -123,6 +125,48 @@ ACTIONS: dict[Cause, tuple[Action, ...]] = {
             None,
             "it lines up with the onset and moves what the incident shows: undoing it is the "
             "quickest test of the hypothesis and the quickest fix",
+        ),
+    ),
+    Cause.ADAPTER_THRASH: (
+        Action(
+            "raise max_cpu_loras (and max_loras)",
+            "max_cpu_loras",
+            Direction.RAISE,
+            "the adapters in use do not fit the loaded set: each request for an evicted one "
+            "waits for its load, and its load stalls the batch beside it",
+        ),
+        Action(
+            "route by adapter (adapter-aware routing)",
+            "routing",
+            Direction.CHANGE,
+            "a replica that serves fewer distinct adapters keeps them all loaded",
+        ),
+        Action(
+            "pre-load the adapters in use",
+            None,
+            None,
+            "a load before ready costs no request its first token",
+        ),
+    ),
+    Cause.COLD_START: (
+        Action(
+            "warm up before ready",
+            "warm_up_seconds",
+            Direction.RAISE,
+            "a replica that takes traffic before its warm-up (graphs captured, kernels "
+            "compiled, caches filled) serves its first minutes slowly",
+        ),
+        Action(
+            "keep a minimum of warm replicas",
+            "min_replicas",
+            Direction.RAISE,
+            "scale-from-zero and scale-out under load put every request on a cold replica",
+        ),
+        Action(
+            "scale up on a schedule, ahead of the load",
+            None,
+            None,
+            "a replica started before the peak is warm when the peak comes",
         ),
     ),
 }

@@ -90,6 +90,9 @@ LORA_E2E_SECONDS = "lora_e2e_seconds"  # e2e latency by lora_name
 #: vLLM's: value the unix time of the update; labels max_lora, running_lora_adapters and
 #: waiting_lora_adapters (names comma-joined).
 LORA_REQUESTS_INFO = "lora_requests_info"
+#: SGLang's: the adapter slots of the GPU pool (``max_loras_per_batch``); those occupied are
+#: ``LORA_RESIDENT_ADAPTERS``
+LORA_POOL_SLOTS = "lora_pool_slots"
 # Start-up (the bundled engine's; vLLM exports none)
 STARTUP_PHASE_SECONDS = "startup_phase_seconds"  # by phase
 ENGINE_START_TIME_SECONDS = "engine_start_time_seconds"  # unix time the process started
@@ -131,6 +134,7 @@ FAMILIES: dict[str, Kind] = {
     LORA_REQUESTS_INFO: Kind.GAUGE,
     STARTUP_PHASE_SECONDS: Kind.GAUGE,
     ENGINE_START_TIME_SECONDS: Kind.GAUGE,
+    LORA_POOL_SLOTS: Kind.GAUGE,
 }
 
 

@@ -183,6 +183,10 @@ SGLANG_RULES = (
     _r("sglang:num_queue_reqs", c.REQUESTS_WAITING),
     _r("sglang:token_usage", c.KV_CACHE_USAGE),
     _r("sglang:http_responses", c.HTTP_RESPONSES_TOTAL, rename=(("status_code", c.LABEL_CODE),)),
+    # NOTE: the LoRA pool, registered only with --enable-lora (python/sglang/srt/metrics/
+    # collector.py @00ae9c15); lora_pool_utilization is their ratio, not kept twice
+    _r("sglang:lora_pool_slots_used", c.LORA_RESIDENT_ADAPTERS),
+    _r("sglang:lora_pool_slots_total", c.LORA_POOL_SLOTS),
 )
 
 TGI_RULES = (

@@ -29,6 +29,7 @@ Samples = dict[tuple[str, frozenset], float]
 # HTTP only and never imports the engine outside loadgen.replicas.
 ENGINE_INFO_SAMPLE = "tailwatch:engine_info"
 ITL_BUCKETS = "vllm:inter_token_latency_seconds_bucket"
+TTFT_BUCKETS = "vllm:time_to_first_token_seconds_bucket"
 INSTANCE_ID_LABEL = "instance_id"
 
 
@@ -90,6 +91,9 @@ class DrillResult:
             return self.server_delta(phase, "vllm:num_preemptions_total", replicas)
         if e.signal == "engine_itl_p99_ms":
             buckets = self.server_buckets(phase, ITL_BUCKETS, replicas)
+            return histogram_quantile(0.99, buckets.items()).value * 1000
+        if e.signal == "engine_ttft_p99_ms":
+            buckets = self.server_buckets(phase, TTFT_BUCKETS, replicas)
             return histogram_quantile(0.99, buckets.items()).value * 1000
         if e.signal == "queue_share_of_ttft":
             queue = self.server_delta(phase, "vllm:request_queue_time_seconds_sum", replicas)

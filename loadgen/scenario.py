@@ -37,6 +37,7 @@ SERVER_SIGNALS = frozenset(
         "queue_share_of_ttft",
         "queue_time_mean_ms",
         "engine_itl_p99_ms",
+        "engine_ttft_p99_ms",
     }
 )
 SIGNALS = (
@@ -48,6 +49,7 @@ SIGNALS = (
     "engine_itl_p99_ms",  # histogram_quantile(0.99) of Δ ITL buckets, server side
     "e2e_p50_ms",  # client side, over the named replica
     "e2e_p50_skew",  # client side: the named replica's e2e p50 over the others' p50
+    "engine_ttft_p99_ms",  # histogram_quantile(0.99) of Δ TTFT buckets, server side
 )
 
 

@@ -75,6 +75,8 @@ class Workload:
     seed: int = 0
     name: str = "default"
     structured: StructuredShare = field(default_factory=StructuredShare)
+    #: the ``model`` each request asks for, by weight (LoRA adapters); empty: none asked
+    models: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,9 +137,10 @@ def _request(workload: Workload, at: float, rng: random.Random) -> ScheduledRequ
     # NOTE: draws only when asked, so a workload without it keeps its schedule for a seed
     if structured.share and rng.random() < structured.share:
         schema = rng.randrange(structured.num_schemas)
+    model = _weighted(workload.models, rng)  # NOTE: no draw without models: seeds keep
     return ScheduledRequest(
         0, at, tuple(head + tail), num_output, tenant, priority, group, workload.name,
-        schema=schema,
+        model=model, schema=schema,
     )  # fmt: skip
 
 
@@ -150,7 +153,7 @@ def _weighted(choices, rng: random.Random):
 
 _KEYS = {
     "name", "rate", "duration", "arrivals", "burstiness", "prompt_tokens", "output_tokens",
-    "replay", "prefix", "tenants", "priorities", "seed", "structured",
+    "replay", "prefix", "tenants", "priorities", "seed", "structured", "models",
 }  # fmt: skip
 
 
@@ -162,7 +165,8 @@ def parse_workload(raw: Mapping[str, Any], where: str = "workload") -> Workload:
     ``replay`` (JSONL path), ``prefix`` ({groups, share, tokens, salt_per_request}),
     ``tenants`` ({name: weight}), ``priorities`` ({int: weight}), ``seed``, ``name``,
     ``structured`` ({share, schemas}: that share of requests asks for JSON matching one of
-    ``schemas`` schemas).
+    ``schemas`` schemas), ``models`` ({name: weight}: the model each request asks for, a
+    LoRA adapter's name selecting the adapter).
     """
     if not isinstance(raw, Mapping):
         raise WorkloadError(where, f"must be a mapping, got {raw!r}")
@@ -192,6 +196,7 @@ def parse_workload(raw: Mapping[str, Any], where: str = "workload") -> Workload:
         seed=seed,
         name=str(raw.get("name", base.name)),
         structured=_parse_structured(raw.get("structured") or {}, f"{where}.structured"),
+        models=_parse_weights(raw.get("models") or {}, f"{where}.models", str),
     )
 
 

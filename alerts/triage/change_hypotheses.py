@@ -29,6 +29,11 @@ in the world (a throttled GPU, another process's memory: :data:`CIRCUMSTANCES`) 
 no change record in production — is a *circumstance*: it counts only for what the causes
 leave unexplained (``explains × (1 - the top cause's score)``) and ranks after them on a tie.
 
+A change can also be the *occasion* of a cause rather than its fix (:data:`OCCASIONS`): a
+scale-out or a restart brings replicas up cold, and undoing it fixes nothing (warming them
+does). While that cause leads the causes, such a change counts as a circumstance: it agrees
+with the cause (its footprint is the cause's) and ranks after it.
+
 Pure: rows and groups in, :class:`~alerts.triage.hypotheses.Hypothesis` values out.
 """
 
@@ -96,6 +101,7 @@ OUTPUTS = Signal(K.OUTPUT_MEAN, "change", 1.5, 4.0)
 ARRIVALS = Signal(K.ARRIVAL_RATE, "change", 1.1, 1.5)
 GUARDS: Alternative = (replace(ARRIVALS, inverse=True), replace(PROMPTS, inverse=True))
 
+COLD_ITL = Signal(K.COLD_ITL_RATIO, "incident", 1.25, 2.0)
 CAPACITY_DOWN: tuple[Alternative, ...] = ((QUEUE,), (REJECTED,))
 STEP_SLOWER: tuple[Alternative, ...] = ((ITL,),)
 KV_SQUEEZE: tuple[Alternative, ...] = ((PREEMPTIONS,),)
@@ -127,8 +133,12 @@ FOOTPRINTS: Mapping[str, Mapping[int, tuple[Alternative, ...]]] = {
     "step_delay_seconds": {LOWER: (), RAISE: (*SLOW_TARGET, *STEP_SLOWER, *CAPACITY_DOWN)},
     "prefill_seconds_per_token": {LOWER: (), RAISE: (*STEP_SLOWER, *CAPACITY_DOWN)},
     TargetChange.REMOVED: {LOWER: CAPACITY_DOWN},
-    TargetChange.ADDED: {RAISE: COLD_REPLICAS},
-    TargetChange.RESTARTED: {RAISE: ((HIT_SKEW,), *SLOW_TARGET)},
+    TargetChange.ADDED: {RAISE: (*COLD_REPLICAS, (COLD_ITL,))},
+    TargetChange.RESTARTED: {RAISE: ((HIT_SKEW,), *SLOW_TARGET, (COLD_ITL,))},
+}
+#: The changes that are a cause's occasion, not its fix, by cause (see the module docstring).
+OCCASIONS: Mapping[Cause | None, frozenset[str]] = {
+    Cause.COLD_START: frozenset({TargetChange.ADDED, TargetChange.RESTARTED}),
 }
 _BOOLEANS = {"true": RAISE, "false": LOWER}
 
@@ -171,8 +181,11 @@ def footprint(event: ChangeEvent) -> tuple[Alternative, ...]:
     return tuple(dict.fromkeys((*alternative, *GUARDS) for alternative in chosen))
 
 
-def is_circumstance(event: ChangeEvent) -> bool:
-    """The traffic mix, and a drill fault (:data:`CIRCUMSTANCES`)."""
+def is_circumstance(event: ChangeEvent, top_cause: Cause | None = None) -> bool:
+    """The traffic mix, a drill fault (:data:`CIRCUMSTANCES`), and the occasion of
+    ``top_cause`` (:data:`OCCASIONS`: a scale-out while cold-start leads)."""
+    if event.kind is ChangeKind.TARGET and event.subject in OCCASIONS.get(top_cause, ()):
+        return True
     return event.kind is ChangeKind.TRAFFIC or (
         event.kind is ChangeKind.KNOB and event.subject in CIRCUMSTANCES
     )
@@ -249,11 +262,12 @@ def change_hypothesis(
     incident: TimeWindow,
     baseline: TimeWindow,
     top_cause_score: float,
+    top_cause: Cause | None = None,
 ) -> Hypothesis:
     """``group`` scored (see the module docstring); the hypothesis carries the group."""
     when = timing(group, incident, baseline)
-    actions = [e for e in group.events if not is_circumstance(e)]
-    others = [e for e in group.events if is_circumstance(e)]
+    actions = [e for e in group.events if not is_circumstance(e, top_cause)]
+    others = [e for e in group.events if is_circumstance(e, top_cause)]
     by_action = _explains(rows, (a for e in actions for a in footprint(e)), group)
     by_other = _explains(rows, (a for e in others for a in footprint(e)), group)
     residual = 1.0 - max(0.0, min(1.0, top_cause_score))
@@ -282,14 +296,20 @@ def is_action(hypothesis: Hypothesis) -> bool:
 
 
 def change_hypotheses(
-    data: TriageInput, rows: Mapping[EvidenceKey, EvidenceRow], top_cause_score: float
+    data: TriageInput,
+    rows: Mapping[EvidenceKey, EvidenceRow],
+    top_cause_score: float,
+    top_cause: Cause | None = None,
 ) -> list[Hypothesis]:
-    """One hypothesis per group of changes that lines up with the onset (timing above 0)."""
+    """One hypothesis per group of changes that lines up with the onset (timing above 0);
+    ``top_cause``: the cause that leads, whose occasions count as circumstances."""
     out = []
     for group in group_changes(data.changes):
         if timing(group, data.incident, data.baseline).sub_score <= 0:
             continue
-        out.append(change_hypothesis(group, rows, data.incident, data.baseline, top_cause_score))
+        out.append(
+            change_hypothesis(group, rows, data.incident, data.baseline, top_cause_score, top_cause)
+        )
     return out
 
 

@@ -80,6 +80,9 @@ class Measurements:
     prefix_hits: Measure = UNKNOWN
     waiting_mean: Measure = UNKNOWN
     rejected_share: Measure = UNKNOWN  # 429 responses over all responses, 0..1
+    lora_loads: Measure = UNKNOWN  # adapter loads (a cold adapter read in), all adapters
+    lora_load_seconds: Measure = UNKNOWN  # seconds spent loading adapters
+    start_time_seconds: Measure = UNKNOWN  # Unix time the engine process started (latest)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable
 
 from alerts.triage.change_groups import group_changes, short_targets
+from alerts.triage.cold_evidence import cold_rows
 from alerts.triage.data import NAN, Source, TriageInput
 from alerts.triage.evidence_rows import (
     FLEET,
@@ -27,6 +28,7 @@ from alerts.triage.evidence_rows import (
     preemptions_per_request,
     queue_share,
 )
+from alerts.triage.lora_evidence import lora_rows
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
@@ -242,6 +244,8 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
             ChangeKind.DIFFERENCE,
             pick_max=False,
         ),
+        *lora_rows(data),
+        *cold_rows(data),
         *_change_rows(data),
     ]
     if not any(r.is_known for r in rows):

@@ -45,6 +45,11 @@ class EvidenceKey(enum.StrEnum):
     HIT_RATE_SKEW = "hit_rate_skew"
     CHANGE = "change"  # a group of changes made together (alerts.triage.change_groups)
     NOT_ENOUGH_DATA = "not_enough_data"
+    LORA_LOADS_PER_REQUEST = "lora_loads_per_request"
+    LORA_LOAD_SHARE = "lora_load_share"
+    LORA_LOAD_TIME_SHARE = "lora_load_time_share"
+    COLD_ITL_RATIO = "cold_itl_ratio"
+    COLD_TTFT_RATIO = "cold_ttft_ratio"
 
 
 class ChangeKind(enum.StrEnum):

@@ -198,7 +198,48 @@ def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
         if rows.get(key) is not None and rows[key].is_known
     ] or [_skew_reason(rows, K.E2E_P50_SKEW)]
     skew = max(candidates, key=lambda r: -1.0 if math.isnan(r.sub_score) else r.sub_score)
+    # NOTE: a replica that started since the baseline and is slower than the rest is most
+    # likely still cold (the cold-start rule weighs it against the steady replicas): its
+    # slowness counts half here, so the two do not tie on the same replica
+    cold = rows.get(K.COLD_ITL_RATIO)
+    if cold is not None and cold.is_known and skew.scope in cold.scope.split(","):
+        note = f"{skew.scope} started since the baseline: counts half (a cold start?)"
+        return _hypothesis(Cause.SLOW_REPLICA, 0.5 * _sub(skew), (skew,), skew.scope, note)
     return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), skew.scope)
+
+
+def _adapter_thrash(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: a warm adapter set loads each adapter once: one load in fifty requests is
+    # already a set that does not hold what is asked for, one in ten a set that thrashes;
+    # the loads matter when they are a part of the first tokens' time or of the replicas'
+    # (a twentieth is felt, a quarter is the incident); the replicas' time when the stalls
+    # built a queue that the first tokens' time is mostly made of
+    loads = reason_of(rows, K.LORA_LOADS_PER_REQUEST, "change", 0.02, 0.1, is_required=False)
+    share = reason_of(rows, K.LORA_LOAD_SHARE, "incident", 0.05, 0.25, is_required=False)
+    busy = reason_of(rows, K.LORA_LOAD_TIME_SHARE, "incident", 0.05, 0.25, is_required=False)
+    reasons = (loads, share, busy)
+    if math.isnan(loads.sub_score):
+        note = "not enough data: adapter loads per request (LoRA off, or no load counter)"
+        return Hypothesis(Cause.ADAPTER_THRASH, 0.0, reasons, FLEET, False, note)
+    score = _sub(loads) * max(_sub(share), _sub(busy))
+    return _hypothesis(Cause.ADAPTER_THRASH, score, reasons)
+
+
+def _cold_start(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: a replica that takes traffic before it is warm steps slowly: its token gaps a
+    # quarter longer than the steady replicas' is the slow-replica rule's own start, twice
+    # as long is certain. Its first tokens count too, but a cold prefix cache (a scale-out
+    # that scatters prefix groups) lengthens them by itself, so they count only as far as
+    # the fleet's hit rate held
+    itl = reason_of(rows, K.COLD_ITL_RATIO, "incident", 1.25, 2.0, is_required=False)
+    ttft = reason_of(rows, K.COLD_TTFT_RATIO, "incident", 1.5, 3.0, is_required=False)
+    hit = reason_of(rows, K.PREFIX_HIT_RATE, "change", 0.05, 0.2, is_required=False, falls=True)
+    scope = rows[K.COLD_ITL_RATIO].scope if K.COLD_ITL_RATIO in rows else FLEET
+    if math.isnan(itl.sub_score) and math.isnan(ttft.sub_score):
+        note = "not enough data: no replica started since the baseline began beside a steady one"
+        return Hypothesis(Cause.COLD_START, 0.0, (itl, ttft, hit), FLEET, False, note)
+    score = max(_sub(itl), _sub(ttft) * (1.0 - _sub(hit)))
+    return _hypothesis(Cause.COLD_START, score, (itl, ttft, hit), scope)
 
 
 _RULES = (
@@ -208,6 +249,8 @@ _RULES = (
     _prefix_scatter,
     _overload,
     _slow_replica,
+    _adapter_thrash,
+    _cold_start,
 )
 _ORDER = {cause: i for i, cause in enumerate(Cause)}
 

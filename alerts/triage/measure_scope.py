@@ -13,7 +13,8 @@ Which source each figure uses:
   three histograms observe at different moments (queue time when a request is scheduled,
   TTFT at its first token), so a window's queue share can exceed 1; without records, from
   the histograms' ``_sum / _count``;
-- counts from counter increases, KV usage (max) and waiting (mean) from gauge readings.
+- counts from counter increases (adapter loads and their seconds too), KV usage (max),
+  waiting (mean) and the process's start time (the latest) from gauge readings.
 """
 
 from __future__ import annotations
@@ -229,6 +230,7 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
     rejected = reader.counter(c.HTTP_RESPONSES_TOTAL, {c.LABEL_CODE: CODE_TOO_MANY_REQUESTS})
     kv = [max(v) for v in reader.gauge(c.KV_CACHE_USAGE).values() if v]
     waiting = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_WAITING).values() if v]
+    started = [max(v) for v in reader.gauge(c.ENGINE_START_TIME_SECONDS).values() if v]
     num_requests = _counter_measure(finished)
     if finished is None and len(scope.records) >= MIN_RECORDS:
         num_requests = Measure(float(len(scope.records)), Source.REQUEST_RECORDS)
@@ -258,4 +260,7 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
             if responses is not None and responses > 0
             else Measure()
         ),
+        lora_loads=_counter_measure(reader.counter(c.LORA_LOADS_TOTAL)),
+        lora_load_seconds=_counter_measure(reader.counter(c.LORA_LOAD_SECONDS_TOTAL)),
+        start_time_seconds=Measure(max(started), Source.GAUGE) if started else Measure(),
     )

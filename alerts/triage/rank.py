@@ -120,8 +120,8 @@ def triage(data: TriageInput) -> TriageReport:
     slow = slowest_requests(data.slow_requests)
     if rows[0].key is EvidenceKey.NOT_ENOUGH_DATA or not any(h.has_enough_data for h in causes):
         return TriageReport(rows, causes, slow, None, NOT_ENOUGH_DATA)
-    known = [h.score for h in causes if h.has_enough_data]
-    changes = change_hypotheses(data, rows_by_key(rows), max(known))
+    known = [h for h in causes if h.has_enough_data]  # NOTE: ranked: the first leads
+    changes = change_hypotheses(data, rows_by_key(rows), known[0].score, known[0].cause)
     hypotheses = ranked(causes, changes)
     top = hypotheses[0]
     if top.score < SCORE_FLOOR:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 
 from loadgen.generate.base import round_rate
-from loadgen.generate.incidents import _admin
+from loadgen.generate.incidents import HOT_ADAPTERS, _admin, lora_engine
 from loadgen.generate.plan import Draw, Fragment, Plan
 
 #: The highest load (of estimated capacity) a benign change takes the fleet to.
 PEAK_LOAD = 0.75
 NEW_TENANT = "newco"
+POPULAR_ADAPTER = "popular"
 #: The knobs a helpful change raises, each with the most it raises it to.
 HELPFUL_KNOB_CAPS = {"max_num_seqs": 64, "max_num_batched_tokens": 8192}
 
@@ -134,4 +135,57 @@ def new_tenant(d: Draw) -> Plan:
     engine = b.engine(longest_prompt=prompt["max"])
     return Plan(
         [b.chat("chat", rate)], engine, at_level, at_level(1.0), d.magnitude, share, details
+    )
+
+
+def popular_adapter(d: Draw) -> Plan:
+    """A new adapter takes ``share`` of the traffic and stays: the loaded set has room for
+    it beside the two hot ones, so it loads once and stays warm (``magnitude``: none, 1)."""
+    b = d.base
+    rate = b.rate()
+    hot = [f"hot-{i}" for i in range(HOT_ADAPTERS)]
+    loaded = HOT_ADAPTERS + 1
+    load_seconds = d.rng.uniform(0.05, 0.4)
+
+    def at_level(level: float) -> Fragment:
+        moved = level * d.share
+        return {
+            "change": {"chat": {"rate": round_rate((1 - moved) * rate)}},
+            "extra": [b.chat("popular", moved * rate, models={POPULAR_ADAPTER: 1})],
+        }
+
+    details = {"loaded_adapters": loaded, "adapter": POPULAR_ADAPTER}
+    return Plan(
+        [b.chat("chat", rate, models={name: 1 for name in hot})],
+        lora_engine(b.engine(), [*hot, POPULAR_ADAPTER], loaded, load_seconds),
+        at_level,
+        at_level(1.0),
+        d.magnitude,
+        d.share,
+        details,
+    )
+
+
+def warm_scale_out(d: Draw) -> Plan:
+    """A scale-out adds ``share`` of the replicas (at least one, under half), each warmed
+    up (drawn 1 to 3 s) before it is ready, so it serves at full speed from its first
+    request (``magnitude``: none, 1)."""
+    b = d.base
+    added = min((b.replicas - 1) // 2, max(1, round(d.share * b.replicas)))
+    steady = b.replicas - added
+    engine = {
+        **b.engine(),
+        "model_load_seconds": round(d.rng.uniform(1.0, 3.0), 1),
+        "warm_up_seconds": round(d.rng.uniform(1.0, 3.0), 1),
+    }
+    return Plan(
+        [b.chat("chat", b.rate(steady))],
+        engine,
+        lambda level: {"active_replicas": list(range(b.replicas))},
+        {},
+        d.magnitude,
+        added / b.replicas,
+        {"steady_replicas": steady, "added_replicas": added},
+        active=list(range(steady)),
+        replica=steady,
     )

@@ -246,3 +246,105 @@ def slow_replica(d: Draw) -> Plan:
         details,
         replica=slowed[0],
     )
+
+
+#: The adapters the baseline's traffic asks for: they fit the loaded set and stay loaded.
+HOT_ADAPTERS = 2
+LORA_RANK = 8
+
+
+def lora_engine(engine: dict, names: list[str], loaded: int, load_seconds: float) -> dict:
+    """``engine`` serving the adapters ``names`` with ``loaded`` of them kept loaded (and as
+    many in one batch), each cold load costing ``load_seconds`` of storage latency."""
+    modules = [f"{name}=random:rank={LORA_RANK},seed={i + 1}" for i, name in enumerate(names)]
+    return {
+        **engine,
+        "enable_lora": True,
+        "max_loras": loaded,
+        "max_cpu_loras": loaded,
+        "max_lora_rank": LORA_RANK,
+        "lora_load_seconds": round(load_seconds, 3),
+        "lora_modules": modules,
+    }
+
+
+def adapter_thrash(d: Draw) -> Plan:
+    """``share`` of the traffic moves to rare adapters, ``magnitude`` times as many as the
+    loaded set (``max_cpu_loras``, drawn 2 to 4) holds, asked for alike: most of their
+    requests find their adapter evicted and wait for its load (drawn 50 to 400 ms), and
+    the step that loads it stalls the batch beside it. The baseline asks for two hot
+    adapters and the base model, which stay loaded. Back in the recovery."""
+    b = d.base
+    rate = b.rate()
+    loaded = d.rng.randint(HOT_ADAPTERS, 4)
+    hot = [f"hot-{i}" for i in range(HOT_ADAPTERS)]
+    rare = [f"rare-{i}" for i in range(max(loaded + 1, round(d.magnitude * loaded)))]
+    load_seconds = d.rng.uniform(0.05, 0.4)
+    models = {name: 1 for name in hot}
+
+    def at_level(level: float) -> Fragment:
+        moved = level * d.share
+        return {
+            "change": {"chat": {"rate": round_rate((1 - moved) * rate)}},
+            "extra": [b.chat("rare", moved * rate, models={n: 1 for n in rare}, seed=b.seed + 11)],
+        }
+
+    details = {
+        "loaded_adapters": loaded,
+        "hot_adapters": hot,
+        "rare_adapters": len(rare),
+        "lora_load_ms": round(load_seconds * 1000, 1),
+    }
+    return Plan(
+        [b.chat("chat", rate, models=models)],
+        lora_engine(b.engine(), [*hot, *rare], loaded, load_seconds),
+        at_level,
+        {"change": {"chat": {"rate": round_rate(rate)}}},
+        len(rare) / loaded,
+        d.share,
+        details,
+        # NOTE: the rare requests' first tokens wait a load each; the tail rule's own rise
+        factor=1.5,
+    )
+
+
+def cold_start(d: Draw) -> Plan:
+    """A scale-out adds ``share`` of the replicas (at least one, under half: the token gaps'
+    median stays a warm replica's) that are ready after a model load (drawn 1 to 3 s) but
+    not warm: their steps take ``magnitude`` times as long for as long as the rule needs
+    to see them (its window, ``for:`` and two evaluations) and one window more."""
+    b = d.base
+    added = min((b.replicas - 1) // 2, max(1, round(d.share * b.replicas)))
+    steady = b.replicas - added
+    step = b.decode_step_seconds()
+    cold_seconds = d.clock.min_perturbation_seconds + d.clock.window_seconds
+    engine = {
+        **b.engine(),
+        "model_load_seconds": round(d.rng.uniform(1.0, 3.0), 1),
+        "warm_up_seconds": 0.0,
+        "cold_seconds": round(cold_seconds, 1),
+        "cold_step_factor": round(d.magnitude, 3),
+    }
+
+    def at_level(level: float) -> Fragment:
+        return {"active_replicas": list(range(b.replicas))}
+
+    details = {
+        "steady_replicas": steady,
+        "added_replicas": added,
+        "model_load_seconds": engine["model_load_seconds"],
+        "cold_seconds": engine["cold_seconds"],
+        "decode_step_ms": round(step * 1000, 3),
+    }
+    return Plan(
+        [b.chat("chat", b.rate(steady))],
+        engine,
+        at_level,
+        {},
+        d.magnitude,
+        added / b.replicas,
+        details,
+        active=list(range(steady)),
+        replica=steady,
+        factor=min(1 + (d.magnitude - 1) / 2, itl_p99_factor(step, d.magnitude * step)),
+    )

@@ -145,6 +145,36 @@ _INCIDENTS = (
         alert=AlertName.REPLICA_IMBALANCE,
         cause=Cause.SLOW_REPLICA,
     ),
+    Kind(
+        "adapter-thrash",
+        "traffic spreads over more LoRA adapters than stay loaded: rare ones reload",
+        "the rare adapters asked for over the loaded set (max_cpu_loras, 2-4)",
+        "the traffic moved to the rare adapters",
+        TRAFFIC,
+        incidents.adapter_thrash,
+        Ranges(magnitude=(1.5, 4.0), share=(0.1, 0.4)),
+        signal="engine_ttft_p99_ms",
+        change="rise",
+        factor=lambda magnitude: 1.5,  # NOTE: the plan's: a load in the first-token tail
+        alert=AlertName.TAIL_LATENCY_INCIDENT,
+        cause=Cause.ADAPTER_THRASH,
+    ),
+    Kind(
+        "cold-start",
+        "a scale-out adds replicas that are ready but not warm: slow for their first minutes",
+        "how many times as long the new replicas' steps take while cold",
+        "the replicas added (under half the fleet)",
+        REPLICAS,
+        incidents.cold_start,
+        # NOTE: three replicas at least: one added stays under half
+        Ranges(replicas=(3, 6), share=(0.15, 0.45)),
+        onsets=(STEP,),
+        signal="engine_itl_p99_ms",
+        change="rise",
+        factor=_rise,
+        alert=AlertName.TAIL_LATENCY_INCIDENT,
+        cause=Cause.COLD_START,
+    ),
 )
 
 _BENIGN_RISE = Ranges(magnitude=(1.2, 2.5))
@@ -212,6 +242,27 @@ _BENIGN = (
         benign.new_tenant,
         Ranges(magnitude=(1.0, 2.0), share=(0.1, 0.5)),
         resembles="prefill-interference",
+    ),
+    Kind(
+        "popular-adapter",
+        "a new LoRA adapter becomes popular and stays warm (the loaded set has room)",
+        "none: it loads once (drawn as 1)",
+        "the traffic that moves to it",
+        TRAFFIC,
+        benign.popular_adapter,
+        Ranges(magnitude=(1.0, 1.0), share=(0.1, 0.5)),
+        resembles="adapter-thrash",
+    ),
+    Kind(
+        "warm-scale-out",
+        "a scale-out adds replicas that warm up before they take traffic",
+        "none: they are warm when ready (drawn as 1)",
+        "the replicas added (under half the fleet)",
+        REPLICAS,
+        benign.warm_scale_out,
+        Ranges(magnitude=(1.0, 1.0), share=(0.15, 0.45), replicas=(3, 6)),
+        onsets=(STEP,),
+        resembles="cold-start",
     ),
 )
 

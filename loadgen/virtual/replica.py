@@ -15,7 +15,9 @@ decides which replica steps next, in global time order.
 
 A replica started cold (``start_cold``: a scale-out, a restart) is not ready for its
 ``StartupTimes`` (``engine:`` keys ``model_load_seconds``, ``warm_up_seconds``); it takes
-no step before then, and its start-up phases are on its ``/metrics`` once it is ready.
+no step before then, and its start-up phases are on its ``/metrics`` once it is ready; for
+``cold_seconds`` after that its steps take ``cold_step_factor`` times as long (a warm-up
+that did not cover what the first requests pay for).
 With LoRA on (``engine: {enable_lora: true, lora_modules: [name=random:rank=8, ...]}``)
 a request's ``model`` selects an adapter, as on a served replica (an unknown one: 404).
 """
@@ -191,6 +193,7 @@ class VirtualReplica:
         self.extras = extras = extras or ReplicaExtras()
         # when the replica is ready (virtual seconds): 0 until ``start_cold`` says otherwise
         self.ready_at = 0.0
+        self.cold_until = 0.0  # until when its steps are slow (``StartupTimes.cold_seconds``)
         self._startup_pending = False
         self.is_fast = fast
         self.clock = VirtualClock()
@@ -243,6 +246,7 @@ class VirtualReplica:
         startup = self.extras.startup
         self.clock.advance_to(at_seconds)
         self.ready_at = at_seconds + startup.ready_seconds
+        self.cold_until = self.ready_at + startup.cold_seconds
         self.metrics.set_start_time(VIRTUAL_EPOCH + at_seconds)
         self._startup_pending = True
         if not startup.ready_seconds:
@@ -373,6 +377,7 @@ class VirtualReplica:
         self._pending.clear()
         if not self.engine.has_unfinished_requests():
             return []
+        step_start = self.clock.now
         try:
             if self.fast_path is not None:
                 outputs: Sequence[RequestOutput] = self.fast_path.step().outputs
@@ -396,6 +401,8 @@ class VirtualReplica:
         delay = self.step_delay_seconds
         if self.prefill_seconds_per_token and self.engine.last_step.num_prompt_tokens:
             delay += self.prefill_seconds_per_token * self.engine.last_step.num_prompt_tokens
+        if step_start < self.cold_until:
+            delay += (self.extras.startup.cold_step_factor - 1) * (self.clock.now - step_start)
         self.clock.advance(delay)
         return finished
 

@@ -41,6 +41,9 @@ _SOURCES = {
     "prefix_hits": Source.COUNTER,
     "waiting_mean": Source.GAUGE,
     "rejected_share": Source.COUNTER,
+    "lora_loads": Source.COUNTER,
+    "lora_load_seconds": Source.COUNTER,
+    "start_time_seconds": Source.GAUGE,
 }
 
 #: A healthy tiny replica at 4 req/s, chat prompts of 32 tokens, 48 output tokens.

@@ -65,6 +65,8 @@ PROMISES: dict[str, tuple[Dialect, set[str]]] = {
         c.REQUESTS_TOTAL, c.REQUESTS_RUNNING, c.REQUESTS_WAITING, c.KV_CACHE_USAGE,
         c.HTTP_RESPONSES_TOTAL,
     }),
+    # a server with --enable-lora: its adapter pool's slots, used and in all
+    "sglang-lora-00ae9c15.txt": (Dialect.SGLANG, {c.LORA_RESIDENT_ADAPTERS, c.LORA_POOL_SLOTS}),
     "tgi-3.3.7.txt": (Dialect.TGI, {
         c.E2E_SECONDS, c.QUEUE_SECONDS, c.PREFILL_SECONDS, c.DECODE_SECONDS, c.PROMPT_TOKENS,
         c.GENERATION_TOKENS, *_TOKENS, c.REQUESTS_TOTAL, c.REQUESTS_RUNNING, c.REQUESTS_WAITING,

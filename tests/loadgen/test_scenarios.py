@@ -27,6 +27,8 @@ EXPECTED = {
     "overload": (AlertName.QUEUE_GROWTH, Cause.OVERLOAD),
     "scale-out-round-robin": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_SCATTER),
     "slow-replica": (AlertName.REPLICA_IMBALANCE, Cause.SLOW_REPLICA),
+    "adapter-thrash": (AlertName.TAIL_LATENCY_INCIDENT, Cause.ADAPTER_THRASH),
+    "cold-start": (AlertName.TAIL_LATENCY_INCIDENT, Cause.COLD_START),
 }
 REQUIRED = set(EXPECTED)
 

@@ -89,6 +89,31 @@ def test_a_scale_from_zero_holds_requests_until_the_replica_is_ready():
         assert result.scheduled_seconds + result.ttft_seconds >= 6.0
 
 
+def _mean_gap(results) -> float:
+    gaps = [g for r in results for g in r.itl_seconds]
+    return sum(gaps) / len(gaps)
+
+
+def test_a_replica_ready_but_cold_steps_slowly_for_its_cold_seconds():
+    cold = {**STARTUP, "cold_seconds": 6.0, "cold_step_factor": 4.0}
+    fleet = _fleet(2, cold, duration=30)
+    fleet.set_active([0])
+    fleet.advance_to(2.0)
+    fleet.set_active([0, 1])  # ready at 8 s, cold until 14 s
+    fleet.run_until_idle(120.0)
+    on = {i: [r for r in fleet.results if r.replica == f"replica-{i}"] for i in (0, 1)}
+    steady = _mean_gap([r for r in on[0] if 8.0 <= r.scheduled_seconds < 13.0])
+    first = _mean_gap([r for r in on[1] if r.scheduled_seconds < 13.0])
+    later = _mean_gap([r for r in on[1] if r.scheduled_seconds > 16.0])
+    assert first > 3.0 * steady  # four times as long a step, less the arrival's wait
+    assert later == pytest.approx(_mean_gap([r for r in on[0] if r.scheduled_seconds > 16.0]))
+
+
+def test_a_cold_step_factor_under_one_is_refused():
+    with pytest.raises(WorkloadError, match=r"cold_step_factor=0\.5: must be between 1 and 100"):
+        replica_extras({"cold_step_factor": 0.5})
+
+
 def test_bad_startup_and_lora_keys_are_workload_errors():
     with pytest.raises(WorkloadError, match="model_load_seconds=-1"):
         replica_extras({"model_load_seconds": -1})
