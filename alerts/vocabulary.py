@@ -22,6 +22,7 @@ class AlertName(enum.StrEnum):
     TARGET_DOWN = "target-down"
     GPU_HEALTH = "gpu-health"
     METRIC_ABSENT = "metric-absent"
+    TRUNCATION_RISE = "truncation-rise"
 
 
 class Cause(enum.StrEnum):
