@@ -80,6 +80,9 @@ class Measurements:
     prefix_hits: Measure = UNKNOWN
     waiting_mean: Measure = UNKNOWN
     rejected_share: Measure = UNKNOWN  # 429 responses over all responses, 0..1
+    structured_finished: Measure = UNKNOWN  # structured-output requests finished
+    structured_length: Measure = UNKNOWN  # of them, finished with "length" (cut at max_tokens)
+    running_mean: Measure = UNKNOWN  # requests running (a gauge's mean, summed over replicas)
 
 
 @dataclass(frozen=True)

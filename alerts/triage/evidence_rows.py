@@ -45,6 +45,8 @@ class EvidenceKey(enum.StrEnum):
     HIT_RATE_SKEW = "hit_rate_skew"
     CHANGE = "change"  # a group of changes made together (alerts.triage.change_groups)
     NOT_ENOUGH_DATA = "not_enough_data"
+    STRUCTURED_LENGTH_SHARE = "structured_length_share"
+    RUNNING_MEAN = "running_mean"
 
 
 class ChangeKind(enum.StrEnum):
@@ -149,3 +151,8 @@ def hit_rate(m: Measurements) -> Measure:
 
 def preemptions_per_request(m: Measurements) -> Measure:
     return ratio(m.num_preemptions, m.num_requests)
+
+
+def structured_length_share(m: Measurements) -> Measure:
+    """Structured outputs cut at ``max_tokens`` over those that finished (0..1)."""
+    return ratio(m.structured_length, m.structured_finished)
