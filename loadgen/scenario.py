@@ -37,6 +37,8 @@ SERVER_SIGNALS = frozenset(
         "queue_share_of_ttft",
         "queue_time_mean_ms",
         "engine_itl_p99_ms",
+        "structured_length_share",
+        "output_tokens_mean",
     }
 )
 SIGNALS = (
@@ -48,6 +50,8 @@ SIGNALS = (
     "engine_itl_p99_ms",  # histogram_quantile(0.99) of Δ ITL buckets, server side
     "e2e_p50_ms",  # client side, over the named replica
     "e2e_p50_skew",  # client side: the named replica's e2e p50 over the others' p50
+    "structured_length_share",  # Δ structured finishes with reason length / Δ all, server side
+    "output_tokens_mean",  # Δ vllm:request_generation_tokens sum / Δ count, server side
 )
 
 

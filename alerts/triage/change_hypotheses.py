@@ -60,6 +60,8 @@ UNKNOWN_GUARD = 0.5
 #: world, recorded as changes but ranked as circumstances.
 CIRCUMSTANCES = frozenset(
     {"step_delay_seconds", "prefill_seconds_per_token", "fail_next_steps", "num_usable_gpu_blocks"}
+    # the simulator's share of structured answers that outgrow max_tokens: answers growing
+    | {"structured_output_truncation_share"}
 )
 
 
@@ -95,6 +97,7 @@ PROMPTS_MEAN = Signal(K.PROMPT_MEAN, "change", 1.5, 4.0)
 OUTPUTS = Signal(K.OUTPUT_MEAN, "change", 1.5, 4.0)
 ARRIVALS = Signal(K.ARRIVAL_RATE, "change", 1.1, 1.5)
 GUARDS: Alternative = (replace(ARRIVALS, inverse=True), replace(PROMPTS, inverse=True))
+TRUNCATED = Signal(K.STRUCTURED_LENGTH_SHARE, "change", 0.05, 0.2)
 
 CAPACITY_DOWN: tuple[Alternative, ...] = ((QUEUE,), (REJECTED,))
 STEP_SLOWER: tuple[Alternative, ...] = ((ITL,),)
@@ -129,6 +132,7 @@ FOOTPRINTS: Mapping[str, Mapping[int, tuple[Alternative, ...]]] = {
     TargetChange.REMOVED: {LOWER: CAPACITY_DOWN},
     TargetChange.ADDED: {RAISE: COLD_REPLICAS},
     TargetChange.RESTARTED: {RAISE: ((HIT_SKEW,), *SLOW_TARGET)},
+    "structured_output_truncation_share": {LOWER: (), RAISE: ((TRUNCATED,),)},
 }
 _BOOLEANS = {"true": RAISE, "false": LOWER}
 

@@ -27,6 +27,8 @@ EXPECTED = {
     "overload": (AlertName.QUEUE_GROWTH, Cause.OVERLOAD),
     "scale-out-round-robin": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_SCATTER),
     "slow-replica": (AlertName.REPLICA_IMBALANCE, Cause.SLOW_REPLICA),
+    "structured-truncation": (AlertName.TRUNCATION_RISE, Cause.STRUCTURED_TRUNCATION),
+    "output-length-shift": (AlertName.QUEUE_GROWTH, Cause.OUTPUT_LENGTH_SHIFT),
 }
 REQUIRED = set(EXPECTED)
 
