@@ -14,8 +14,8 @@ the onset is scored ``timing × explains`` (``docs/alerts.md``, "What changed?")
   has a *footprint*: the evidence rows it would move, as alternatives whose ramps multiply
   (the causes' ramps), the best alternative counting. A knob that bounds batching, lowered,
   explains queueing or shedding; raised, preemptions or a slower token gap; a quantisation,
-  model or version label (any label not named here) a slower step; a replica removed,
-  queueing; added, the prefix hit rate of cold replicas; restarted, its own cold cache; the
+  model or version label (any label not named here) a slower step or longer answers; a
+  replica removed, queueing; added, the prefix hit rate of cold replicas; restarted, its own cold cache; the
   traffic mix, the prompts' and outputs' lengths and the arrivals. Every footprint but the
   traffic's is *guarded* by steady traffic: times ``1 - ramp`` of the arrivals' rise and of
   the prompts' (unknown: ½), since a change of the traffic explains whatever it moved by
@@ -107,8 +107,9 @@ SLOW_TARGET: tuple[Alternative, ...] = ((ITL_SKEW,), (E2E_SKEW,))
 COLD_REPLICAS: tuple[Alternative, ...] = ((FLEET_HIT_FALL, NEW_SHARE),)
 TRAFFIC_SHAPE: tuple[Alternative, ...] = ((PROMPTS,), (PROMPTS_MEAN,), (OUTPUTS,), (ARRIVALS,))
 #: A changed thing not named below (a model, version or quantisation label, a LoRA config):
-#: it changed how the engine runs.
-GENERIC = (*STEP_SLOWER, *CAPACITY_DOWN, *SLOW_TARGET)
+#: it changed how the engine runs, or, a model or its chat template, how long it answers
+#: (output-length-shift's incident: the change is the thing to undo).
+GENERIC = (*STEP_SLOWER, *CAPACITY_DOWN, *SLOW_TARGET, (OUTPUTS,))
 
 LOWER, RAISE = -1, 1
 _KV = {LOWER: KV_SQUEEZE, RAISE: ()}

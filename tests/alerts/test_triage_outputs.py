@@ -95,3 +95,20 @@ def test_the_measurements_are_read_from_the_store():
     assert one.structured_finished.value * 3 == fleet.structured_finished.value
     before = measure_scope(reader, Scope(None, ()), TimeWindow(perturb - 300, perturb))
     assert before.structured_length.value == 0.0 and math.isfinite(before.running_mean.value)
+
+
+def test_a_model_change_that_lines_up_agrees_with_the_output_length_shift():
+    """A model label changed just before answers got longer: the change (an action) ranks
+    first, the shift it drove second; an unrelated knob that lines up explains nothing."""
+    from dataclasses import replace
+
+    from collectors.store.change_records import ChangeKind
+
+    data = tc.single(tc.measurements(**LONGER, queue_mean_seconds=0.03))
+    model = tc.change("r0", "model", "m-v1", "m-v2", kind=ChangeKind.CONFIG, source="info")
+    report = triage(replace(data, changes=(model,)))
+    assert report.verdict == "change" and report.hypotheses[0].score == pytest.approx(1.0)
+    assert report.hypotheses[1].cause is Cause.OUTPUT_LENGTH_SHIFT
+    knob = tc.change("r0", "enable_prefix_caching", "True", "False")
+    other = triage(replace(data, changes=(knob,)))
+    assert other.verdict == Cause.OUTPUT_LENGTH_SHIFT
