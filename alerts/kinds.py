@@ -40,6 +40,7 @@ from alerts.rules.types import (
     MetricAbsentRule,
     PrefixHitDropRule,
     QueueGrowthRule,
+    RatioShiftRule,
     ReplicaImbalanceRule,
     TailLatencyRule,
     TargetDownRule,
@@ -163,6 +164,12 @@ KINDS: Mapping[type[Rule], RuleKind] = check_registry(
             evaluate.metric_absent,
             exprs.metric_absent,
             promtool_cases.metric_absent_case,
+        ),
+        RuleKind(
+            RatioShiftRule,
+            evaluate.ratio_shift,
+            exprs.ratio_shift,
+            promtool_cases.ratio_shift_case,
         ),
     )
 )

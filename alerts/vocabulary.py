@@ -22,6 +22,7 @@ class AlertName(enum.StrEnum):
     TARGET_DOWN = "target-down"
     GPU_HEALTH = "gpu-health"
     METRIC_ABSENT = "metric-absent"
+    TRUNCATION_RISE = "truncation-rise"
 
 
 class Cause(enum.StrEnum):
@@ -36,6 +37,8 @@ class Cause(enum.StrEnum):
     CHANGE = "change"  # a change that lines up with the onset: a knob, a deploy, the fleet
     ADAPTER_THRASH = "adapter-thrash"  # more adapters in use than stay loaded: each reloads
     COLD_START = "cold-start"  # replicas that just started serve slowly for their first minutes
+    STRUCTURED_TRUNCATION = "structured-truncation"  # JSON cut at max_tokens before it closes
+    OUTPUT_LENGTH_SHIFT = "output-length-shift"  # answers got longer at the same arrivals
 
 
 class Direction(enum.StrEnum):
@@ -167,6 +170,39 @@ ACTIONS: dict[Cause, tuple[Action, ...]] = {
             None,
             None,
             "a replica started before the peak is warm when the peak comes",
+        ),
+    ),
+    Cause.STRUCTURED_TRUNCATION: (
+        Action(
+            "raise max_tokens on the schema route to the p99 of its output length",
+            "max_tokens",
+            Direction.RAISE,
+            "a structured answer cut at max_tokens never closes its object: it is invalid JSON; "
+            "the p99 of the route's output tokens (vllm:request_generation_tokens) leaves one "
+            "answer in a hundred to the schema bound",
+        ),
+        Action(
+            "bound the schema (maxItems, maxLength, fewer optional fields)",
+            None,
+            None,
+            "a schema that bounds its arrays and strings bounds its answer's length, so a "
+            "max_tokens can be chosen that always fits",
+        ),
+    ),
+    Cause.OUTPUT_LENGTH_SHIFT: (
+        Action(
+            "find the change that lengthened answers (model, prompt, template)",
+            None,
+            None,
+            "the same arrivals now decode longer: each request holds its batch slot and its KV "
+            "blocks longer, so concurrency rises until it queues; undo or adjust that change",
+        ),
+        Action(
+            "cap max_tokens",
+            "max_tokens",
+            Direction.LOWER,
+            "a cap bounds each request's decode time and KV, which bounds the concurrency the "
+            "same arrivals need",
         ),
     ),
 }

@@ -74,6 +74,8 @@ STRUCTURED_OUTPUT_REQUESTS_TOTAL = "structured_output_requests_total"
 STRUCTURED_OUTPUT_CACHE_HITS_TOTAL = "structured_output_cache_hits_total"
 STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL = "structured_output_cache_misses_total"
 STRUCTURED_OUTPUT_COMPILE_SECONDS = "structured_output_compile_seconds"
+#: Structured-output requests finished, by ``finished_reason`` (``length``: cut before closing).
+STRUCTURED_OUTPUT_FINISHED_TOTAL = "structured_output_finished_total"
 
 REQUESTS_RUNNING = "requests_running"
 REQUESTS_WAITING = "requests_waiting"
@@ -121,6 +123,7 @@ FAMILIES: dict[str, Kind] = {
     STRUCTURED_OUTPUT_CACHE_HITS_TOTAL: Kind.COUNTER,
     STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL: Kind.COUNTER,
     STRUCTURED_OUTPUT_COMPILE_SECONDS: Kind.HISTOGRAM,
+    STRUCTURED_OUTPUT_FINISHED_TOTAL: Kind.COUNTER,
     REQUESTS_RUNNING: Kind.GAUGE,
     REQUESTS_WAITING: Kind.GAUGE,
     KV_CACHE_USAGE: Kind.GAUGE,

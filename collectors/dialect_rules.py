@@ -158,6 +158,7 @@ TAILWATCH_RULES = (
     _r("tailwatch:structured_output_cache_hits", c.STRUCTURED_OUTPUT_CACHE_HITS_TOTAL),
     _r("tailwatch:structured_output_cache_misses", c.STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL),
     _r("tailwatch:structured_output_compile_seconds", c.STRUCTURED_OUTPUT_COMPILE_SECONDS),
+    _r("tailwatch:structured_output_finished", c.STRUCTURED_OUTPUT_FINISHED_TOTAL),
 )
 
 #: vLLM's LoRA gauge, exported only with LoRA on (``vllm/v1/metrics/loggers.py``), so no

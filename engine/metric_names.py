@@ -344,6 +344,15 @@ STRUCTURED_OUTPUT_COMPILE_SECONDS = _h(
     "Histogram of grammar compile time in seconds (cache misses only).",
     "grammar_compile",
 )
+#: Structured-output requests that finished, by how: ``length`` is a structured answer cut
+#: at ``max_tokens`` before its object closed (invalid); vLLM's ``request_success`` counts
+#: every request, where plain ones that run to ``max_tokens`` also end with ``length``.
+STRUCTURED_OUTPUT_FINISHED = MetricSpec(
+    "tailwatch:structured_output_finished",
+    "Structured-output requests that finished, by finished_reason.",
+    "counter",
+    (*ENGINE_LABELS, LABEL_FINISHED_REASON),
+)
 STRUCTURED_OUTPUT_KINDS = ("json", "json_object", "regex", "choice", "grammar")
 
 # NOTE: the join key between this engine's scrapes and its spans: the same id is the
@@ -497,4 +506,5 @@ ALL_SPECS: tuple[MetricSpec, ...] = (
     STRUCTURED_OUTPUT_CACHE_HITS,
     STRUCTURED_OUTPUT_CACHE_MISSES,
     STRUCTURED_OUTPUT_COMPILE_SECONDS,
+    STRUCTURED_OUTPUT_FINISHED,
 )

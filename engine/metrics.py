@@ -194,6 +194,8 @@ class EngineMetrics:
         self._grammar_compile = f(mn.STRUCTURED_OUTPUT_COMPILE_SECONDS).labels(*labels)
         kinds = f(mn.STRUCTURED_OUTPUT_REQUESTS)
         self._structured = {k: kinds.labels(*labels, k) for k in mn.STRUCTURED_OUTPUT_KINDS}
+        finished = f(mn.STRUCTURED_OUTPUT_FINISHED)
+        self._structured_finished = {r: finished.labels(*labels, r) for r in mn.FINISHED_REASONS}
         self._ttft = f(mn.TIME_TO_FIRST_TOKEN).labels(*labels)
         self._itl = f(mn.INTER_TOKEN_LATENCY).labels(*labels)
         self._per_request = {
@@ -352,6 +354,12 @@ class EngineMetrics:
             if success is None:
                 success = self.family(mn.REQUEST_SUCCESS).labels(*self.labels, reason)
             success.inc()
+            if compile_ is not None:
+                structured = self._structured_finished.get(reason)
+                if structured is None:
+                    family = self.family(mn.STRUCTURED_OUTPUT_FINISHED)
+                    structured = family.labels(*self.labels, reason)
+                structured.inc()
             tenant = self._tenant(tenant_name)
             tenant.requests[reason if reason in tenant.requests else "error"].inc()
             # NOTE: an aborted request's latencies measure the client, not the engine;

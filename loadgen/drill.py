@@ -99,6 +99,21 @@ class DrillResult:
             queue = self.server_delta(phase, "vllm:request_queue_time_seconds_sum", replicas)
             ttft = self.server_delta(phase, "vllm:time_to_first_token_seconds_sum", replicas)
             return queue / ttft if ttft else math.nan
+        if e.signal == "structured_length_share":
+            family = "tailwatch:structured_output_finished_total"
+            before, after = self._boundaries(phase)
+            chosen = replicas if replicas is not None else range(len(self.urls))
+            finished = sum(total(after[r], family) - total(before[r], family) for r in chosen)
+            cut = sum(
+                total(after[r], family, finished_reason="length")
+                - total(before[r], family, finished_reason="length")
+                for r in chosen
+            )
+            return cut / finished if finished else math.nan
+        if e.signal == "output_tokens_mean":
+            tokens = self.server_delta(phase, "vllm:request_generation_tokens_sum", replicas)
+            count = self.server_delta(phase, "vllm:request_generation_tokens_count", replicas)
+            return tokens / count if count else math.nan
         if e.signal == "queue_time_mean_ms":
             queue = self.server_delta(phase, "vllm:request_queue_time_seconds_sum", replicas)
             count = self.server_delta(phase, "vllm:request_queue_time_seconds_count", replicas)

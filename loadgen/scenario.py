@@ -38,6 +38,8 @@ SERVER_SIGNALS = frozenset(
         "queue_time_mean_ms",
         "engine_itl_p99_ms",
         "engine_ttft_p99_ms",
+        "structured_length_share",
+        "output_tokens_mean",
     }
 )
 SIGNALS = (
@@ -50,6 +52,8 @@ SIGNALS = (
     "e2e_p50_ms",  # client side, over the named replica
     "e2e_p50_skew",  # client side: the named replica's e2e p50 over the others' p50
     "engine_ttft_p99_ms",  # histogram_quantile(0.99) of Δ TTFT buckets, server side
+    "structured_length_share",  # Δ structured finishes with reason length / Δ all, server side
+    "output_tokens_mean",  # Δ vllm:request_generation_tokens sum / Δ count, server side
 )
 
 

@@ -10,6 +10,8 @@ model_name)``; an SLO sums all its traffic (its selector's model, if any, is a m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from alerts.export.names import EngineNames
 from alerts.export.promql_text import (
     PromRule,
@@ -20,6 +22,7 @@ from alerts.export.promql_text import (
     quantile_token,
     quote,
     record_rule,
+    selector,
 )
 from alerts.export.slo import (
     LAYOUTS,
@@ -39,6 +42,7 @@ from alerts.rules.types import (
     MetricAbsentRule,
     PrefixHitDropRule,
     QueueGrowthRule,
+    RatioShiftRule,
     ReplicaImbalanceRule,
     TailLatencyRule,
     TargetDownRule,
@@ -58,7 +62,9 @@ __all__ = [
 
 
 #: The kinds that compare the window with the median over their baseline window.
-RelativeRule = TailLatencyRule | QueueGrowthRule | KVSaturationRule | PrefixHitDropRule
+RelativeRule = (
+    TailLatencyRule | QueueGrowthRule | KVSaturationRule | PrefixHitDropRule | RatioShiftRule
+)
 
 
 def _baseline(record: str, rule: RelativeRule) -> str:
@@ -205,6 +211,39 @@ def prefix_hit_drop(rule: PrefixHitDropRule, names: EngineNames) -> list[PromRul
         f"and {_baseline_count(now.record, rule)}"
     )
     return [now, alert_rule(rule, reader, group_name(rule), expr)]
+
+
+def ratio_shift(rule: RatioShiftRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    by = reader.fleet()
+    window = prom_duration(rule.window_seconds)
+
+    def counter(family: str, matchers: Mapping[str, str]) -> str:
+        metric = reader.metric(family)
+        engine = {reader.label(k): v for k, v in matchers.items()}
+        return selector(metric, {**reader.matchers(family), **engine})
+
+    num = counter(rule.numerator, rule.numerator_matchers)
+    den = counter(rule.denominator, rule.denominator_matchers)
+    # NOTE: ``or 0 * ...``: a numerator with no series yet (no request ended with that
+    # reason) is a ratio of 0, not a missing one, as the evaluator reads it
+    record = record_rule(
+        reader,
+        group_name(rule),
+        f"{PREFIX}{metric_token(rule.name)}:{rule.numerator}:ratio_rate{window}",
+        f"(sum by ({by}) (rate({num}[{window}])) or 0 * sum by ({by}) (rate({den}[{window}])))\n"
+        f"/ sum by ({by}) (rate({den}[{window}]))\n"
+        f"{_evidence(by, den, window, max(rule.min_denominator, 1))}",
+    )
+    baseline = _baseline(record.record, rule)
+    if rule.direction == "rise":
+        move = f"{record.record} - {baseline} >= {rule.difference_min!r}"
+        parts = [f"{record.record} >= {rule.factor!r} * {baseline}", move]
+    else:
+        move = f"{baseline} - {record.record} >= {rule.difference_min!r}"
+        parts = [f"{record.record} <= {rule.factor!r} * {baseline}", move]
+    parts.append(_baseline_count(record.record, rule))
+    return [record, alert_rule(rule, reader, group_name(rule), "\nand ".join(parts))]
 
 
 def replica_imbalance(rule: ReplicaImbalanceRule, names: EngineNames) -> list[PromRule]:

@@ -45,6 +45,7 @@ from alerts.rules.types import (
     MetricAbsentRule,
     PrefixHitDropRule,
     QueueGrowthRule,
+    RatioShiftRule,
     ReplicaImbalanceRule,
     TailLatencyRule,
     TargetDownRule,
@@ -262,6 +263,54 @@ def prefix_hit_drop_case(rule: PrefixHitDropRule, names: EngineNames, alert: Pro
     records = [
         (now, k * b.interval, [(series(now, labels), 1.0)]),
         (now, evals, [(series(now, labels), 0.0)]),
+    ]
+    return _case(b, firing, clean, evals, [b.expect(**labels)], records)
+
+
+def ratio_shift_case(rule: RatioShiftRule, names: EngineNames, alert: PromRule) -> Case:
+    """The ratio steps from 0 to ``top`` (a rise) or from ``top`` to 0 (a fall) after a whole
+    baseline at the other end; the clean input holds it at ``top / 2``. ``top`` is 1 where the
+    numerator's series are some of the denominator's (a share), else a power of two at least
+    ``difference_min``: both ends exact in binary."""
+    b = Builder(names, rule)
+    w, base = rule.window_seconds, rule.baseline_window_seconds
+    k = _drop_index(b, rule, base, w)
+    evals = _relative_evals(b, rule, k, w, base)
+    n = b.samples(evals)
+    per = max(10.0 * b.interval, math.ceil(2 * rule.min_denominator * b.interval / w))
+    per += per % 2  # NOTE: even, so the clean input's half is whole
+    label = b.names.label
+    num_labels = b.labels(**{label(k_): v for k_, v in rule.numerator_matchers.items()})
+    den_labels = b.labels(**{label(k_): v for k_, v in rule.denominator_matchers.items()})
+    num = series(b.metric(rule.numerator), num_labels)
+    is_share = rule.numerator == rule.denominator and all(
+        rule.numerator_matchers.get(k_) == v for k_, v in rule.denominator_matchers.items()
+    )
+    rise = rule.direction == "rise"
+    if is_share:
+        # the denominator's other series: the numerator's own labels set to another value
+        rest = {label(k_): f"not-{v}" for k_, v in rule.numerator_matchers.items() if k_ not in rule.denominator_matchers}  # fmt: skip
+        if not rest:
+            raise CaseError(f"rule {rule.name!r}: its numerator selects all of its denominator")
+        other = series(b.metric(rule.denominator), {**den_labels, **rest})
+        top = 1.0
+        if rule.difference_min > top:
+            raise CaseError(f"rule {rule.name!r}: a share cannot move by {rule.difference_min:g}")
+        before, after = (0.0, per) if rise else (per, 0.0)
+        firing = [(num, switched(before, k, after, n)), (other, switched(per - before, k, per - after, n))]  # fmt: skip
+        clean = [(num, counter(per / 2, n)), (other, counter(per / 2, n))]
+    else:
+        top = max(1.0, _power_of_two_above(rule.difference_min))
+        den = series(b.metric(rule.denominator), den_labels)
+        before, after = (0.0, top * per) if rise else (top * per, 0.0)
+        firing = [(num, switched(before, k, after, n)), (den, counter(per, n))]
+        clean = [(num, counter(top * per / 2, n)), (den, counter(per, n))]
+    (record,) = alert_records(alert)[:1]
+    labels = {b.model: MODEL}
+    start, end = (0.0, top) if rise else (top, 0.0)
+    records = [
+        (record, k * b.interval, [(series(record, labels), start)]),
+        (record, evals, [(series(record, labels), end)]),
     ]
     return _case(b, firing, clean, evals, [b.expect(**labels)], records)
 

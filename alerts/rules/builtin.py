@@ -20,6 +20,7 @@ from alerts.rules.types import (
     MetricAbsentRule,
     PrefixHitDropRule,
     QueueGrowthRule,
+    RatioShiftRule,
     ReplicaImbalanceRule,
     Rule,
     TailLatencyRule,
@@ -185,10 +186,35 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         "power-brake reason holds the clocks down.",
         runbook="ECC: drain the replica and have the GPU checked. Throttling: cooling and power.",
     ),
+    # NOTE: a ticket: truncated structured answers are wrong answers, not slow ones, and the
+    # fix (max_tokens, the schema) is a change to ship, not a 3 a.m. action. The share of
+    # structured requests, not of all: plain requests that run to max_tokens end with
+    # ``length`` too, and would hide a schema route's truncation in the whole's share.
+    RatioShiftRule(
+        name=A.TRUNCATION_RISE,
+        alert=A.TRUNCATION_RISE,
+        severity=SEVERITY_TICKET,
+        numerator=c.STRUCTURED_OUTPUT_FINISHED_TOTAL,
+        numerator_matchers={c.LABEL_FINISHED_REASON: "length"},  # type: ignore[arg-type]
+        denominator=c.STRUCTURED_OUTPUT_FINISHED_TOTAL,
+        direction="rise",
+        factor=2.0,
+        difference_min=0.05,
+        min_denominator=20.0,
+        for_seconds=120.0,
+        summary="structured outputs cut at max_tokens: the length share is {condition}",
+        description="Structured-output requests that ended with finished_reason=length over "
+        "{window}: {condition}. Their JSON stopped before the object closed (invalid).",
+        runbook="Raise max_tokens on the schema route to the p99 of its output length (vllm:"
+        "request_generation_tokens), or bound the schema (maxItems, maxLength).",
+    ),
 )
 
 #: Engine families a metric-absent rule never checks: NVML data exists only on GPU hosts.
-_NEVER_ABSENT = frozenset(c.GPU_FAMILIES)
+#: Families whose absence is no drift: NVML's where no GPU is watched, and the bundled
+#: engine's structured-output finishes, which no other engine exports (truncation-rise stays
+#: silent on them rather than metric-absent ticketing every vLLM fleet).
+_NEVER_ABSENT = frozenset((*c.GPU_FAMILIES, c.STRUCTURED_OUTPUT_FINISHED_TOTAL))
 
 
 @dataclass(frozen=True)

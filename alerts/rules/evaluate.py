@@ -32,6 +32,7 @@ from alerts.rules.types import (
     MetricAbsentRule,
     PrefixHitDropRule,
     QueueGrowthRule,
+    RatioShiftRule,
     TailLatencyRule,
 )
 from collectors import canonical as c
@@ -45,6 +46,7 @@ __all__ = [
     "metric_absent",
     "prefix_hit_drop",
     "queue_growth",
+    "ratio_shift",
     "tail_latency",
 ]
 
@@ -207,6 +209,65 @@ def prefix_hit_drop(rule: PrefixHitDropRule, reader: MetricsReader, now: float) 
         if math.isnan(baseline):
             continue
         holds = current < rule.ratio_max * baseline and baseline >= rule.baseline_hit_rate_min
+        out.append(Instance(dict(key), current, holds))
+    return out
+
+
+def _ratio_window(
+    rule: RatioShiftRule, reader: MetricsReader, selector: dict[str, str], start: float, end: float
+) -> tuple[float, float]:
+    """(numerator / denominator, denominator) over ``[start, end]``; NaN without a
+    denominator. A numerator without series counts as 0 (PromQL: ``or 0 * denominator``)."""
+    den = reader.counter_window(
+        rule.denominator, {**selector, **rule.denominator_matchers}, start, end
+    )
+    if not den:
+        return math.nan, 0.0
+    num = reader.counter_window(rule.numerator, {**selector, **rule.numerator_matchers}, start, end)
+    return (num or 0.0) / den, den
+
+
+def ratio_shift(rule: RatioShiftRule, reader: MetricsReader, now: float) -> list[Instance]:
+    """Per model: the window's ratio against the median of the windowed ratios over the
+    baseline (``alerts.rules.baseline``), each over at least ``min_denominator`` of the
+    denominator's increase. The value is the window's ratio."""
+    split = now - rule.window_seconds
+    floor = max(rule.min_denominator, 1)
+    out = []
+    den_labels = dict(rule.denominator_matchers) or None
+    for key, selector in groups(reader, rule.denominator, FLEET_LABELS, den_labels).items():
+        selector = {k: v for k, v in selector.items() if k not in rule.denominator_matchers}
+        current, counted = _ratio_window(rule, reader, selector, split, now)
+        if math.isnan(current) or counted < floor:
+            continue
+        # NOTE: the baseline ends where the window starts, so a shift is not its own baseline.
+        nums, dens = (
+            baseline_increases(
+                reader,
+                family,
+                {**selector, **matchers},
+                split,
+                rule.window_seconds,
+                rule.baseline_window_seconds,
+            )
+            for family, matchers in (
+                (rule.numerator, rule.numerator_matchers),
+                (rule.denominator, rule.denominator_matchers),
+            )
+        )
+        if len(nums) != len(dens):  # NOTE: a numerator without series reads no steps
+            nums = [None] * len(dens)
+        ratios = [
+            (n or 0.0) / d if d is not None and d >= floor else None
+            for n, d in zip(nums, dens, strict=True)
+        ]
+        baseline = median(ratios)
+        if math.isnan(baseline):
+            continue
+        if rule.direction == "rise":
+            holds = current >= rule.factor * baseline and current - baseline >= rule.difference_min
+        else:
+            holds = current <= rule.factor * baseline and baseline - current >= rule.difference_min
         out.append(Instance(dict(key), current, holds))
     return out
 

@@ -16,10 +16,11 @@ evaluator (not here) and the Prometheus export (``alerts/export*.py``) implement
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from alerts.errors import RuleError
+from alerts.errors import LabelError, RuleError
+from alerts.labels import LabelSet
 from alerts.rules.base import (
     MAX_DURATION_SECONDS,
     SEVERITIES,
@@ -387,6 +388,76 @@ class MetricAbsentRule(Rule):
         return self.checked_families
 
 
+#: Which way a ratio-shift rule watches its ratio move.
+RATIO_DIRECTIONS = ("rise", "fall")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatioShiftRule(Rule):
+    """A ratio of two counters' increases moved against the fleet's own past: per model,
+    ``increase(numerator{numerator_matchers}) / increase(denominator{denominator_matchers})``
+    over the window against the median of the same ratio over the baseline window before it
+    (``alerts.rules.baseline``). ``direction: rise`` holds when the ratio is at least
+    ``factor`` times its baseline (``factor`` > 1) and at least ``difference_min`` above it;
+    ``fall`` when it is at most ``factor`` times its baseline (``factor`` < 1) and at least
+    ``difference_min`` below it. The absolute floor keeps a ratio that moves from nothing
+    (a 0.1 % share tripling) quiet. Each window, baseline ones included, needs at least
+    ``min_denominator`` of the denominator's increase; a numerator with no series counts as
+    0 (a finish reason no request has ended with yet).
+
+    Generic: the length-finish share of requests (structured-output truncation) is one
+    instance, the speculative-decoding acceptance rate (a fall) another."""
+
+    kind: ClassVar[str] = "ratio-shift"
+
+    numerator: str
+    denominator: str
+    numerator_matchers: LabelSet = field(default_factory=LabelSet)
+    denominator_matchers: LabelSet = field(default_factory=LabelSet)
+    direction: str = "rise"
+    factor: float = 2.0
+    difference_min: float = 0.05
+    min_denominator: float = 50.0
+    window_seconds: float = 300.0
+    baseline_window_seconds: float = 3600.0
+
+    def check(self) -> None:
+        for key in ("numerator", "denominator"):
+            family = getattr(self, key)
+            if c.FAMILIES.get(family) is not c.Kind.COUNTER:
+                counters = sorted(f for f, k in c.FAMILIES.items() if k is c.Kind.COUNTER)
+                raise RuleError(self.name, key, f"must be a counter family, one of {counters}; got {family!r}")  # fmt: skip
+        for key in ("numerator_matchers", "denominator_matchers"):
+            try:
+                object.__setattr__(self, key, LabelSet.coerce(getattr(self, key), key))
+            except LabelError as error:
+                raise RuleError(self.name, key, str(error)) from None
+        if self.direction not in RATIO_DIRECTIONS:
+            raise RuleError(self.name, "direction", f"must be one of {list(RATIO_DIRECTIONS)}, got {self.direction!r}")  # fmt: skip
+        if self.direction == "rise":
+            check_number(self.name, "factor", self.factor, low=1, low_open=True)
+        else:
+            check_number(self.name, "factor", self.factor, low=0, high=1, low_open=True, high_open=True)  # fmt: skip
+        check_number(self.name, "difference_min", self.difference_min)
+        check_number(self.name, "min_denominator", self.min_denominator)
+        _window(self, "window_seconds")
+        _window(self, "baseline_window_seconds")
+
+    def families(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((self.numerator, self.denominator)))
+
+    def template_values(self) -> dict[str, object]:
+        """Adds ``condition``: the move watched, in words."""
+        values = super().template_values()
+        rise = self.direction == "rise"
+        bound, way = ("at least", "above") if rise else ("at most", "below")
+        condition = (
+            f"{bound} {self.factor:g}x its {values['baseline_window']} baseline and at least "
+            f"{self.difference_min:g} {way} it"
+        )
+        return {**values, "condition": condition}
+
+
 RULE_KINDS: Mapping[str, type[Rule]] = {
     k.kind: k
     for k in (
@@ -400,6 +471,7 @@ RULE_KINDS: Mapping[str, type[Rule]] = {
         TargetDownRule,
         GPUHealthRule,
         MetricAbsentRule,
+        RatioShiftRule,
     )
 }
 
@@ -407,6 +479,7 @@ __all__ = [
     "DEFAULT_THROTTLE_REASONS",
     "IMBALANCE_FAMILIES",
     "IMBALANCE_SIGNALS",
+    "RATIO_DIRECTIONS",
     "RULE_KINDS",
     "SEVERITIES",
     "BurnRateRule",
@@ -416,6 +489,7 @@ __all__ = [
     "MetricAbsentRule",
     "PrefixHitDropRule",
     "QueueGrowthRule",
+    "RatioShiftRule",
     "ReplicaImbalanceRule",
     "Rule",
     "TailLatencyRule",

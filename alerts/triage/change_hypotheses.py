@@ -14,8 +14,8 @@ the onset is scored ``timing × explains`` (``docs/alerts.md``, "What changed?")
   has a *footprint*: the evidence rows it would move, as alternatives whose ramps multiply
   (the causes' ramps), the best alternative counting. A knob that bounds batching, lowered,
   explains queueing or shedding; raised, preemptions or a slower token gap; a quantisation,
-  model or version label (any label not named here) a slower step; a replica removed,
-  queueing; added, the prefix hit rate of cold replicas; restarted, its own cold cache; the
+  model or version label (any label not named here) a slower step or longer answers; a
+  replica removed, queueing; added, the prefix hit rate of cold replicas; restarted, its own cold cache; the
   traffic mix, the prompts' and outputs' lengths and the arrivals. Every footprint but the
   traffic's is *guarded* by steady traffic: times ``1 - ramp`` of the arrivals' rise and of
   the prompts' (unknown: ½), since a change of the traffic explains whatever it moved by
@@ -65,6 +65,8 @@ UNKNOWN_GUARD = 0.5
 #: world, recorded as changes but ranked as circumstances.
 CIRCUMSTANCES = frozenset(
     {"step_delay_seconds", "prefill_seconds_per_token", "fail_next_steps", "num_usable_gpu_blocks"}
+    # the simulator's share of structured answers that outgrow max_tokens: answers growing
+    | {"structured_output_truncation_share"}
 )
 
 
@@ -100,6 +102,7 @@ PROMPTS_MEAN = Signal(K.PROMPT_MEAN, "change", 1.5, 4.0)
 OUTPUTS = Signal(K.OUTPUT_MEAN, "change", 1.5, 4.0)
 ARRIVALS = Signal(K.ARRIVAL_RATE, "change", 1.1, 1.5)
 GUARDS: Alternative = (replace(ARRIVALS, inverse=True), replace(PROMPTS, inverse=True))
+TRUNCATED = Signal(K.STRUCTURED_LENGTH_SHARE, "change", 0.05, 0.2)
 
 COLD_ITL = Signal(K.COLD_ITL_RATIO, "incident", 1.25, 2.0)
 CAPACITY_DOWN: tuple[Alternative, ...] = ((QUEUE,), (REJECTED,))
@@ -110,8 +113,9 @@ SLOW_TARGET: tuple[Alternative, ...] = ((ITL_SKEW,), (E2E_SKEW,))
 COLD_REPLICAS: tuple[Alternative, ...] = ((FLEET_HIT_FALL, NEW_SHARE),)
 TRAFFIC_SHAPE: tuple[Alternative, ...] = ((PROMPTS,), (PROMPTS_MEAN,), (OUTPUTS,), (ARRIVALS,))
 #: A changed thing not named below (a model, version or quantisation label, a LoRA config):
-#: it changed how the engine runs.
-GENERIC = (*STEP_SLOWER, *CAPACITY_DOWN, *SLOW_TARGET)
+#: it changed how the engine runs, or, a model or its chat template, how long it answers
+#: (output-length-shift's incident: the change is the thing to undo).
+GENERIC = (*STEP_SLOWER, *CAPACITY_DOWN, *SLOW_TARGET, (OUTPUTS,))
 
 LOWER, RAISE = -1, 1
 _KV = {LOWER: KV_SQUEEZE, RAISE: ()}
@@ -135,6 +139,7 @@ FOOTPRINTS: Mapping[str, Mapping[int, tuple[Alternative, ...]]] = {
     TargetChange.REMOVED: {LOWER: CAPACITY_DOWN},
     TargetChange.ADDED: {RAISE: (*COLD_REPLICAS, (COLD_ITL,))},
     TargetChange.RESTARTED: {RAISE: ((HIT_SKEW,), *SLOW_TARGET, (COLD_ITL,))},
+    "structured_output_truncation_share": {LOWER: (), RAISE: ((TRUNCATED,),)},
 }
 #: The changes that are a cause's occasion, not its fix, by cause (see the module docstring).
 OCCASIONS: Mapping[Cause | None, frozenset[str]] = {

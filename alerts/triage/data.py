@@ -83,6 +83,9 @@ class Measurements:
     lora_loads: Measure = UNKNOWN  # adapter loads (a cold adapter read in), all adapters
     lora_load_seconds: Measure = UNKNOWN  # seconds spent loading adapters
     start_time_seconds: Measure = UNKNOWN  # Unix time the engine process started (latest)
+    structured_finished: Measure = UNKNOWN  # structured-output requests finished
+    structured_length: Measure = UNKNOWN  # of them, finished with "length" (cut at max_tokens)
+    running_mean: Measure = UNKNOWN  # requests running (a gauge's mean, summed over replicas)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from alerts.triage.evidence_rows import (
     make_row,
     preemptions_per_request,
     queue_share,
+    structured_length_share,
 )
 from alerts.triage.lora_evidence import lora_rows
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
@@ -168,6 +169,22 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
             inc.rejected_share,
             base.rejected_share,
             D,
+        ),
+        # NOTE: the share of structured requests, not of all: plain requests that run to
+        # max_tokens end with "length" too, and a schema route's truncation would drown in them
+        make_row(
+            EvidenceKey.STRUCTURED_LENGTH_SHARE,
+            "structured outputs cut at max_tokens (length share)",
+            structured_length_share(inc),
+            structured_length_share(base),
+            D,
+        ),
+        make_row(
+            EvidenceKey.RUNNING_MEAN,
+            "requests running, mean",
+            inc.running_mean,
+            base.running_mean,
+            R,
         ),
     ]
 

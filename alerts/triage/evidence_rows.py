@@ -50,6 +50,8 @@ class EvidenceKey(enum.StrEnum):
     LORA_LOAD_TIME_SHARE = "lora_load_time_share"
     COLD_ITL_RATIO = "cold_itl_ratio"
     COLD_TTFT_RATIO = "cold_ttft_ratio"
+    STRUCTURED_LENGTH_SHARE = "structured_length_share"
+    RUNNING_MEAN = "running_mean"
 
 
 class ChangeKind(enum.StrEnum):
@@ -154,3 +156,8 @@ def hit_rate(m: Measurements) -> Measure:
 
 def preemptions_per_request(m: Measurements) -> Measure:
     return ratio(m.num_preemptions, m.num_requests)
+
+
+def structured_length_share(m: Measurements) -> Measure:
+    """Structured outputs cut at ``max_tokens`` over those that finished (0..1)."""
+    return ratio(m.structured_length, m.structured_finished)

@@ -242,6 +242,35 @@ def _cold_start(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     return _hypothesis(Cause.COLD_START, score, (itl, ttft, hit), scope)
 
 
+def _structured_truncation(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: a rise of the share cut at max_tokens, not its level: a route whose schema
+    # sometimes runs long has a steady share; 5 points more starts the ramp, 20 points more
+    # (one structured answer in five invalid) is the whole of it
+    share = reason_of(rows, K.STRUCTURED_LENGTH_SHARE, "change", 0.05, 0.2)
+    return _hypothesis(Cause.STRUCTURED_TRUNCATION, _sub(share), (share,))
+
+
+def _output_length_shift(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: answers a quarter longer start the ramp, twice as long is all of it. The same
+    # arrivals and prompts (a traffic change names itself: overload, prefill interference),
+    # and no preemption (kv-exhaustion names the squeeze longer answers can make): each guard
+    # counts 1 - its ramp (unknown: 1/2). The concurrency the longer decodes hold up is
+    # support, not a requirement: at the first page it may not have risen far yet.
+    output = reason_of(rows, K.OUTPUT_MEAN, "change", 1.25, 2.0)
+    arrivals = reason_of(rows, K.ARRIVAL_RATE, "change", 1.1, 1.5, is_required=False)
+    prompts = reason_of(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
+    preempt = reason_of(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05, is_required=False)
+    running = reason_of(rows, K.RUNNING_MEAN, "change", 1.2, 2.0, is_required=False)
+
+    def guard(reason: Reason) -> float:
+        return 0.5 if math.isnan(reason.sub_score) else 1.0 - reason.sub_score
+
+    score = _sub(output) * guard(arrivals) * guard(prompts) * guard(preempt)
+    score *= 0.7 + 0.3 * _sub(running)
+    reasons = (output, arrivals, prompts, preempt, running)
+    return _hypothesis(Cause.OUTPUT_LENGTH_SHIFT, score, reasons)
+
+
 _RULES = (
     _prefill_interference,
     _kv_exhaustion,
@@ -251,6 +280,8 @@ _RULES = (
     _slow_replica,
     _adapter_thrash,
     _cold_start,
+    _structured_truncation,
+    _output_length_shift,
 )
 _ORDER = {cause: i for i, cause in enumerate(Cause)}
 

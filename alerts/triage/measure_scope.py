@@ -35,6 +35,7 @@ from slo.window import format_utc
 #: Fewer request records than this are not used in place of a histogram.
 MIN_RECORDS = 5
 CODE_TOO_MANY_REQUESTS = "429"
+FINISHED_LENGTH = "length"  # the finished_reason of a request cut at max_tokens
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,14 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
     kv = [max(v) for v in reader.gauge(c.KV_CACHE_USAGE).values() if v]
     waiting = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_WAITING).values() if v]
     started = [max(v) for v in reader.gauge(c.ENGINE_START_TIME_SECONDS).values() if v]
+    running = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_RUNNING).values() if v]
+    structured = reader.counter(c.STRUCTURED_OUTPUT_FINISHED_TOTAL)
+    # NOTE: no "length" series yet (none was cut) is none cut, where structured ones finished
+    cut = reader.counter(
+        c.STRUCTURED_OUTPUT_FINISHED_TOTAL, {c.LABEL_FINISHED_REASON: FINISHED_LENGTH}
+    )
+    if cut is None and structured is not None:
+        cut = 0.0
     num_requests = _counter_measure(finished)
     if finished is None and len(scope.records) >= MIN_RECORDS:
         num_requests = Measure(float(len(scope.records)), Source.REQUEST_RECORDS)
@@ -263,4 +272,7 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
         lora_loads=_counter_measure(reader.counter(c.LORA_LOADS_TOTAL)),
         lora_load_seconds=_counter_measure(reader.counter(c.LORA_LOAD_SECONDS_TOTAL)),
         start_time_seconds=Measure(max(started), Source.GAUGE) if started else Measure(),
+        structured_finished=_counter_measure(structured),
+        structured_length=_counter_measure(cut),
+        running_mean=Measure(sum(running), Source.GAUGE) if running else Measure(),
     )

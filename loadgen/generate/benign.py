@@ -7,7 +7,14 @@ from __future__ import annotations
 import math
 
 from loadgen.generate.base import round_rate
-from loadgen.generate.incidents import HOT_ADAPTERS, _admin, lora_engine
+from loadgen.generate.incidents import (
+    HOT_ADAPTERS,
+    SCHEMA_ROUTE,
+    _admin,
+    longer_outputs,
+    lora_engine,
+    schema_route,
+)
 from loadgen.generate.plan import Draw, Fragment, Plan
 
 #: The highest load (of estimated capacity) a benign change takes the fleet to.
@@ -189,3 +196,33 @@ def warm_scale_out(d: Draw) -> Plan:
         active=list(range(steady)),
         replica=steady,
     )
+
+
+def structured_roomy(d: Draw) -> Plan:
+    """The schema route's traffic grows ``magnitude`` times (the fleet stays at most
+    :data:`PEAK_LOAD` of capacity) with room to close: its answers fit ``max_tokens`` as
+    before. More structured answers, none more often cut. It stays."""
+    b = d.base
+    workloads, share = schema_route(d)
+    rate = b.rate()
+    magnitude = max(1.0, min(d.magnitude, 1 + (PEAK_LOAD / b.load - 1) / share))
+    route = share * rate
+
+    def at_level(level: float) -> Fragment:
+        grown = route * (1 + level * (magnitude - 1))
+        return {"change": {SCHEMA_ROUTE: {"rate": round_rate(grown)}}}
+
+    recovery = {"change": {SCHEMA_ROUTE: {"rate": round_rate(route)}}}
+    details = {"schema_route_rps": round_rate(route), "peak_schema_route_rps": round_rate(route * magnitude)}  # fmt: skip
+    return Plan(workloads, b.engine(), at_level, recovery, magnitude, share, details)
+
+
+def longer_answers_within_capacity(d: Draw) -> Plan:
+    """``share`` of the traffic answers ``magnitude`` times as long (a new model that says a
+    little more), the fleet's decode work staying at most :data:`PEAK_LOAD` of capacity
+    (the scale as realised). It stays."""
+    b = d.base
+    room = (PEAK_LOAD / b.load - (1 - d.share)) / d.share
+    scale = max(1.0, min(d.magnitude, room))
+    plan = longer_outputs(d, scale, d.share, name="answers")
+    return Plan(**{**plan.__dict__, "magnitude": round(scale, 4), "factor": None})

@@ -348,3 +348,104 @@ def cold_start(d: Draw) -> Plan:
         replica=steady,
         factor=min(1 + (d.magnitude - 1) / 2, itl_p99_factor(step, d.magnitude * step)),
     )
+
+
+#: The simulator's share of structured answers that outgrow ``max_tokens`` when nothing is
+#: wrong (``engine.sim.features.SimFeatureKnobs``): the baseline the rule compares with.
+BASELINE_TRUNCATION_SHARE = 0.05
+#: The least rate of structured requests a kind sends (req/s): truncation-rise needs 20
+#: structured finishes in a window, 30 s at the benchmark's timing.
+MIN_STRUCTURED_RPS = 1.0
+SCHEMA_ROUTE = "extract"
+NUM_SCHEMAS = 3
+
+
+def schema_route(d: Draw) -> tuple[list[dict], float]:
+    """The baseline traffic split into chat and a schema route (every request structured)
+    carrying ``share`` of it, at least :data:`MIN_STRUCTURED_RPS` where the traffic has that
+    much; and the route's share as realised."""
+    b = d.base
+    rate = b.rate()
+    share = min(1.0, max(d.share, MIN_STRUCTURED_RPS / rate))
+    structured = {"share": 1.0, "schemas": NUM_SCHEMAS}
+    workloads = [b.chat(SCHEMA_ROUTE, share * rate, structured=structured)]
+    if (1 - share) * rate >= 0.01:
+        workloads.insert(0, b.chat("chat", (1 - share) * rate))
+    return workloads, share
+
+
+def structured_truncation(d: Draw) -> Plan:
+    """A schema route's answers outgrow ``max_tokens`` (a prompt asks for more fields): the
+    share of its structured answers cut before their object closes rises ``magnitude`` times
+    from the simulator's baseline, on every replica; back in the recovery. The route carries
+    ``share`` of the traffic."""
+    b = d.base
+    workloads, share = schema_route(d)
+    replicas = list(range(b.replicas))
+    knob = "structured_output_truncation_share"
+
+    def at_level(level: float) -> Fragment:
+        cut = BASELINE_TRUNCATION_SHARE * (1 + level * (d.magnitude - 1))
+        return _admin(replicas, {knob: round(cut, 4)})
+
+    recovery = _admin(replicas, {knob: BASELINE_TRUNCATION_SHARE})
+    details = {"schema_route_rps": round_rate(share * b.rate())}
+    return Plan(workloads, b.engine(), at_level, recovery, d.magnitude, share, details)
+
+
+#: The longest outputs a kind makes, over the baseline's mean (the sim's cost per token).
+MAX_OUTPUT_SCALE = 8.0
+
+
+def longer_outputs(d: Draw, scale: float, share: float, name: str = "longer") -> Plan:
+    """``share`` of the traffic (a stream of its own) answers ``scale`` times as long from the
+    perturbation on, at the same arrivals; back in the recovery. The KV pool holds every
+    sequence at the longer length, so nothing preempts."""
+    b = d.base
+    rate = b.rate()
+    steady = (1 - share) * rate
+    workloads = [b.chat("chat", steady)] if steady >= 0.01 else []
+    workloads.append(b.chat(name, share * rate))
+    out = b.output()
+
+    def outputs(factor: float) -> dict:
+        low, high = (max(1, round(out[k] * factor)) for k in ("min", "max"))
+        return {**out, "min": low, "max": high}
+
+    def at_level(level: float) -> Fragment:
+        return {"change": {name: {"output_tokens": outputs(1 + level * (scale - 1))}}}
+
+    engine = b.engine()
+    longest = outputs(scale)["max"]
+    room = b.max_model_len() + longest - out["max"]
+    max_model_len = -(-room // 256) * 256
+    blocks = 4 * b.max_num_seqs * (max_model_len // BLOCK_TOKENS)
+    engine["max_model_len"] = max(engine["max_model_len"], max_model_len)
+    engine["num_gpu_blocks"] = max(engine["num_gpu_blocks"], -(-blocks // 256) * 256)
+    details = {"output_scale": round(scale, 4), "longer_rps": round_rate(share * rate)}
+    recovery = {"change": {name: {"output_tokens": out}}}
+    mean_rise = 1 + share * (scale - 1)
+    return Plan(
+        workloads,
+        engine,
+        at_level,
+        recovery,
+        d.magnitude,
+        share,
+        details,
+        factor=round(1 + (mean_rise - 1) / 2, 4),
+    )
+
+
+def output_length_shift(d: Draw) -> Plan:
+    """A model or prompt change makes ``share`` of the traffic answer longer, by as much as
+    takes the fleet's decode work to ``magnitude`` times its estimated capacity at the same
+    arrivals (at most :data:`MAX_OUTPUT_SCALE` times as long: the magnitude as realised)."""
+    b = d.base
+    scale = (d.magnitude / b.load - (1 - d.share)) / d.share
+    scale = min(MAX_OUTPUT_SCALE, max(1.0, scale))
+    plan = longer_outputs(d, scale, d.share)
+    magnitude = b.load * (1 - d.share + d.share * scale)
+    # NOTE: half the mean's rise (buckets and draws blur the rest), never over 1 + magnitude
+    factor = min(plan.factor or 1.0, 1 + magnitude)
+    return Plan(**{**plan.__dict__, "magnitude": round(magnitude, 4), "factor": factor})

@@ -175,6 +175,37 @@ _INCIDENTS = (
         alert=AlertName.TAIL_LATENCY_INCIDENT,
         cause=Cause.COLD_START,
     ),
+    Kind(
+        "structured-truncation",
+        "a schema route's answers outgrow max_tokens: its JSON is cut before it closes",
+        "how many times the route's share of structured answers cut at max_tokens rises "
+        "(from 0.05: 4 to 16 times is 0.2 to 0.8)",
+        "the schema route's part of the traffic (at least 1 req/s where there is that much)",
+        TRAFFIC,
+        incidents.structured_truncation,
+        Ranges(magnitude=(4.0, 16.0), share=(0.2, 1.0)),
+        signal="structured_length_share",
+        change="rise",
+        factor=lambda magnitude: 2.0,  # NOTE: twice the baseline, as the rule asks
+        alert=AlertName.TRUNCATION_RISE,
+        cause=Cause.STRUCTURED_TRUNCATION,
+    ),
+    Kind(
+        "output-length-shift",
+        "a model or prompt change makes answers longer at the same arrivals",
+        "the fleet's decode work at the longer answers, as a multiple of its estimated "
+        "capacity (the answers' scale follows, at most 8 times as long)",
+        "the traffic whose answers lengthen",
+        TRAFFIC,
+        incidents.output_length_shift,
+        Ranges(magnitude=(1.5, 3.0), share=(0.5, 1.0), load=(0.3, 0.6)),
+        signal="output_tokens_mean",
+        change="rise",
+        # NOTE: the plan gives half the mean's rise; this is the least any draw makes
+        factor=lambda magnitude: 1.25,
+        alert=AlertName.QUEUE_GROWTH,
+        cause=Cause.OUTPUT_LENGTH_SHIFT,
+    ),
 )
 
 _BENIGN_RISE = Ranges(magnitude=(1.2, 2.5))
@@ -263,6 +294,26 @@ _BENIGN = (
         Ranges(magnitude=(1.0, 1.0), share=(0.15, 0.45), replicas=(3, 6)),
         onsets=(STEP,),
         resembles="cold-start",
+    ),
+    Kind(
+        "structured-roomy",
+        "a schema route's traffic grows, its answers fitting max_tokens as before",
+        "the route's growth (the fleet at most 0.75 of capacity)",
+        "the schema route's part of the baseline traffic",
+        TRAFFIC,
+        benign.structured_roomy,
+        Ranges(magnitude=(1.2, 2.5), share=(0.2, 1.0)),
+        resembles="structured-truncation",
+    ),
+    Kind(
+        "longer-answers-within-capacity",
+        "a new model answers a little longer, within capacity",
+        "how many times as long the answers get (the fleet's decode work at most 0.75 of capacity)",
+        "the traffic whose answers lengthen",
+        TRAFFIC,
+        benign.longer_answers_within_capacity,
+        Ranges(magnitude=(1.2, 2.0), share=(0.3, 1.0)),
+        resembles="output-length-shift",
     ),
 )
 

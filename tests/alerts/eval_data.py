@@ -40,6 +40,8 @@ class Conditions:
     up: bool = True
     gpu_ecc_uncorrected: int = 0  # new per interval
     gpu_throttle: str = ""  # an active throttle reason, "" for none
+    structured: int = 20  # structured-output requests finished per interval
+    structured_length_share: float = 0.02  # of them, cut at max_tokens (finished "length")
 
 
 Behaviour = Callable[[float, int], Conditions]
@@ -90,6 +92,9 @@ def _scrape(replica: _Replica, t: float, cond: Conditions, gpu: bool) -> ScrapeR
     replica.add("queries", cond.prefix_queries)
     replica.add("hits", round(cond.prefix_queries * cond.prefix_hit_share))
     replica.add("ecc", cond.gpu_ecc_uncorrected)
+    cut = round(cond.structured * cond.structured_length_share)
+    replica.add("structured_length", cut)
+    replica.add("structured_stop", cond.structured - cut)
     lab = _labels(target)
     histograms = tuple(
         CanonicalHistogram(
@@ -120,6 +125,15 @@ def _scrape(replica: _Replica, t: float, cond: Conditions, gpu: bool) -> ScrapeR
             _labels(target, finished_reason="error"),
             replica.counters["error"],
             counter,
+        ),
+        *(
+            CanonicalSample(
+                c.STRUCTURED_OUTPUT_FINISHED_TOTAL,
+                _labels(target, finished_reason=reason),
+                replica.counters[f"structured_{reason}"],
+                counter,
+            )
+            for reason in ("stop", "length")
         ),
         CanonicalSample(c.PREEMPTIONS_TOTAL, lab, replica.counters["preemptions"], counter),
         CanonicalSample(c.PREFIX_CACHE_QUERIES_TOTAL, lab, replica.counters["queries"], counter),

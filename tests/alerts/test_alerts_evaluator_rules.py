@@ -109,6 +109,12 @@ CASES = {
         {},
     ),
     "error-rate": (BY_NAME["error-rate"], perturbed(error_share=0.2), {"model": "m"}, {}),
+    "truncation-rise": (
+        BY_NAME["truncation-rise"],
+        perturbed(structured_length_share=0.3),
+        {"model": "m"},
+        {},
+    ),
     "target-down": (BY_NAME["target-down"], perturbed(up=False, only={1}), {"target": "r1"}, {}),
     "gpu-health-throttle": (
         BY_NAME["gpu-health"],

@@ -152,9 +152,16 @@ def test_a_traffic_shift_ranks_after_the_cause_it_drives() -> None:
     assert change.score < report.hypotheses[0].score
     assert "a circumstance" in change.note
     assert "consider reverting" not in render_text(report, width=200)
-    # when no cause explains it, the traffic's own footprint can: outputs three times longer
+    # when no cause explains it, the traffic's own footprint can: arrivals twice as many,
+    # served without queueing
+    more = tc.single(tc.measurements(arrival_rate_per_second=8.0, e2e_mean_seconds=1.6))
+    assert triage(replace(more, changes=(shift,))).verdict == "change"
+    # outputs three times longer at the same arrivals: output-length-shift names them, and the
+    # traffic change that made them ranks after it (a circumstance)
     longer = tc.single(tc.measurements(output_tokens_mean=150.0, e2e_mean_seconds=1.6))
-    assert triage(replace(longer, changes=(shift,))).verdict == "change"
+    report = triage(replace(longer, changes=(shift,)))
+    assert report.verdict == Cause.OUTPUT_LENGTH_SHIFT
+    assert any(h.change is not None for h in report.hypotheses[1:])
 
 
 def test_every_footprint_is_guarded_by_steady_traffic_but_the_traffics() -> None:

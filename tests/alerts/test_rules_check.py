@@ -45,7 +45,7 @@ def test_cli_check_against_an_empty_store_lists_every_rule_and_exits_1(tmp_path)
     result = CliRunner().invoke(app, ["rules", "check", "--db-url", url])
     assert result.exit_code == 1, result.output
     assert "queue-growth" in result.output and "MISSING requests_waiting" in result.output
-    assert "10 of 11 rules read series that no target has" in result.output
+    assert "11 of 12 rules read series that no target has" in result.output
 
 
 def test_cli_check_reports_an_unopenable_store_in_one_line(tmp_path):
@@ -73,7 +73,8 @@ def _store_with(tmp_path, fixture: str):
 
 
 def test_check_against_a_store_with_a_real_vllm_scrape(tmp_path):
-    """vLLM 0.33's exposition has every family the engine rules read; only NVML is missing."""
+    """vLLM 0.33's exposition has every family the engine rules read but NVML's and the
+    bundled engine's structured-output finishes (truncation-rise reads those only)."""
     store = _store_with(tmp_path, "vllm-0.33.txt")
     try:
         rules, _ = builtin_rule_set()
@@ -82,7 +83,10 @@ def test_check_against_a_store_with_a_real_vllm_scrape(tmp_path):
         }
     finally:
         store.close()
-    assert broken == {"gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE)}
+    assert broken == {
+        "gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE),
+        "truncation-rise": (c.STRUCTURED_OUTPUT_FINISHED_TOTAL,),
+    }
 
 
 def test_check_against_an_old_vllm_scrape_names_what_it_lacks(tmp_path):
@@ -100,5 +104,6 @@ def test_check_against_an_old_vllm_scrape_names_what_it_lacks(tmp_path):
         "queue-growth": (c.QUEUE_SECONDS,),
         "prefix-hit-drop": prefix,
         "gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE),
+        "truncation-rise": (c.STRUCTURED_OUTPUT_FINISHED_TOTAL,),
         "metric-absent": (c.QUEUE_SECONDS, *prefix),
     }

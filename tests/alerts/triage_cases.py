@@ -44,6 +44,9 @@ _SOURCES = {
     "lora_loads": Source.COUNTER,
     "lora_load_seconds": Source.COUNTER,
     "start_time_seconds": Source.GAUGE,
+    "structured_finished": Source.COUNTER,
+    "structured_length": Source.COUNTER,
+    "running_mean": Source.GAUGE,
 }
 
 #: A healthy tiny replica at 4 req/s, chat prompts of 32 tokens, 48 output tokens.
@@ -64,6 +67,9 @@ HEALTHY = {
     "prefix_hits": 1600.0,
     "waiting_mean": 0.1,
     "rejected_share": 0.0,
+    "structured_finished": 20.0,
+    "structured_length": 1.0,
+    "running_mean": 2.0,
 }
 
 
@@ -109,6 +115,9 @@ def fleet_of(replicas: dict[str, WindowPair], **kw) -> TriageInput:
                 "prefix_queries",
                 "prefix_hits",
                 "waiting_mean",
+                "structured_finished",
+                "structured_length",
+                "running_mean",
             ):
                 out[name] = sum(values)
             elif name in (

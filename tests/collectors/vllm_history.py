@@ -29,9 +29,12 @@ class CapturingFake(FakeMetricsReader):
         return super().write_scrapes(records)
 
 
-def vllm_name(family: str) -> str:
-    """The current vLLM name of a canonical family (the first plain rule of the table)."""
-    return next(r.source for r in VLLM_RULES if r.family == family and not r.flags and not r.match)
+def vllm_name(family: str) -> str | None:
+    """The current vLLM name of a canonical family (the first plain rule of the table); None
+    for a family vLLM does not export (the bundled engine's own)."""
+    return next(
+        (r.source for r in VLLM_RULES if r.family == family and not r.flags and not r.match), None
+    )
 
 
 def _labels(labels, **extra: str) -> tuple[tuple[str, str], ...]:
@@ -49,11 +52,15 @@ def vllm_points(records: Sequence[ScrapeRecord]) -> tuple[list[Point], dict[str,
         points.append(Point("up", up, 1.0 if record.is_up else 0.0, t))
         for s in record.samples:
             stem = vllm_name(s.family)
+            if stem is None:  # NOTE: a vLLM server has no such series
+                continue
             name = stem + "_total" if s.kind is Kind.COUNTER else stem
             types[stem] = s.kind.value
             points.append(Point(name, _labels(s.labels), s.value, t))
         for h in record.histograms:
             stem = vllm_name(h.family)
+            if stem is None:
+                continue
             types[stem] = "histogram"
             for bound, count in zip(h.upper_bounds, h.cumulative_counts, strict=True):
                 le = "+Inf" if bound == math.inf else repr(bound)

@@ -29,6 +29,8 @@ EXPECTED = {
     "slow-replica": (AlertName.REPLICA_IMBALANCE, Cause.SLOW_REPLICA),
     "adapter-thrash": (AlertName.TAIL_LATENCY_INCIDENT, Cause.ADAPTER_THRASH),
     "cold-start": (AlertName.TAIL_LATENCY_INCIDENT, Cause.COLD_START),
+    "structured-truncation": (AlertName.TRUNCATION_RISE, Cause.STRUCTURED_TRUNCATION),
+    "output-length-shift": (AlertName.QUEUE_GROWTH, Cause.OUTPUT_LENGTH_SHIFT),
 }
 REQUIRED = set(EXPECTED)
 

@@ -38,6 +38,7 @@ NEW_FAMILIES = (
     c.STRUCTURED_OUTPUT_CACHE_HITS_TOTAL,
     c.STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL,
     c.STRUCTURED_OUTPUT_COMPILE_SECONDS,
+    c.STRUCTURED_OUTPUT_FINISHED_TOTAL,
 )
 
 
@@ -179,6 +180,9 @@ def test_the_virtual_fleet_runs_both_a_patch_turns_acceptance_off_and_the_rules_
     assert {r.status for r in fleet.results} == {200}
     reasons = {r.finish_reason for r in fleet.results}
     assert "stop" in reasons and "length" in reasons  # structured ones complete their JSON
+    # every structured request is counted once when it finishes, by how it finished
+    finished = _counter(replica, "tailwatch:structured_output_finished")
+    assert finished == _counter(replica, "tailwatch:structured_output_requests") > 0
     rule = MetricAbsentRule(
         name="new-families", alert="metric-absent", checked_families=NEW_FAMILIES
     )
