@@ -34,6 +34,7 @@ class Cause(enum.StrEnum):
     OVERLOAD = "overload"  # arrivals above capacity: TTFT becomes queueing
     SLOW_REPLICA = "slow-replica"  # one replica is slower than the rest
     CHANGE = "change"  # a change that lines up with the onset: a knob, a deploy, the fleet
+    NOISY_TENANT = "noisy-tenant"  # one tenant's share of the work concentrates; others wait
 
 
 class Direction(enum.StrEnum):
@@ -123,6 +124,28 @@ ACTIONS: dict[Cause, tuple[Action, ...]] = {
             None,
             "it lines up with the onset and moves what the incident shows: undoing it is the "
             "quickest test of the hypothesis and the quickest fix",
+        ),
+    ),
+    Cause.NOISY_TENANT: (
+        Action(
+            "cap the noisy tenant: lower max_concurrency_per_tenant",
+            "max_concurrency_per_tenant",
+            Direction.LOWER,
+            "one tenant holds the batch slots and the queue; a per-tenant cap answers its "
+            "excess with 429 and Retry-After while the other tenants keep their latency",
+        ),
+        Action(
+            "priority scheduling: scheduling_policy=priority",
+            "scheduling_policy",
+            Direction.CHANGE,
+            "with the other tenants' requests at a higher priority (X-Priority), the noisy "
+            "tenant's requests wait behind them instead of in front",
+        ),
+        Action(
+            "move the tenant to a pool of its own",
+            None,
+            None,
+            "separate replicas isolate its load: scaling out the shared pool feeds it more",
         ),
     ),
 }

@@ -28,6 +28,7 @@ from alerts.triage.evidence_rows import (
     queue_share,
 )
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
+from alerts.triage.tenants import tenant_rows
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
 
@@ -191,7 +192,7 @@ def _change_rows(data: TriageInput) -> list[EvidenceRow]:
 
 
 def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
-    """The evidence rows of ``data``, in a fixed order (fleet, skew, changes)."""
+    """The evidence rows of ``data``, in a fixed order (fleet, skew, changes, tenants)."""
     rows = [
         *_fleet_rows(data),
         least_queued_row(data),
@@ -243,6 +244,7 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
             pick_max=False,
         ),
         *_change_rows(data),
+        *tenant_rows(data),
     ]
     if not any(r.is_known for r in rows):
         return (

@@ -45,6 +45,9 @@ class EvidenceKey(enum.StrEnum):
     HIT_RATE_SKEW = "hit_rate_skew"
     CHANGE = "change"  # a group of changes made together (alerts.triage.change_groups)
     NOT_ENOUGH_DATA = "not_enough_data"
+    TENANT_PROMPT_SHARE = "tenant_prompt_share"  # the noisiest tenant's (alerts.triage.tenants)
+    TENANT_QUEUE_SHARE = "tenant_queue_share"
+    OTHER_TENANTS_TTFT = "other_tenants_ttft"
 
 
 class ChangeKind(enum.StrEnum):
