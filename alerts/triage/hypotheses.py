@@ -219,17 +219,22 @@ def _concentration(rows: dict[EvidenceKey, EvidenceRow]) -> tuple[Reason, Reason
 def _noisy_tenant(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: one tenant's share of the work concentrating is harmless within capacity (a
     # tenant that grows); it starves the others when their first tokens wait: their TTFT
-    # mean at 1.5x its baseline starts the ramp, 3x ends it. Long prompts that take the
-    # token share stall decodes rather than queue them (prefill-interference): a shift of
-    # the prompt-length tail halves the score, as it does a broken prefix's
+    # mean at 1.5x its baseline starts the ramp, 3x ends it; or, as overload reads it,
+    # every replica queues (first come, first served: the queue the tenant fills is the
+    # others' too; at page time their requests are still in it, with no record yet).
+    # Long prompts that take the token share stall decodes rather than queue them
+    # (prefill-interference): a shift of the prompt-length tail halves the score, as it
+    # does a broken prefix's
     tokens, queue = _concentration(rows)
     others = reason_of(rows, K.OTHER_TENANTS_TTFT, "change", 1.5, 3.0, is_required=False)
+    waits = reason_of(rows, K.LEAST_QUEUE_SHARE, "incident", 0.25, 0.6, is_required=False)
     shift = reason_of(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
-    reasons = (tokens, queue, others, shift)
+    reasons = (tokens, queue, others, waits, shift)
     if all(math.isnan(r.sub_score) for r in (tokens, queue, others)):
         note = "not enough data: no tenant breakdown (request records naming two tenants)"
         return Hypothesis(Cause.NOISY_TENANT, 0.0, reasons, FLEET, False, note)
-    score = max(_sub(tokens), _sub(queue)) * _sub(others) * (1.0 - 0.5 * _sub(shift))
+    harm = max(_sub(others), _sub(waits))
+    score = max(_sub(tokens), _sub(queue)) * harm * (1.0 - 0.5 * _sub(shift))
     return _hypothesis(Cause.NOISY_TENANT, score, reasons)
 
 

@@ -144,14 +144,22 @@ def test_a_tenant_growing_within_capacity_is_no_incident() -> None:
 
 
 def test_others_ttft_ramp_is_partial_between_its_ends() -> None:
-    data = noisy()
-    tenants = dict(data.tenants)
+    tenants = dict(noisy().tenants)
     for name in ("acme", "globex"):
         tenants[name] = WindowPair(tenant(20, 0.1125, 0.05), QUIET)  # 2.25x: halfway
-    h = next(
-        h for h in triage(with_tenants(data, tenants)).hypotheses if h.cause is Cause.NOISY_TENANT
-    )
-    assert h.score == pytest.approx(0.5)
+    report = triage(with_tenants(tc.clean(), tenants))  # the fleet does not queue
+    assert score(report, Cause.NOISY_TENANT) == pytest.approx(0.5)
+
+
+def test_at_page_time_the_others_wait_in_the_queue_with_no_record_yet() -> None:
+    tenants = dict(noisy().tenants)
+    for name in ("acme", "globex"):
+        tenants[name] = WindowPair(Measurements(num_requests=Measure(0.0, R)), QUIET)
+    report = triage(with_tenants(tc.overload(), tenants))
+    rows = {r.key: r for r in report.evidence}
+    assert not rows[EvidenceKey.OTHER_TENANTS_TTFT].is_known
+    assert report.verdict == Cause.NOISY_TENANT  # the fleet's queue share: 0.86
+    assert score(report, Cause.NOISY_TENANT) == 1.0
 
 
 def test_long_prompts_from_one_tenant_score_at_most_half() -> None:

@@ -27,6 +27,7 @@ EXPECTED = {
     "overload": (AlertName.QUEUE_GROWTH, Cause.OVERLOAD),
     "scale-out-round-robin": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_SCATTER),
     "slow-replica": (AlertName.REPLICA_IMBALANCE, Cause.SLOW_REPLICA),
+    "noisy-tenant": (AlertName.QUEUE_GROWTH, Cause.NOISY_TENANT),
 }
 REQUIRED = set(EXPECTED)
 
