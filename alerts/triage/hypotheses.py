@@ -235,7 +235,8 @@ def _noisy_tenant(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
         return Hypothesis(Cause.NOISY_TENANT, 0.0, reasons, FLEET, False, note)
     harm = max(_sub(others), _sub(waits))
     score = max(_sub(tokens), _sub(queue)) * harm * (1.0 - 0.5 * _sub(shift))
-    return _hypothesis(Cause.NOISY_TENANT, score, reasons)
+    # NOTE: the scope names the tenant (the rows' "tenant 'bulk'"): the one to cap
+    return _hypothesis(Cause.NOISY_TENANT, score, reasons, tokens.scope)
 
 
 _RULES = (

@@ -141,6 +141,12 @@ def _label(tenant: str) -> str:
     return repr(tenant) if tenant != NO_TENANT else "(no tenant)"
 
 
+def tenant_scope(tenant: str) -> str:
+    """The scope of the rows about one tenant, and of the noisy-tenant hypothesis: what a
+    recommendation names ("... on tenant 'bulk'"), as a replica's does for a replica."""
+    return f"tenant {_label(tenant)}"
+
+
 def tenant_rows(data: TriageInput) -> list[EvidenceRow]:
     """The noisiest tenant's share of the prompt tokens and of the queue time, and the
     other tenants' TTFT mean; none without a tenant breakdown."""
@@ -148,7 +154,7 @@ def tenant_rows(data: TriageInput) -> list[EvidenceRow]:
     noisy = noisiest_tenant(tenants)
     if noisy is None:
         return []
-    name, D = _label(noisy), ChangeKind.DIFFERENCE
+    name, scope, D = _label(noisy), tenant_scope(noisy), ChangeKind.DIFFERENCE
 
     def share(mean: Callable[[Measurements], Measure], side: str) -> Measure:
         value = _shares(tenants, side, mean)[noisy]
@@ -158,20 +164,20 @@ def tenant_rows(data: TriageInput) -> list[EvidenceRow]:
     return [
         make_row(
             EvidenceKey.TENANT_PROMPT_SHARE,
-            f"prompt-token share, tenant {name}",
+            "prompt-token share, one tenant",
             share(_prompt, "incident"),
             share(_prompt, "baseline"),
             D,
-            FLEET,
+            scope,
             note,
         ),
         make_row(
             EvidenceKey.TENANT_QUEUE_SHARE,
-            f"queue-time share, tenant {name}",
+            "queue-time share, one tenant",
             share(_queue, "incident"),
             share(_queue, "baseline"),
             D,
-            FLEET,
+            scope,
             note,
         ),
         make_row(

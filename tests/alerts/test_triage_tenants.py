@@ -12,6 +12,7 @@ import pytest
 from alerts import ACTIONS, Cause
 from alerts.triage import Measure, Measurements, Source, WindowPair, triage
 from alerts.triage.evidence import EvidenceKey
+from alerts.triage.report import render_text
 from alerts.triage.tenants import noisiest_tenant, tenant_pairs, tenant_rows
 from collectors.request_records import RequestRecord
 from tests.alerts import triage_cases as tc
@@ -110,7 +111,8 @@ def test_one_tenant_is_no_breakdown() -> None:
 def test_rows_name_the_tenant_whose_share_rose_and_compare_the_others() -> None:
     rows = {r.key: r for r in tenant_rows(noisy())}
     tokens = rows[EvidenceKey.TENANT_PROMPT_SHARE]
-    assert "'burst'" in tokens.what
+    assert tokens.scope == "tenant 'burst'"
+    assert "'burst'" in rows[EvidenceKey.OTHER_TENANTS_TTFT].what
     assert tokens.baseline == pytest.approx(4 / 44) and tokens.incident == pytest.approx(0.9)
     assert rows[EvidenceKey.TENANT_QUEUE_SHARE].incident == pytest.approx(0.9)
     others = rows[EvidenceKey.OTHER_TENANTS_TTFT]
@@ -124,6 +126,11 @@ def test_a_tenant_that_takes_the_fleet_is_noisy_not_overload() -> None:
     assert score(report, Cause.OVERLOAD) == 0.0
     assert report.recommendation.action == ACTIONS[Cause.NOISY_TENANT][0]
     assert report.recommendation.action.knob == "max_concurrency_per_tenant"
+    assert report.recommendation.target == "tenant 'burst'"
+    text = render_text(report, width=200)
+    assert "Recommendation (noisy-tenant): cap the noisy tenant" in text
+    assert "on tenant 'burst'" in text
+    assert "or: move the tenant to a pool of its own [no engine knob]" in text
 
 
 def test_an_overload_spread_over_the_tenants_stays_overload() -> None:
