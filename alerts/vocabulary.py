@@ -39,6 +39,7 @@ class Cause(enum.StrEnum):
     COLD_START = "cold-start"  # replicas that just started serve slowly for their first minutes
     STRUCTURED_TRUNCATION = "structured-truncation"  # JSON cut at max_tokens before it closes
     OUTPUT_LENGTH_SHIFT = "output-length-shift"  # answers got longer at the same arrivals
+    NOISY_TENANT = "noisy-tenant"  # one tenant's share of the work concentrates; others wait
 
 
 class Direction(enum.StrEnum):
@@ -203,6 +204,28 @@ ACTIONS: dict[Cause, tuple[Action, ...]] = {
             Direction.LOWER,
             "a cap bounds each request's decode time and KV, which bounds the concurrency the "
             "same arrivals need",
+        ),
+    ),
+    Cause.NOISY_TENANT: (
+        Action(
+            "cap the noisy tenant: lower max_concurrency_per_tenant",
+            "max_concurrency_per_tenant",
+            Direction.LOWER,
+            "one tenant holds the batch slots and the queue; a per-tenant cap answers its "
+            "excess with 429 and Retry-After while the other tenants keep their latency",
+        ),
+        Action(
+            "priority scheduling: scheduling_policy=priority",
+            "scheduling_policy",
+            Direction.CHANGE,
+            "with the other tenants' requests at a higher priority (X-Priority), the noisy "
+            "tenant's requests wait behind them instead of in front",
+        ),
+        Action(
+            "move the tenant to a pool of its own",
+            None,
+            None,
+            "separate replicas isolate its load: scaling out the shared pool feeds it more",
         ),
     ),
 }

@@ -152,3 +152,7 @@ class TriageInput:
     replicas: Mapping[str, WindowPair] = field(default_factory=dict)  # by target
     changes: tuple[ChangeEvent, ...] = ()
     slow_requests: tuple[SlowRequest, ...] = ()
+    #: by tenant, from the request records (:mod:`alerts.triage.tenants`): each tenant's
+    #: requests, prompt tokens (``num_requests`` x ``prompt_tokens_mean``), TTFT and queue
+    #: means; empty when the records name fewer than two tenants
+    tenants: Mapping[str, WindowPair] = field(default_factory=dict)

@@ -31,6 +31,7 @@ from alerts.triage.evidence_rows import (
 )
 from alerts.triage.lora_evidence import lora_rows
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
+from alerts.triage.tenants import tenant_rows
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
 
@@ -210,7 +211,7 @@ def _change_rows(data: TriageInput) -> list[EvidenceRow]:
 
 
 def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
-    """The evidence rows of ``data``, in a fixed order (fleet, skew, changes)."""
+    """The evidence rows of ``data``, in a fixed order (fleet, skew, changes, tenants)."""
     rows = [
         *_fleet_rows(data),
         least_queued_row(data),
@@ -264,6 +265,7 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
         *lora_rows(data),
         *cold_rows(data),
         *_change_rows(data),
+        *tenant_rows(data),
     ]
     if not any(r.is_known for r in rows):
         return (

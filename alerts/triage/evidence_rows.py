@@ -52,6 +52,9 @@ class EvidenceKey(enum.StrEnum):
     COLD_TTFT_RATIO = "cold_ttft_ratio"
     STRUCTURED_LENGTH_SHARE = "structured_length_share"
     RUNNING_MEAN = "running_mean"
+    TENANT_PROMPT_SHARE = "tenant_prompt_share"  # the noisiest tenant's (alerts.triage.tenants)
+    TENANT_QUEUE_SHARE = "tenant_queue_share"
+    OTHER_TENANTS_TTFT = "other_tenants_ttft"
 
 
 class ChangeKind(enum.StrEnum):

@@ -2,9 +2,10 @@
 
 ``gather(metrics, requests, incident, baseline, replica_targets=...)`` reads the canonical
 families over both windows for the fleet and for each replica (the ``target`` label), the
-request records (``RequestReader.requests``) for exact phase times, the exemplars and records
-of the slowest requests, and the change events (``changes``: a ``ChangeReader``, the store's)
-from the baseline's start, or further back when the onset's span reaches there
+request records (``RequestReader.requests``) for exact phase times and per-tenant figures
+(:mod:`alerts.triage.tenants`), the exemplars and records of the slowest requests, and the
+change events (``changes``: a ``ChangeReader``, the store's) from the baseline's start, or
+further back when the onset's span reaches there
 (:func:`alerts.triage.change_hypotheses.changes_window`), to the incident's end.
 
 NOTE: request records name their replica by the engine's own id (``service.instance.id``, a
@@ -33,6 +34,7 @@ from alerts.triage.data import (
     WindowPair,
 )
 from alerts.triage.measure_scope import Scope, measure_scope
+from alerts.triage.tenants import tenant_pairs
 from collectors import canonical as c
 from collectors.changes import KNOB_CHANGES_FAMILY, LABEL_KNOB
 from collectors.request_records import RequestRecord
@@ -227,4 +229,5 @@ def gather(
         replicas=replicas,
         changes=found,
         slow_requests=tuple(slow),
+        tenants=tenant_pairs(inc_records, base_records),
     )

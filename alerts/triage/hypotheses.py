@@ -173,6 +173,13 @@ def _overload(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # other causes name; so the arrivals' rise weighs both (unknown arrivals: half weight)
     weight = 0.5 if math.isnan(growth.sub_score) else _sub(growth)
     score = weight * max(_sub(queue), _sub(rejected))
+    # NOTE: arrivals above capacity that one tenant's share of the work concentrates in are
+    # that tenant's (noisy-tenant: cap it; scaling out feeds it more); without a tenant
+    # breakdown the rule is as it was
+    concentration = _concentration(rows)
+    if any(not math.isnan(r.sub_score) for r in concentration):
+        reasons += concentration
+        score *= 1.0 - max(map(_sub, concentration))
     return _hypothesis(Cause.OVERLOAD, score, reasons)
 
 
@@ -271,6 +278,37 @@ def _output_length_shift(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     return _hypothesis(Cause.OUTPUT_LENGTH_SHIFT, score, reasons)
 
 
+def _concentration(rows: dict[EvidenceKey, EvidenceRow]) -> tuple[Reason, Reason]:
+    """The noisiest tenant's rise in its share of the prompt tokens and of the queue time:
+    a fifth of the fleet's work moving to one tenant starts the ramp, half of it ends it."""
+    tokens = reason_of(rows, K.TENANT_PROMPT_SHARE, "change", 0.2, 0.5, is_required=False)
+    queue = reason_of(rows, K.TENANT_QUEUE_SHARE, "change", 0.2, 0.5, is_required=False)
+    return tokens, queue
+
+
+def _noisy_tenant(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: one tenant's share of the work concentrating is harmless within capacity (a
+    # tenant that grows); it starves the others when their first tokens wait: their TTFT
+    # mean at 1.5x its baseline starts the ramp, 3x ends it; or, as overload reads it,
+    # every replica queues (first come, first served: the queue the tenant fills is the
+    # others' too; at page time their requests are still in it, with no record yet).
+    # Long prompts that take the token share stall decodes rather than queue them
+    # (prefill-interference): a shift of the prompt-length tail halves the score, as it
+    # does a broken prefix's
+    tokens, queue = _concentration(rows)
+    others = reason_of(rows, K.OTHER_TENANTS_TTFT, "change", 1.5, 3.0, is_required=False)
+    waits = reason_of(rows, K.LEAST_QUEUE_SHARE, "incident", 0.25, 0.6, is_required=False)
+    shift = reason_of(rows, K.PROMPT_P95, "change", 1.5, 4.0, is_required=False)
+    reasons = (tokens, queue, others, waits, shift)
+    if all(math.isnan(r.sub_score) for r in (tokens, queue, others)):
+        note = "not enough data: no tenant breakdown (request records naming two tenants)"
+        return Hypothesis(Cause.NOISY_TENANT, 0.0, reasons, FLEET, False, note)
+    harm = max(_sub(others), _sub(waits))
+    score = max(_sub(tokens), _sub(queue)) * harm * (1.0 - 0.5 * _sub(shift))
+    # NOTE: the scope names the tenant (the rows' "tenant 'bulk'"): the one to cap
+    return _hypothesis(Cause.NOISY_TENANT, score, reasons, tokens.scope)
+
+
 _RULES = (
     _prefill_interference,
     _kv_exhaustion,
@@ -282,6 +320,7 @@ _RULES = (
     _cold_start,
     _structured_truncation,
     _output_length_shift,
+    _noisy_tenant,
 )
 _ORDER = {cause: i for i, cause in enumerate(Cause)}
 

@@ -19,6 +19,7 @@ from alerts.triage.data import SlowRequest
 from alerts.triage.evidence import ChangeKind, EvidenceKey, EvidenceRow
 from alerts.triage.hypotheses import Hypothesis, Reason
 from alerts.triage.rank import NO_CAUSE, NOT_ENOUGH_DATA, SCORE_FLOOR, TriageReport
+from alerts.vocabulary import Action
 
 K = EvidenceKey
 _SECONDS = {K.TTFT_MEAN, K.QUEUE_MEAN, K.PREFILL_MEAN, K.TTFT_P95, K.ITL_P99}
@@ -138,18 +139,21 @@ def _recommendation(report: TriageReport) -> Text:
         }
         return Text(f"Recommendation: none ({why.get(report.verdict, report.verdict)})")
     action = rec.action
-    knob = (
-        f"{action.direction.value} {action.knob}"
-        if action.knob and action.direction
-        else "no engine knob"
-    )
+    knob = _knob_text(action)
     where = f" on {rec.target}" if rec.target else ""
     what = f": {rec.change.describe()}" if rec.change is not None else ""
     lines = [f"Recommendation ({rec.cause.value}): {action.summary}{where}{what} [{knob}]"]
     lines.append(f"  why: {action.why}")
-    lines += [f"  or: {a.summary} [{a.direction} {a.knob}]" for a in rec.alternatives]
+    # NOTE: an alternative may have no knob either (a pool of its own): "[None None]" before
+    lines += [f"  or: {a.summary} [{_knob_text(a)}]" for a in rec.alternatives]
     lines += [f"  recent change: {recent_change_text(h)}" for h in rec.recent_changes]
     return Text("\n".join(lines))
+
+
+def _knob_text(action: Action) -> str:
+    if action.knob and action.direction:
+        return f"{action.direction.value} {action.knob}"
+    return "no engine knob"
 
 
 def recent_change_text(hypothesis: Hypothesis) -> str:

@@ -1,9 +1,10 @@
 """What every generated scenario draws before its kind perturbs it: the fleet (GPU, size,
 knobs) and the traffic it serves at a baseline load, as a fraction of its capacity.
 
-The baseline traffic is one tenant's chat stream: a share of its prompts start with one of
-a few shared system prompts (prefix caching has something to hit), the rest of each prompt
-and the output are uniform around drawn means. The engine knobs are a deployment's: a
+The baseline traffic is one tenant's chat stream (overload's and the tenant kinds': two or
+three tenants'): a share of its prompts start with one of a few shared system prompts
+(prefix caching has something to hit), the rest of each prompt and the output are uniform
+around drawn means. The engine knobs are a deployment's: a
 bounded waiting queue (``max_waiting_requests``, so an overload sheds load with 429s
 instead of queueing without end, and the simulation's cost stays bounded) and a KV pool
 sized generously for the drawn lengths, so only a kind that squeezes it preempts.

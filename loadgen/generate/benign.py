@@ -9,6 +9,7 @@ import math
 from loadgen.generate.base import round_rate
 from loadgen.generate.incidents import (
     HOT_ADAPTERS,
+    OTHER_TENANTS,
     SCHEMA_ROUTE,
     _admin,
     longer_outputs,
@@ -21,19 +22,24 @@ from loadgen.generate.plan import Draw, Fragment, Plan
 PEAK_LOAD = 0.75
 NEW_TENANT = "newco"
 POPULAR_ADAPTER = "popular"
+#: The tenant that grows within capacity (tenant-growth), beside its steady neighbours.
+GROWING_TENANT = "bulk"
 #: The knobs a helpful change raises, each with the most it raises it to.
 HELPFUL_KNOB_CAPS = {"max_num_seqs": 64, "max_num_batched_tokens": 8192}
 
 
-def _growing(d: Draw, name: str) -> Plan:
+def _growing(d: Draw, name: str, tenants: dict[str, int] | None = None) -> Plan:
     """Traffic that rises to ``magnitude`` times the baseline (at most :data:`PEAK_LOAD` of
-    capacity), carried by a stream that was ``share`` of it."""
+    capacity), carried by a stream that was ``share`` of it; ``tenants``: the steady
+    stream's, the growing one then being :data:`GROWING_TENANT`'s alone."""
     b = d.base
     rate = b.rate()
     magnitude = min(d.magnitude, PEAK_LOAD / b.load)
     steady = (1 - d.share) * rate
-    workloads = [b.chat("chat", steady)] if steady >= 0.01 else []
-    workloads.append(b.chat(name, d.share * rate))
+    mix = {} if tenants is None else {"tenants": dict(tenants)}
+    workloads = [b.chat("chat", steady, **mix)] if steady >= 0.01 else []
+    grower = {} if tenants is None else {"tenant": GROWING_TENANT}
+    workloads.append(b.chat(name, d.share * rate, **grower))
 
     def at_level(level: float) -> Fragment:
         return {
@@ -54,6 +60,14 @@ def diurnal(d: Draw) -> Plan:
     """A day's curve: up in ramp phases to the peak, down in as many (``kinds.py`` marks it
     as ramping both ways)."""
     return _growing(d, "daytime")
+
+
+def tenant_growth(d: Draw) -> Plan:
+    """One tenant (:data:`GROWING_TENANT`), ``share`` of the baseline's requests, grows
+    until the fleet's traffic is ``magnitude`` times the baseline (at most
+    :data:`PEAK_LOAD` of capacity) while the other tenants hold theirs: its share of the
+    work concentrates as a noisy tenant's does, within capacity. It stays."""
+    return _growing(d, "tenant", tenants=OTHER_TENANTS)
 
 
 def helpful_knob(d: Draw) -> Plan:

@@ -19,7 +19,12 @@ STALLED_STEP_SHARE = 0.03
 #: perturbation is an overload too (the baseline is at most 0.6 of capacity).
 LONG_PROMPT_MAX_LOAD = 0.15
 LONG_PROMPT_MAX_TOKENS = 16_384
-SURGE_TENANT = "burst"
+#: The tenants of an overload's traffic, its surge included: arrivals above capacity
+#: spread over the tenants as before it (one tenant that takes the fleet is a noisy tenant).
+OVERLOAD_TENANTS = {"acme": 2, "globex": 1}
+#: The noisy tenant, and the tenants it starves.
+NOISY_TENANT = "bulk"
+OTHER_TENANTS = {"acme": 1, "globex": 1}
 #: The engine's ITL histogram buckets (seconds): what its p99 can read.
 ITL_BUCKETS = BUCKETS["inter_token_latency"]
 
@@ -205,13 +210,18 @@ def prefix_scatter(d: Draw) -> Plan:
 
 
 def overload(d: Draw) -> Plan:
-    """Arrivals rise to ``magnitude`` times the fleet's estimated capacity, carried by one
-    tenant's stream that was ``share`` of the baseline traffic; back in the recovery."""
+    """Arrivals rise to ``magnitude`` times the fleet's estimated capacity, carried by a
+    stream that was ``share`` of the baseline traffic, with the same tenants in the same
+    proportions (:data:`OVERLOAD_TENANTS`); back in the recovery.
+
+    NOTE: the surge used to be one tenant's of its own; one tenant taking the fleet is
+    ``noisy-tenant`` now (cap that tenant), overload is the fleet's (scale out)."""
     b = d.base
     rate, capacity = b.rate(), b.capacity_rps()
     steady = (1 - d.share) * rate
-    workloads = [b.chat("chat", steady)] if steady >= 0.01 else []
-    workloads.append(b.chat("surge", d.share * rate, tenant=SURGE_TENANT))
+    mix = {"tenants": dict(OVERLOAD_TENANTS)}
+    workloads = [b.chat("chat", steady, **mix)] if steady >= 0.01 else []
+    workloads.append(b.chat("surge", d.share * rate, **mix))
 
     def at_level(level: float) -> Fragment:
         total = rate + level * (d.magnitude * capacity - rate)
@@ -449,3 +459,29 @@ def output_length_shift(d: Draw) -> Plan:
     # NOTE: half the mean's rise (buckets and draws blur the rest), never over 1 + magnitude
     factor = min(plan.factor or 1.0, 1 + magnitude)
     return Plan(**{**plan.__dict__, "magnitude": round(magnitude, 4), "factor": factor})
+
+
+def noisy_tenant(d: Draw) -> Plan:
+    """One tenant (:data:`NOISY_TENANT`) that sent ``share`` of the baseline's requests
+    takes the arrivals to ``magnitude`` times the fleet's estimated capacity on its own,
+    with the same prompts, while the other tenants hold their rate; back in the recovery.
+    At capacity 1.5x and a baseline at 0.6 of it its share of the requests is at least 0.6
+    at the full level: a rise of 0.35 or more from the share drawn."""
+    b = d.base
+    rate, capacity = b.rate(), b.capacity_rps()
+    steady = (1 - d.share) * rate
+    workloads = [b.chat("chat", steady, tenants=dict(OTHER_TENANTS))]
+    workloads.append(b.chat("noisy", d.share * rate, tenant=NOISY_TENANT))
+
+    def at_level(level: float) -> Fragment:
+        total = rate + level * (d.magnitude * capacity - rate)
+        return {"change": {"noisy": {"rate": round_rate(total - steady)}}}
+
+    recovery = {"change": {"noisy": {"rate": round_rate(d.share * rate)}}}
+    peak = d.magnitude * capacity
+    details = {
+        "tenant": NOISY_TENANT,
+        "peak_rate_rps": round_rate(peak),
+        "tenant_peak_share": round((peak - steady) / peak, 4),
+    }
+    return Plan(workloads, b.engine(), at_level, recovery, d.magnitude, d.share, details)

@@ -118,7 +118,7 @@ _INCIDENTS = (
     ),
     Kind(
         "overload",
-        "one tenant's traffic surges past what the fleet serves",
+        "traffic surges past what the fleet serves, its tenants alike",
         "arrivals as a multiple of the fleet's estimated capacity",
         "the surging tenant's part of the baseline traffic",
         TRAFFIC,
@@ -205,6 +205,22 @@ _INCIDENTS = (
         factor=lambda magnitude: 1.25,
         alert=AlertName.QUEUE_GROWTH,
         cause=Cause.OUTPUT_LENGTH_SHIFT,
+    ),
+    Kind(
+        "noisy-tenant",
+        "one tenant's traffic takes the fleet past capacity while the others hold theirs",
+        "arrivals as a multiple of the fleet's estimated capacity, the excess all the "
+        "noisy tenant's",
+        "the noisy tenant's part of the baseline traffic",
+        TRAFFIC,
+        incidents.noisy_tenant,
+        # NOTE: a small tenant in the baseline, so its share at the peak rises by over 0.35
+        Ranges(share=(0.05, 0.25)),
+        signal="queue_time_mean_ms",
+        change="rise",
+        factor=lambda magnitude: 1 + magnitude,  # NOTE: as overload's
+        alert=AlertName.QUEUE_GROWTH,
+        cause=Cause.NOISY_TENANT,
     ),
 )
 
@@ -314,6 +330,16 @@ _BENIGN = (
         benign.longer_answers_within_capacity,
         Ranges(magnitude=(1.2, 2.0), share=(0.3, 1.0)),
         resembles="output-length-shift",
+    ),
+    Kind(
+        "tenant-growth",
+        "one tenant grows within capacity while the others hold theirs",
+        "the traffic's rise (at most 0.75 of capacity), all of it the growing tenant's",
+        "the growing tenant's part of the baseline traffic",
+        TRAFFIC,
+        benign.tenant_growth,
+        Ranges(magnitude=(1.2, 2.5), share=(0.1, 0.5)),
+        resembles="noisy-tenant",
     ),
 )
 

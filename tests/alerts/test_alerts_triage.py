@@ -101,8 +101,9 @@ def test_changes_show_as_rows_and_beside_the_recommendation() -> None:
 def test_a_clean_input_ranks_nothing_above_the_floor() -> None:
     report = triage(tc.clean())
     assert all(h.score < SCORE_FLOOR for h in report.hypotheses)
-    # NOTE: one replica has no other to compare with, started or not, and serves no adapter
-    needs_more = {Cause.SLOW_REPLICA, Cause.ADAPTER_THRASH, Cause.COLD_START}
+    # NOTE: one replica has no other to compare with, started or not, and serves no adapter;
+    # records naming no tenants have no tenant breakdown
+    needs_more = {Cause.SLOW_REPLICA, Cause.ADAPTER_THRASH, Cause.COLD_START, Cause.NOISY_TENANT}
     assert all(h.has_enough_data for h in report.hypotheses if h.cause not in needs_more)
     assert report.verdict == NO_CAUSE
     assert report.recommendation is None and report.top is None

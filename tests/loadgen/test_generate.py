@@ -143,13 +143,17 @@ def test_overload_is_over_the_estimated_capacity_and_benign_traffic_well_under_i
         g = mapping["generated"]
         assert g["details"]["peak_rate_rps"] >= 1.5 * g["capacity_rps"] - 0.01
         assert g["rate_rps"] <= 0.6 * g["capacity_rps"] + 0.01
-    for mapping in generate(9, 40, ["traffic-rise", "diurnal", "new-tenant"]):
+    for mapping in generate(9, 40, ["traffic-rise", "diurnal", "new-tenant", "tenant-growth"]):
         g = mapping["generated"]
         peak = max(
             sum(w.arrivals.rate_per_second for w in p.workloads)
             for p in parse_scenario(mapping, "x").phases
         )
         assert peak <= PEAK_LOAD * g["capacity_rps"] * 1.02, (g["kind"], peak)
+    for mapping in generate(9, 40, ["noisy-tenant"]):
+        g = mapping["generated"]
+        assert g["details"]["peak_rate_rps"] >= 1.5 * g["capacity_rps"] - 0.01
+        assert g["details"]["tenant_peak_share"] - g["share"] >= 0.35, g["details"]
 
 
 def test_the_specs_decode_steps_are_gpu_like():

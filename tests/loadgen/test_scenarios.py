@@ -31,6 +31,7 @@ EXPECTED = {
     "cold-start": (AlertName.TAIL_LATENCY_INCIDENT, Cause.COLD_START),
     "structured-truncation": (AlertName.TRUNCATION_RISE, Cause.STRUCTURED_TRUNCATION),
     "output-length-shift": (AlertName.QUEUE_GROWTH, Cause.OUTPUT_LENGTH_SHIFT),
+    "noisy-tenant": (AlertName.QUEUE_GROWTH, Cause.NOISY_TENANT),
 }
 REQUIRED = set(EXPECTED)
 
