@@ -61,6 +61,9 @@ UNKNOWN_GUARD = 0.5
 CIRCUMSTANCES = frozenset(
     {"step_delay_seconds", "prefill_seconds_per_token", "fail_next_steps", "num_usable_gpu_blocks"}
 )
+#: The simulator's draft acceptance rate (``engine.sim.features``) stands for how repetitive
+#: the traffic is, or how well a draft matches its target: nobody turns it in production.
+CIRCUMSTANCES |= frozenset({"spec_decode_acceptance_rate"})
 
 
 @dataclass(frozen=True)

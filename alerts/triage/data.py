@@ -80,6 +80,10 @@ class Measurements:
     prefix_hits: Measure = UNKNOWN
     waiting_mean: Measure = UNKNOWN
     rejected_share: Measure = UNKNOWN  # 429 responses over all responses, 0..1
+    running_mean: Measure = UNKNOWN  # requests running (the batch), a gauge's mean, summed
+    gpu_utilization_mean: Measure = UNKNOWN  # NVML's busy fraction 0..1, mean over GPUs
+    spec_draft_tokens: Measure = UNKNOWN  # draft tokens proposed (speculative decoding)
+    spec_accepted_tokens: Measure = UNKNOWN  # draft tokens the target accepted
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from alerts.triage.evidence_rows import (
     preemptions_per_request,
     queue_share,
 )
+from alerts.triage.gpu_evidence import gpu_rows
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
 
 __all__ = ["FLEET", "ChangeKind", "EvidenceKey", "EvidenceRow", "evidence_table", "rows_by_key"]
@@ -242,6 +243,7 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
             ChangeKind.DIFFERENCE,
             pick_max=False,
         ),
+        *gpu_rows(data),
         *_change_rows(data),
     ]
     if not any(r.is_known for r in rows):

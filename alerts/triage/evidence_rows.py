@@ -45,6 +45,11 @@ class EvidenceKey(enum.StrEnum):
     HIT_RATE_SKEW = "hit_rate_skew"
     CHANGE = "change"  # a group of changes made together (alerts.triage.change_groups)
     NOT_ENOUGH_DATA = "not_enough_data"
+    ITL_MEAN = "itl_mean"  # the fleet's mean token gap: its step time
+    RUNNING_MEAN = "running_mean"  # the batch: requests running, mean
+    GPU_UTILIZATION = "gpu_utilization"  # NVML's busy fraction, mean over the fleet's GPUs
+    SPEC_ACCEPTANCE = "spec_acceptance"  # accepted draft tokens over draft tokens
+    ITL_PER_RUNNING = "itl_per_running"  # the token gap per request in the batch
 
 
 class ChangeKind(enum.StrEnum):
@@ -149,3 +154,7 @@ def hit_rate(m: Measurements) -> Measure:
 
 def preemptions_per_request(m: Measurements) -> Measure:
     return ratio(m.num_preemptions, m.num_requests)
+
+
+def spec_acceptance(m: Measurements) -> Measure:
+    return ratio(m.spec_accepted_tokens, m.spec_draft_tokens)

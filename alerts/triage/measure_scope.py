@@ -13,7 +13,9 @@ Which source each figure uses:
   three histograms observe at different moments (queue time when a request is scheduled,
   TTFT at its first token), so a window's queue share can exceed 1; without records, from
   the histograms' ``_sum / _count``;
-- counts from counter increases, KV usage (max) and waiting (mean) from gauge readings.
+- counts from counter increases, KV usage (max) and waiting (mean) from gauge readings;
+  the batch (requests running, mean) and GPU utilisation (NVML's, mean) from gauge readings,
+  the speculative decoding's draft and accepted tokens from counter increases.
 """
 
 from __future__ import annotations
@@ -229,6 +231,10 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
     rejected = reader.counter(c.HTTP_RESPONSES_TOTAL, {c.LABEL_CODE: CODE_TOO_MANY_REQUESTS})
     kv = [max(v) for v in reader.gauge(c.KV_CACHE_USAGE).values() if v]
     waiting = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_WAITING).values() if v]
+    running = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_RUNNING).values() if v]
+    # NOTE: NVML's readings belong to a host's pseudo-target (``nvml:<host>``), not to an
+    # engine's, so a replica's scope finds none: the fleet's mean over its GPUs only
+    busy = [statistics.fmean(v) for v in reader.gauge(c.GPU_UTILIZATION).values() if v]
     num_requests = _counter_measure(finished)
     if finished is None and len(scope.records) >= MIN_RECORDS:
         num_requests = Measure(float(len(scope.records)), Source.REQUEST_RECORDS)
@@ -258,4 +264,8 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
             if responses is not None and responses > 0
             else Measure()
         ),
+        running_mean=Measure(sum(running), Source.GAUGE) if running else Measure(),
+        gpu_utilization_mean=Measure(statistics.fmean(busy), Source.GAUGE) if busy else Measure(),
+        spec_draft_tokens=_counter_measure(reader.counter(c.SPEC_DECODE_DRAFT_TOKENS_TOTAL)),
+        spec_accepted_tokens=_counter_measure(reader.counter(c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL)),
     )

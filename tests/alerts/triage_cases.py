@@ -41,6 +41,10 @@ _SOURCES = {
     "prefix_hits": Source.COUNTER,
     "waiting_mean": Source.GAUGE,
     "rejected_share": Source.COUNTER,
+    "running_mean": Source.GAUGE,
+    "gpu_utilization_mean": Source.GAUGE,
+    "spec_draft_tokens": Source.COUNTER,
+    "spec_accepted_tokens": Source.COUNTER,
 }
 
 #: A healthy tiny replica at 4 req/s, chat prompts of 32 tokens, 48 output tokens.
@@ -106,6 +110,9 @@ def fleet_of(replicas: dict[str, WindowPair], **kw) -> TriageInput:
                 "prefix_queries",
                 "prefix_hits",
                 "waiting_mean",
+                "running_mean",
+                "spec_draft_tokens",
+                "spec_accepted_tokens",
             ):
                 out[name] = sum(values)
             elif name in (
