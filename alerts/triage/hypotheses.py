@@ -214,7 +214,7 @@ def _busy_idle_gpu(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # (overload, or a healthy rise): the steps must slow more than the batch grew; a slower step with more arrivals, longer prompts, a
     # preempting pool or one slow replica is the other causes'.
     slower = reason_of(rows, K.ITL_MEAN, "change", 1.2, 2.0)
-    per_request = reason_of(rows, K.ITL_PER_RUNNING, "change", 1.2, 2.0)
+    per_request = reason_of(rows, K.ITL_PER_RUNNING, "change", 1.1, 1.5)
     arrivals = reason_of(rows, K.ARRIVAL_RATE, "change", 1.1, 1.5, is_required=False)
     prompts = reason_of(rows, K.PROMPT_MEAN, "change", 1.5, 4.0, is_required=False)
     preempt = reason_of(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05, is_required=False)

@@ -27,6 +27,8 @@ EXPECTED = {
     "overload": (AlertName.QUEUE_GROWTH, Cause.OVERLOAD),
     "scale-out-round-robin": (AlertName.PREFIX_HIT_DROP, Cause.PREFIX_SCATTER),
     "slow-replica": (AlertName.REPLICA_IMBALANCE, Cause.SLOW_REPLICA),
+    "busy-idle-gpu": (AlertName.QUEUE_GROWTH, Cause.BUSY_IDLE_GPU),
+    "spec-not-paying": (AlertName.TAIL_LATENCY_INCIDENT, Cause.SPEC_NOT_PAYING),
 }
 REQUIRED = set(EXPECTED)
 
