@@ -84,6 +84,7 @@ class Measurements:
     gpu_utilization_mean: Measure = UNKNOWN  # NVML's busy fraction 0..1, mean over GPUs
     spec_draft_tokens: Measure = UNKNOWN  # draft tokens proposed (speculative decoding)
     spec_accepted_tokens: Measure = UNKNOWN  # draft tokens the target accepted
+    spec_accept_rate_mean: Measure = UNKNOWN  # SGLang's acceptance gauge (0..1), mean
 
 
 @dataclass(frozen=True)

@@ -157,4 +157,6 @@ def preemptions_per_request(m: Measurements) -> Measure:
 
 
 def spec_acceptance(m: Measurements) -> Measure:
-    return ratio(m.spec_accepted_tokens, m.spec_draft_tokens)
+    """Accepted over draft tokens (vLLM's counters); SGLang's acceptance gauge without them."""
+    counted = ratio(m.spec_accepted_tokens, m.spec_draft_tokens)
+    return counted if counted.is_known else m.spec_accept_rate_mean

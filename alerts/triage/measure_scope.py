@@ -15,7 +15,8 @@ Which source each figure uses:
   the histograms' ``_sum / _count``;
 - counts from counter increases, KV usage (max) and waiting (mean) from gauge readings;
   the batch (requests running, mean) and GPU utilisation (NVML's, mean) from gauge readings,
-  the speculative decoding's draft and accepted tokens from counter increases.
+  the speculative decoding's draft and accepted tokens from counter increases (vLLM), its
+  acceptance rate from the gauge's readings (SGLang: mean over series).
 """
 
 from __future__ import annotations
@@ -235,6 +236,7 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
     # NOTE: NVML's readings belong to a host's pseudo-target (``nvml:<host>``), not to an
     # engine's, so a replica's scope finds none: the fleet's mean over its GPUs only
     busy = [statistics.fmean(v) for v in reader.gauge(c.GPU_UTILIZATION).values() if v]
+    accept = [statistics.fmean(v) for v in reader.gauge(c.SPEC_ACCEPT_RATE).values() if v]
     num_requests = _counter_measure(finished)
     if finished is None and len(scope.records) >= MIN_RECORDS:
         num_requests = Measure(float(len(scope.records)), Source.REQUEST_RECORDS)
@@ -268,4 +270,7 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
         gpu_utilization_mean=Measure(statistics.fmean(busy), Source.GAUGE) if busy else Measure(),
         spec_draft_tokens=_counter_measure(reader.counter(c.SPEC_DECODE_DRAFT_TOKENS_TOTAL)),
         spec_accepted_tokens=_counter_measure(reader.counter(c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL)),
+        spec_accept_rate_mean=(
+            Measure(statistics.fmean(accept), Source.GAUGE) if accept else Measure()
+        ),
     )

@@ -32,6 +32,14 @@ def test_the_acceptance_row_is_accepted_over_draft_tokens_and_changes_by_differe
     assert row.change == pytest.approx(128 / 9000 - 1780 / 4000)
 
 
+def test_sglang_s_acceptance_gauge_stands_in_for_the_counters():
+    base = tc.measurements(itl_mean_seconds=0.0107, spec_accept_rate_mean=0.6)
+    inc = tc.measurements(itl_mean_seconds=0.03, spec_accept_rate_mean=0.1)
+    row = rows_by_key(evidence_table(tc.single(inc, base)))[K.SPEC_ACCEPTANCE]
+    assert (row.incident, row.baseline) == (0.1, 0.6)
+    assert triage(tc.single(inc, base)).verdict == Cause.SPEC_NOT_PAYING.value
+
+
 def test_the_token_gap_per_running_request_is_the_itl_mean_over_the_batch():
     row = rows_by_key(evidence_table(tc.busy_idle_gpu()))[K.ITL_PER_RUNNING]
     assert row.change == pytest.approx((0.0186 / 5.0) / (0.0066 / 3.9))

@@ -45,6 +45,7 @@ _SOURCES = {
     "gpu_utilization_mean": Source.GAUGE,
     "spec_draft_tokens": Source.COUNTER,
     "spec_accepted_tokens": Source.COUNTER,
+    "spec_accept_rate_mean": Source.GAUGE,
 }
 
 #: A healthy tiny replica at 4 req/s, chat prompts of 32 tokens, 48 output tokens.
