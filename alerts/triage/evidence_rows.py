@@ -159,4 +159,5 @@ def preemptions_per_request(m: Measurements) -> Measure:
 def spec_acceptance(m: Measurements) -> Measure:
     """Accepted over draft tokens (vLLM's counters); SGLang's acceptance gauge without them."""
     counted = ratio(m.spec_accepted_tokens, m.spec_draft_tokens)
-    return counted if counted.is_known else m.spec_accept_rate_mean
+    gauge = m.spec_accept_rate_mean
+    return gauge if gauge.is_known and not counted.is_known else counted
