@@ -40,6 +40,8 @@ class Cause(enum.StrEnum):
     STRUCTURED_TRUNCATION = "structured-truncation"  # JSON cut at max_tokens before it closes
     OUTPUT_LENGTH_SHIFT = "output-length-shift"  # answers got longer at the same arrivals
     NOISY_TENANT = "noisy-tenant"  # one tenant's share of the work concentrates; others wait
+    BUSY_IDLE_GPU = "busy-idle-gpu"  # steps slow while the batch stays small: the GPU waits
+    SPEC_NOT_PAYING = "spec-not-paying"  # drafts stop being accepted: speculation costs steps
 
 
 class Direction(enum.StrEnum):
@@ -226,6 +228,44 @@ ACTIONS: dict[Cause, tuple[Action, ...]] = {
             None,
             None,
             "separate replicas isolate its load: scaling out the shared pool feeds it more",
+        ),
+    ),
+    Cause.BUSY_IDLE_GPU: (
+        Action(
+            "raise max_num_seqs toward the load test's batch",
+            "max_num_seqs",
+            Direction.RAISE,
+            "a memory-bound decode step costs about the same for 4 sequences as for 64: a capped "
+            "batch keeps the GPU busy at a fraction of the tokens it could make",
+        ),
+        Action(
+            "raise max_num_batched_tokens",
+            "max_num_batched_tokens",
+            Direction.RAISE,
+            "a small step budget admits few prefills per step: the batch stays small while "
+            "requests wait",
+        ),
+        Action(
+            "make decode less memory-bound (quantised weights or KV cache)",
+            None,
+            None,
+            "a decode step reads every weight once: fewer bytes per weight make each step "
+            "shorter at the same batch",
+        ),
+    ),
+    Cause.SPEC_NOT_PAYING: (
+        Action(
+            "lower num_speculative_tokens",
+            "speculative_config",
+            Direction.LOWER,
+            "every step verifies every draft token: drafts that are rejected cost compute and "
+            "yield nothing",
+        ),
+        Action(
+            "turn speculation off at high load",
+            "speculative_config",
+            Direction.CHANGE,
+            "speculation trades spare compute for fewer steps; a busy batch has none to spare",
         ),
     ),
 }

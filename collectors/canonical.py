@@ -68,6 +68,11 @@ SPEC_DECODE_DRAFTS_TOTAL = "spec_decode_drafts_total"
 SPEC_DECODE_DRAFT_TOKENS_TOTAL = "spec_decode_draft_tokens_total"
 SPEC_DECODE_ACCEPTED_TOKENS_TOTAL = "spec_decode_accepted_tokens_total"
 SPEC_DECODE_ACCEPTED_TOKENS_PER_POS_TOTAL = "spec_decode_accepted_tokens_per_pos_total"
+#: SGLang's speculative decoding gauges (``sglang:spec_accept_rate``, ``…_length``): the last
+#: logging interval's accepted over draft tokens (0..1), and tokens a verify step yields
+#: (the bonus token included); no counters to take a window's difference of.
+SPEC_ACCEPT_RATE = "spec_accept_rate"
+SPEC_ACCEPT_LENGTH = "spec_accept_length"
 #: Structured outputs (the bundled engine's ``tailwatch:structured_output_*``): requests by
 #: constraint ``kind``, compiled-grammar cache hits and misses, and the compiles' seconds.
 STRUCTURED_OUTPUT_REQUESTS_TOTAL = "structured_output_requests_total"
@@ -138,6 +143,8 @@ FAMILIES: dict[str, Kind] = {
     STARTUP_PHASE_SECONDS: Kind.GAUGE,
     ENGINE_START_TIME_SECONDS: Kind.GAUGE,
     LORA_POOL_SLOTS: Kind.GAUGE,
+    SPEC_ACCEPT_RATE: Kind.GAUGE,
+    SPEC_ACCEPT_LENGTH: Kind.GAUGE,
 }
 
 

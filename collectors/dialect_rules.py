@@ -183,6 +183,10 @@ SGLANG_RULES = (
     _r("sglang:num_running_reqs", c.REQUESTS_RUNNING),
     _r("sglang:num_queue_reqs", c.REQUESTS_WAITING),
     _r("sglang:token_usage", c.KV_CACHE_USAGE),
+    # speculative decoding: gauges in python/sglang/srt/metrics/collector.py
+    # (SchedulerMetricsCollector), set only while a server speculates
+    _r("sglang:spec_accept_rate", c.SPEC_ACCEPT_RATE),
+    _r("sglang:spec_accept_length", c.SPEC_ACCEPT_LENGTH),
     _r("sglang:http_responses", c.HTTP_RESPONSES_TOTAL, rename=(("status_code", c.LABEL_CODE),)),
     # NOTE: the LoRA pool, registered only with --enable-lora (python/sglang/srt/metrics/
     # collector.py @00ae9c15); lora_pool_utilization is their ratio, not kept twice

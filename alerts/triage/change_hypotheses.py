@@ -68,6 +68,9 @@ CIRCUMSTANCES = frozenset(
     # the simulator's share of structured answers that outgrow max_tokens: answers growing
     | {"structured_output_truncation_share"}
 )
+#: The simulator's draft acceptance rate (``engine.sim.features``) stands for how repetitive
+#: the traffic is, or how well a draft matches its target: nobody turns it in production.
+CIRCUMSTANCES |= frozenset({"spec_decode_acceptance_rate"})
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,11 @@ class Measurements:
     start_time_seconds: Measure = UNKNOWN  # Unix time the engine process started (latest)
     structured_finished: Measure = UNKNOWN  # structured-output requests finished
     structured_length: Measure = UNKNOWN  # of them, finished with "length" (cut at max_tokens)
-    running_mean: Measure = UNKNOWN  # requests running (a gauge's mean, summed over replicas)
+    running_mean: Measure = UNKNOWN  # requests running (the batch), a gauge's mean, summed
+    gpu_utilization_mean: Measure = UNKNOWN  # NVML's busy fraction 0..1, mean over GPUs
+    spec_draft_tokens: Measure = UNKNOWN  # draft tokens proposed (speculative decoding)
+    spec_accepted_tokens: Measure = UNKNOWN  # draft tokens the target accepted
+    spec_accept_rate_mean: Measure = UNKNOWN  # SGLang's acceptance gauge (0..1), mean
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from alerts.triage.evidence_rows import (
     queue_share,
     structured_length_share,
 )
+from alerts.triage.gpu_evidence import gpu_rows
 from alerts.triage.lora_evidence import lora_rows
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
 from alerts.triage.tenants import tenant_rows
@@ -180,13 +181,6 @@ def _fleet_rows(data: TriageInput) -> list[EvidenceRow]:
             structured_length_share(base),
             D,
         ),
-        make_row(
-            EvidenceKey.RUNNING_MEAN,
-            "requests running, mean",
-            inc.running_mean,
-            base.running_mean,
-            R,
-        ),
     ]
 
 
@@ -264,6 +258,7 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
         ),
         *lora_rows(data),
         *cold_rows(data),
+        *gpu_rows(data),
         *_change_rows(data),
         *tenant_rows(data),
     ]

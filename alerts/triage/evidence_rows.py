@@ -51,10 +51,14 @@ class EvidenceKey(enum.StrEnum):
     COLD_ITL_RATIO = "cold_itl_ratio"
     COLD_TTFT_RATIO = "cold_ttft_ratio"
     STRUCTURED_LENGTH_SHARE = "structured_length_share"
-    RUNNING_MEAN = "running_mean"
     TENANT_PROMPT_SHARE = "tenant_prompt_share"  # the noisiest tenant's (alerts.triage.tenants)
     TENANT_QUEUE_SHARE = "tenant_queue_share"
     OTHER_TENANTS_TTFT = "other_tenants_ttft"
+    ITL_MEAN = "itl_mean"  # the fleet's mean token gap: its step time
+    RUNNING_MEAN = "running_mean"  # the batch: requests running, mean
+    GPU_UTILIZATION = "gpu_utilization"  # NVML's busy fraction, mean over the fleet's GPUs
+    SPEC_ACCEPTANCE = "spec_acceptance"  # accepted draft tokens over draft tokens
+    ITL_PER_RUNNING = "itl_per_running"  # the token gap per request in the batch
 
 
 class ChangeKind(enum.StrEnum):
@@ -164,3 +168,10 @@ def preemptions_per_request(m: Measurements) -> Measure:
 def structured_length_share(m: Measurements) -> Measure:
     """Structured outputs cut at ``max_tokens`` over those that finished (0..1)."""
     return ratio(m.structured_length, m.structured_finished)
+
+
+def spec_acceptance(m: Measurements) -> Measure:
+    """Accepted over draft tokens (vLLM's counters); SGLang's acceptance gauge without them."""
+    counted = ratio(m.spec_accepted_tokens, m.spec_draft_tokens)
+    gauge = m.spec_accept_rate_mean
+    return gauge if gauge.is_known and not counted.is_known else counted

@@ -309,6 +309,43 @@ def _noisy_tenant(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     return _hypothesis(Cause.NOISY_TENANT, score, reasons, tokens.scope)
 
 
+def _guard(reason: Reason, unknown: float = 0.0) -> float:
+    """``1 - ramp``: the signal stayed put (``unknown`` when it cannot be read)."""
+    return 1.0 - (unknown if math.isnan(reason.sub_score) else reason.sub_score)
+
+
+def _busy_idle_gpu(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: a decode step reads every weight whatever the batch, so a memory-bound GPU that
+    # gets slower (longer contexts, a throttled memory clock) makes every step slower at the
+    # same batch; a batch that cannot grow to absorb it (capped by max_num_seqs) leaves
+    # requests waiting while NVML reads "100 %". A batch that grew with the steps is load
+    # (overload, or a healthy rise): the steps must slow more than the batch grew; a slower step with more arrivals, longer prompts, a
+    # preempting pool or one slow replica is the other causes'.
+    slower = reason_of(rows, K.ITL_MEAN, "change", 1.2, 2.0)
+    per_request = reason_of(rows, K.ITL_PER_RUNNING, "change", 1.1, 1.5)
+    arrivals = reason_of(rows, K.ARRIVAL_RATE, "change", 1.1, 1.5, is_required=False)
+    prompts = reason_of(rows, K.PROMPT_MEAN, "change", 1.5, 4.0, is_required=False)
+    preempt = reason_of(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05, is_required=False)
+    skew = reason_of(rows, K.ITL_MEAN_SKEW, "incident", 1.25, 2.0, is_required=False)
+    busy = reason_of(rows, K.GPU_UTILIZATION, "incident", 0.8, 0.95, is_required=False)
+    steady = _guard(arrivals, 0.5) * _guard(prompts, 0.5) * _guard(preempt) * _guard(skew)
+    score = _sub(slower) * _sub(per_request) * steady * (0.7 + 0.3 * _sub(busy))
+    reasons = (slower, per_request, arrivals, prompts, preempt, skew, busy)
+    return _hypothesis(Cause.BUSY_IDLE_GPU, score, reasons)
+
+
+def _spec_not_paying(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: a step verifies every draft token whether or not it is accepted: a falling
+    # acceptance rate costs the same steps for fewer tokens (a request's decode takes
+    # longer) and, at load, the rejected drafts' compute makes each step slower too
+    fall = reason_of(rows, K.SPEC_ACCEPTANCE, "change", 0.1, 0.3, falls=True)
+    itl = reason_of(rows, K.ITL_MEAN, "change", 1.2, 2.0, is_required=False)
+    tail = reason_of(rows, K.ITL_P99, "change", 1.2, 2.0, is_required=False)
+    queue = reason_of(rows, K.QUEUE_SHARE, "change", 0.1, 0.3, is_required=False)
+    score = _sub(fall) * max(_sub(itl), _sub(tail), _sub(queue))
+    return _hypothesis(Cause.SPEC_NOT_PAYING, score, (fall, itl, tail, queue))
+
+
 _RULES = (
     _prefill_interference,
     _kv_exhaustion,
@@ -321,6 +358,8 @@ _RULES = (
     _structured_truncation,
     _output_length_shift,
     _noisy_tenant,
+    _busy_idle_gpu,
+    _spec_not_paying,
 )
 _ORDER = {cause: i for i, cause in enumerate(Cause)}
 

@@ -15,6 +15,10 @@ Which source each figure uses:
   the histograms' ``_sum / _count``;
 - counts from counter increases (adapter loads and their seconds too), KV usage (max),
   waiting (mean) and the process's start time (the latest) from gauge readings.
+- counts from counter increases, KV usage (max) and waiting (mean) from gauge readings;
+  the batch (requests running, mean) and GPU utilisation (NVML's, mean) from gauge readings,
+  the speculative decoding's draft and accepted tokens from counter increases (vLLM), its
+  acceptance rate from the gauge's readings (SGLang: mean over series).
 """
 
 from __future__ import annotations
@@ -232,7 +236,6 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
     kv = [max(v) for v in reader.gauge(c.KV_CACHE_USAGE).values() if v]
     waiting = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_WAITING).values() if v]
     started = [max(v) for v in reader.gauge(c.ENGINE_START_TIME_SECONDS).values() if v]
-    running = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_RUNNING).values() if v]
     structured = reader.counter(c.STRUCTURED_OUTPUT_FINISHED_TOTAL)
     # NOTE: no "length" series yet (none was cut) is none cut, where structured ones finished
     cut = reader.counter(
@@ -240,6 +243,11 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
     )
     if cut is None and structured is not None:
         cut = 0.0
+    running = [statistics.fmean(v) for v in reader.gauge(c.REQUESTS_RUNNING).values() if v]
+    # NOTE: NVML's readings belong to a host's pseudo-target (``nvml:<host>``), not to an
+    # engine's, so a replica's scope finds none: the fleet's mean over its GPUs only
+    busy = [statistics.fmean(v) for v in reader.gauge(c.GPU_UTILIZATION).values() if v]
+    accept = [statistics.fmean(v) for v in reader.gauge(c.SPEC_ACCEPT_RATE).values() if v]
     num_requests = _counter_measure(finished)
     if finished is None and len(scope.records) >= MIN_RECORDS:
         num_requests = Measure(float(len(scope.records)), Source.REQUEST_RECORDS)
@@ -275,4 +283,10 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
         structured_finished=_counter_measure(structured),
         structured_length=_counter_measure(cut),
         running_mean=Measure(sum(running), Source.GAUGE) if running else Measure(),
+        gpu_utilization_mean=Measure(statistics.fmean(busy), Source.GAUGE) if busy else Measure(),
+        spec_draft_tokens=_counter_measure(reader.counter(c.SPEC_DECODE_DRAFT_TOKENS_TOTAL)),
+        spec_accepted_tokens=_counter_measure(reader.counter(c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL)),
+        spec_accept_rate_mean=(
+            Measure(statistics.fmean(accept), Source.GAUGE) if accept else Measure()
+        ),
     )

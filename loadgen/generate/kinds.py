@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from alerts import AlertName, Cause
-from loadgen.generate import benign, incidents
+from loadgen.generate import benign, gpu_incidents, incidents
 from loadgen.generate.base import Ranges
 from loadgen.generate.plan import Draw, Plan
 
@@ -343,7 +343,69 @@ _BENIGN = (
     ),
 )
 
-KINDS: dict[str, Kind] = {kind.name: kind for kind in (*_INCIDENTS, *_BENIGN)}
+_GPU_INCIDENTS = (
+    Kind(
+        "busy-idle-gpu",
+        "max_num_seqs caps the batch near the baseline's; then every replica's memory-bound "
+        "steps slow down: the GPU reads busy while requests wait",
+        "how many times as long every replica's steps take",
+        "none: every replica slows (drawn as 1)",
+        REPLICAS,
+        gpu_incidents.busy_idle_gpu,
+        Ranges(magnitude=(2.0, 4.0), share=(1.0, 1.0)),
+        signal="queue_time_mean_ms",
+        change="rise",
+        # NOTE: as overload's: the baseline waits milliseconds, a capped batch seconds
+        factor=lambda magnitude: 1 + magnitude,
+        alert=AlertName.QUEUE_GROWTH,
+        cause=Cause.BUSY_IDLE_GPU,
+    ),
+    Kind(
+        "spec-not-paying",
+        "a fleet that speculates at a load it needs speculation for: its drafts stop being "
+        "accepted",
+        "how many times fewer tokens a step yields (the acceptance rate falls from 0.7)",
+        "none: every replica's drafts (drawn as 1)",
+        REPLICAS,
+        gpu_incidents.spec_not_paying,
+        # NOTE: at 0.9 to 1.2 of what the fleet serves without speculation: four drafts at
+        # 0.7 make each step yield 2.8 tokens, so the baseline is comfortable; a step that
+        # yields 1.1 to 1.4 is not
+        Ranges(magnitude=(2.0, 2.5), share=(1.0, 1.0), load=(0.9, 1.2)),
+        signal="queue_time_mean_ms",
+        change="rise",
+        factor=lambda magnitude: 1 + magnitude,
+        alert=AlertName.QUEUE_GROWTH,
+        cause=Cause.SPEC_NOT_PAYING,
+    ),
+)
+_GPU_BENIGN = (
+    Kind(
+        "busy-gpu-healthy",
+        "the GPU gets busier because there is more to do: traffic rises within capacity and "
+        "the batch grows with it",
+        "the traffic's rise (at most 0.75 of capacity)",
+        "the growing stream's part of the baseline traffic",
+        TRAFFIC,
+        gpu_incidents.busy_gpu_healthy,
+        _BENIGN_RISE,
+        resembles="busy-idle-gpu",
+    ),
+    Kind(
+        "spec-low-load",
+        "the drafts' acceptance rate falls at a low load: more steps per request, nobody waits",
+        "how many times fewer tokens a step yields (the acceptance rate falls from 0.7)",
+        "none: every replica's drafts (drawn as 1)",
+        REPLICAS,
+        gpu_incidents.spec_low_load,
+        Ranges(magnitude=(2.0, 2.5), share=(1.0, 1.0), load=(0.1, 0.3)),
+        resembles="spec-not-paying",
+    ),
+)
+
+KINDS: dict[str, Kind] = {
+    kind.name: kind for kind in (*_INCIDENTS, *_BENIGN, *_GPU_INCIDENTS, *_GPU_BENIGN)
+}
 
 
 def incident_of(kind: Kind) -> Kind:

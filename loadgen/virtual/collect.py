@@ -24,6 +24,8 @@ from typing import Any
 
 from alerts import AlertStateStore, MemoryAlertState
 from alerts.sql import alert_state_of
+from collectors import canonical as c
+from collectors import gpu
 from collectors.dialects import normalise
 from collectors.request_records import SpanEvent, SpanRecord, request_records
 from collectors.scrape import parse_exposition
@@ -116,6 +118,47 @@ def request_span(done: Finished, replica: VirtualReplica) -> SpanRecord:
     )
 
 
+#: The pseudo-target the virtual GPUs' readings belong to, as ``collectors.gpu`` names a
+#: host's (``nvml:<hostname>``): NVML's readings are a host's, not an engine's.
+GPU_TARGET = f"{gpu.TARGET_PREFIX}virtual"
+
+
+def gpu_record(
+    replicas: Sequence[VirtualReplica], busy_since: dict[int, tuple[float, float]], at: float
+) -> ScrapeRecord:
+    """What NVML would read on the replicas' GPUs at virtual ``at``: each one's utilisation,
+    the share of the time since the last reading (``busy_since``: index -> (time, busy
+    seconds) then, updated here) that it spent in steps, at most 1 (a step that runs past
+    ``at`` counts whole when it began). NOTE: one device per replica, whatever its tensor
+    parallelism: its devices step together."""
+    samples = []
+    for replica in replicas:
+        then, busy_then = busy_since.get(replica.index, (0.0, 0.0))
+        busy = replica.busy_seconds
+        if busy < busy_then:  # a restart: a fresh engine counts from 0
+            busy_then = 0.0
+        busy_since[replica.index] = (at, busy)
+        share = min(1.0, (busy - busy_then) / (at - then)) if at > then else 0.0
+        labels = {
+            c.LABEL_TARGET: GPU_TARGET,
+            c.LABEL_GPU: str(replica.index),
+            c.LABEL_UUID: f"GPU-virtual-{replica.index}",
+            c.LABEL_GPU_NAME: replica.model_name,
+        }
+        samples.append(
+            c.CanonicalSample(
+                c.GPU_UTILIZATION,
+                c.labels_key(labels),
+                share,
+                c.GPU_FAMILIES[c.GPU_UTILIZATION],
+                source="virtual busy time",
+            )
+        )
+    return ScrapeRecord(
+        GPU_TARGET, VIRTUAL_EPOCH + at, tuple(samples), dialect=gpu.DIALECT, duration_seconds=0.0
+    )
+
+
 class VirtualCollector:
     """Scrapes ``replicas`` into ``store`` and receives their spans."""
 
@@ -123,6 +166,7 @@ class VirtualCollector:
         self.store = store
         self.replicas = list(replicas)
         self._spans: list[SpanRecord] = []
+        self._busy_since: dict[int, tuple[float, float]] = {}
         self.num_scrapes = 0
 
     def receive(self, finished: Sequence[Finished]) -> None:
@@ -142,8 +186,9 @@ class VirtualCollector:
     def scrape(self, at_seconds: float) -> None:
         """Scrape every replica at virtual ``at_seconds`` and write what was received."""
         records = [scrape_record(replica, at_seconds) for replica in self.replicas]
-        self.store.metrics.write_scrapes(records)
         self.num_scrapes += len(records)
+        records.append(gpu_record(self.replicas, self._busy_since, at_seconds))
+        self.store.metrics.write_scrapes(records)
         self.flush()
 
     def flush(self) -> None:

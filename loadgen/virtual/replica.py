@@ -204,6 +204,9 @@ class VirtualReplica:
         # the delay faults (engine.live_knobs.DelayFaults), as the serving loop holds them
         self.step_delay_seconds = 0.0
         self.prefill_seconds_per_token = 0.0
+        #: virtual seconds spent in steps (their predicted time and the delay faults): what
+        #: NVML's utilisation counts, a kernel running however little of the GPU it uses
+        self.busy_seconds = 0.0
         observers: list[EngineMetrics] = []  # NOTE: admission keeps the list, not a copy
         self.admission = Admission(
             self.engine,
@@ -377,7 +380,7 @@ class VirtualReplica:
         self._pending.clear()
         if not self.engine.has_unfinished_requests():
             return []
-        step_start = self.clock.now
+        begun = self.clock.now
         try:
             if self.fast_path is not None:
                 outputs: Sequence[RequestOutput] = self.fast_path.step().outputs
@@ -401,9 +404,10 @@ class VirtualReplica:
         delay = self.step_delay_seconds
         if self.prefill_seconds_per_token and self.engine.last_step.num_prompt_tokens:
             delay += self.prefill_seconds_per_token * self.engine.last_step.num_prompt_tokens
-        if step_start < self.cold_until:
-            delay += (self.extras.startup.cold_step_factor - 1) * (self.clock.now - step_start)
+        if begun < self.cold_until:
+            delay += (self.extras.startup.cold_step_factor - 1) * (self.clock.now - begun)
         self.clock.advance(delay)
+        self.busy_seconds += self.clock.now - begun
         return finished
 
     def exposition(self) -> tuple[str, str]:

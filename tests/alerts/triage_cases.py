@@ -47,6 +47,10 @@ _SOURCES = {
     "structured_finished": Source.COUNTER,
     "structured_length": Source.COUNTER,
     "running_mean": Source.GAUGE,
+    "gpu_utilization_mean": Source.GAUGE,
+    "spec_draft_tokens": Source.COUNTER,
+    "spec_accepted_tokens": Source.COUNTER,
+    "spec_accept_rate_mean": Source.GAUGE,
 }
 
 #: A healthy tiny replica at 4 req/s, chat prompts of 32 tokens, 48 output tokens.
@@ -118,6 +122,8 @@ def fleet_of(replicas: dict[str, WindowPair], **kw) -> TriageInput:
                 "structured_finished",
                 "structured_length",
                 "running_mean",
+                "spec_draft_tokens",
+                "spec_accepted_tokens",
             ):
                 out[name] = sum(values)
             elif name in (
@@ -249,6 +255,38 @@ def clean() -> TriageInput:
     )
 
 
+def busy_idle_gpu() -> TriageInput:
+    """The busy-idle-gpu drill's figures at its page (two replicas summed): steps 2.8x as
+    long (a memory-bound step slowed) while the batch, pinned at max_num_seqs, grew 1.3x;
+    arrivals and prompts steady; requests queue; NVML reads the GPU busy."""
+    base = measurements(
+        itl_mean_seconds=0.0066, running_mean=3.9, gpu_utilization_mean=0.9,
+        prompt_tokens_mean=64.0,
+    )  # fmt: skip
+    inc = measurements(
+        itl_mean_seconds=0.0186, running_mean=5.0, gpu_utilization_mean=0.99,
+        prompt_tokens_mean=64.0, itl_p99_seconds=0.18, arrival_rate_per_second=3.8,
+        ttft_mean_seconds=3.78, queue_mean_seconds=3.77, waiting_mean=30.0,
+    )  # fmt: skip
+    return single(inc, base)
+
+
+def spec_not_paying() -> TriageInput:
+    """The spec-not-paying drill's figures at its page: the draft acceptance rate fell from
+    0.45 to 0.014; each request needs three times the steps, so the batch grew 6.5x and its
+    verification made the steps 3x as long."""
+    base = measurements(
+        itl_mean_seconds=0.0107, running_mean=10.5, spec_draft_tokens=4000.0,
+        spec_accepted_tokens=1780.0,
+    )  # fmt: skip
+    inc = measurements(
+        itl_mean_seconds=0.0339, running_mean=68.0, spec_draft_tokens=9000.0,
+        spec_accepted_tokens=128.0, itl_p99_seconds=0.14, ttft_mean_seconds=0.11,
+        queue_mean_seconds=0.004,
+    )  # fmt: skip
+    return single(inc, base)
+
+
 def with_slow(data: TriageInput, *requests: SlowRequest) -> TriageInput:
     return replace(data, slow_requests=requests)
 
@@ -261,4 +299,6 @@ SCENARIOS = {
     "overload": (overload, Cause.OVERLOAD),
     "scale-out-round-robin": (scale_out_round_robin, Cause.PREFIX_SCATTER),
     "slow-replica": (slow_replica, Cause.SLOW_REPLICA),
+    "busy-idle-gpu": (busy_idle_gpu, Cause.BUSY_IDLE_GPU),
+    "spec-not-paying": (spec_not_paying, Cause.SPEC_NOT_PAYING),
 }

@@ -59,6 +59,8 @@ PROMISES: dict[str, tuple[Dialect, set[str]]] = {
         c.KV_CACHE_USAGE,
     }),
     "vllm-0.8.5-v0.txt": (Dialect.VLLM, {c.KV_CACHE_USAGE, c.ITL_SECONDS, c.QUEUE_SECONDS}),
+    # a speculating SGLang server's acceptance gauges
+    "sglang-spec-00ae9c15.txt": (Dialect.SGLANG, {c.SPEC_ACCEPT_RATE, c.SPEC_ACCEPT_LENGTH}),
     "sglang-44cedc2b.txt": (Dialect.SGLANG, {
         c.TTFT_SECONDS, c.ITL_SECONDS, c.E2E_SECONDS, c.QUEUE_SECONDS, c.PROMPT_TOKENS,
         c.GENERATION_TOKENS, *_TOKENS, c.PREEMPTIONS_TOTAL, c.PREFIX_CACHE_HITS_TOTAL,

@@ -322,9 +322,28 @@ def test_bundled_engine_exposition_covers_every_canonical_family(accept: str | N
     # NOTE: the LoRA families exist only with LoRA on and requests served
     # (tests/collectors/test_lora_startup_families.py maps them)
     lora = {f for f in c.FAMILIES if f.startswith("lora_")}
-    assert mapped == set(c.FAMILIES) - lora
+    # NOTE: SGLang's acceptance gauges: vLLM (and the bundled engine) count tokens instead
+    sglang_only = {c.SPEC_ACCEPT_RATE, c.SPEC_ACCEPT_LENGTH}
+    assert mapped == set(c.FAMILIES) - lora - sglang_only
     assert all(dict(s.labels)["model"] == "tiny" for s in normalised.samples)
     assert not any(s.flags for s in normalised.samples)
+
+
+def test_sglang_speculative_decoding_gauges_map_to_the_acceptance_families() -> None:
+    labels = 'engine_type="unified",model_name="llama",tp_rank="0"'
+    text = (
+        "# TYPE sglang:spec_accept_rate gauge\n"
+        f"sglang:spec_accept_rate{{{labels}}} 0.6\n"
+        "# TYPE sglang:spec_accept_length gauge\n"
+        f"sglang:spec_accept_length{{{labels}}} 2.8\n"
+    )
+    normalised = normalise(parse_text(text), TARGET)
+    got = {s.family: (s.value, s.kind) for s in normalised.samples}
+    assert got == {
+        c.SPEC_ACCEPT_RATE: (0.6, c.Kind.GAUGE),
+        c.SPEC_ACCEPT_LENGTH: (2.8, c.Kind.GAUGE),
+    }
+    assert normalised.dialects == {"sglang"}
 
 
 def test_deprecated_and_current_vllm_names_in_one_exposition_give_one_series() -> None:

@@ -32,6 +32,8 @@ EXPECTED = {
     "structured-truncation": (AlertName.TRUNCATION_RISE, Cause.STRUCTURED_TRUNCATION),
     "output-length-shift": (AlertName.QUEUE_GROWTH, Cause.OUTPUT_LENGTH_SHIFT),
     "noisy-tenant": (AlertName.QUEUE_GROWTH, Cause.NOISY_TENANT),
+    "busy-idle-gpu": (AlertName.QUEUE_GROWTH, Cause.BUSY_IDLE_GPU),
+    "spec-not-paying": (AlertName.TAIL_LATENCY_INCIDENT, Cause.SPEC_NOT_PAYING),
 }
 REQUIRED = set(EXPECTED)
 
