@@ -198,7 +198,16 @@ def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
         if rows.get(key) is not None and rows[key].is_known
     ] or [_skew_reason(rows, K.E2E_P50_SKEW)]
     skew = max(candidates, key=lambda r: -1.0 if math.isnan(r.sub_score) else r.sub_score)
-    return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), skew.scope)
+    # NOTE: a replica that is slow because it preempts is a squeezed KV pool, not a slow
+    # machine: where the skewed replica is the one preempting most, its preemptions halve
+    # the skew's weight at most (a slowed replica that queues may preempt a little too, so
+    # a slight rate takes little off, and a heavy one leaves kv-exhaustion, >= 0.7, first)
+    preempting = rows.get(K.PREEMPTIONS_PER_REQUEST)
+    if preempting is None or preempting.scope in (FLEET, "") or preempting.scope != skew.scope:
+        return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), skew.scope)
+    preempt = reason_of(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05, is_required=False)
+    score = _sub(skew) * (1.0 - 0.5 * _sub(preempt))
+    return _hypothesis(Cause.SLOW_REPLICA, score, (skew, preempt), skew.scope)
 
 
 _RULES = (
