@@ -205,14 +205,25 @@ def _slow_replica(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
         if rows.get(key) is not None and rows[key].is_known
     ] or [_skew_reason(rows, K.E2E_P50_SKEW)]
     skew = max(candidates, key=lambda r: -1.0 if math.isnan(r.sub_score) else r.sub_score)
+    reasons: tuple[Reason, ...] = (skew,)
+    score, note = _sub(skew), ""
+    # NOTE: a replica that is slow because it preempts is a squeezed KV pool, not a slow
+    # machine: where the skewed replica is the one preempting most, its preemptions halve
+    # the skew's weight at most (a slowed replica that queues may preempt a little too, so
+    # a slight rate takes little off, and a heavy one leaves kv-exhaustion, >= 0.7, first)
+    preempting = rows.get(K.PREEMPTIONS_PER_REQUEST)
+    if preempting is not None and preempting.scope not in (FLEET, "") and preempting.scope == skew.scope:  # fmt: skip
+        preempt = reason_of(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05, is_required=False)  # fmt: skip
+        score *= 1.0 - 0.5 * _sub(preempt)
+        reasons = (skew, preempt)
     # NOTE: a replica that started since the baseline and is slower than the rest is most
     # likely still cold (the cold-start rule weighs it against the steady replicas): its
     # slowness counts half here, so the two do not tie on the same replica
     cold = rows.get(K.COLD_ITL_RATIO)
     if cold is not None and cold.is_known and skew.scope in cold.scope.split(","):
         note = f"{skew.scope} started since the baseline: counts half (a cold start?)"
-        return _hypothesis(Cause.SLOW_REPLICA, 0.5 * _sub(skew), (skew,), skew.scope, note)
-    return _hypothesis(Cause.SLOW_REPLICA, _sub(skew), (skew,), skew.scope)
+        score *= 0.5
+    return _hypothesis(Cause.SLOW_REPLICA, score, reasons, skew.scope, note)
 
 
 def _adapter_thrash(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
