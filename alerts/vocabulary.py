@@ -23,6 +23,7 @@ class AlertName(enum.StrEnum):
     GPU_HEALTH = "gpu-health"
     METRIC_ABSENT = "metric-absent"
     TRUNCATION_RISE = "truncation-rise"
+    SPEC_ACCEPTANCE_DROP = "spec-acceptance-drop"
 
 
 class Cause(enum.StrEnum):

@@ -208,13 +208,43 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         runbook="Raise max_tokens on the schema route to the p99 of its output length (vllm:"
         "request_generation_tokens), or bound the schema (maxItems, maxLength).",
     ),
+    # NOTE: speculation that stops paying shows first in its acceptance rate: a fall to 0.7
+    # of the fleet's own past and 0.1 below it (an n-gram proposer's rate swings with the
+    # traffic's repetitiveness by a few points); a ticket, as ITL's own rules page when the
+    # cost reaches the latency
+    RatioShiftRule(
+        name=A.SPEC_ACCEPTANCE_DROP,
+        alert=A.SPEC_ACCEPTANCE_DROP,
+        severity=SEVERITY_TICKET,
+        numerator=c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL,
+        denominator=c.SPEC_DECODE_DRAFT_TOKENS_TOTAL,
+        direction="fall",
+        factor=0.7,
+        difference_min=0.1,
+        min_denominator=200.0,
+        for_seconds=120.0,
+        summary="speculative decoding's draft acceptance rate is {condition}",
+        description="Accepted over proposed draft tokens over {window}: {condition}. Every "
+        "draft is verified whether or not it is accepted: below its past rate, speculation "
+        "costs step time it does not win back.",
+        runbook="Lower num_speculative_tokens, or turn speculation off at high load; check "
+        "whether the traffic or the draft changed (tailwatch changes list).",
+    ),
 )
 
 #: Engine families a metric-absent rule never checks: NVML data exists only on GPU hosts.
 #: Families whose absence is no drift: NVML's where no GPU is watched, and the bundled
 #: engine's structured-output finishes, which no other engine exports (truncation-rise stays
 #: silent on them rather than metric-absent ticketing every vLLM fleet).
-_NEVER_ABSENT = frozenset((*c.GPU_FAMILIES, c.STRUCTURED_OUTPUT_FINISHED_TOTAL))
+_NEVER_ABSENT = frozenset(
+    (
+        *c.GPU_FAMILIES,
+        c.STRUCTURED_OUTPUT_FINISHED_TOTAL,
+        # NOTE: a server exports its speculation counters only while it speculates
+        c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL,
+        c.SPEC_DECODE_DRAFT_TOKENS_TOTAL,
+    )
+)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ class Conditions:
     gpu_throttle: str = ""  # an active throttle reason, "" for none
     structured: int = 20  # structured-output requests finished per interval
     structured_length_share: float = 0.02  # of them, cut at max_tokens (finished "length")
+    spec_draft_tokens: int = 400  # speculative draft tokens proposed per interval
+    spec_acceptance: float = 0.7  # of them, accepted
 
 
 Behaviour = Callable[[float, int], Conditions]
@@ -95,6 +97,8 @@ def _scrape(replica: _Replica, t: float, cond: Conditions, gpu: bool) -> ScrapeR
     cut = round(cond.structured * cond.structured_length_share)
     replica.add("structured_length", cut)
     replica.add("structured_stop", cond.structured - cut)
+    replica.add("spec_drafts", cond.spec_draft_tokens)
+    replica.add("spec_accepted", round(cond.spec_draft_tokens * cond.spec_acceptance))
     lab = _labels(target)
     histograms = tuple(
         CanonicalHistogram(
@@ -136,6 +140,12 @@ def _scrape(replica: _Replica, t: float, cond: Conditions, gpu: bool) -> ScrapeR
             for reason in ("stop", "length")
         ),
         CanonicalSample(c.PREEMPTIONS_TOTAL, lab, replica.counters["preemptions"], counter),
+        CanonicalSample(
+            c.SPEC_DECODE_DRAFT_TOKENS_TOTAL, lab, replica.counters["spec_drafts"], counter
+        ),
+        CanonicalSample(
+            c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL, lab, replica.counters["spec_accepted"], counter
+        ),
         CanonicalSample(c.PREFIX_CACHE_QUERIES_TOTAL, lab, replica.counters["queries"], counter),
         CanonicalSample(c.PREFIX_CACHE_HITS_TOTAL, lab, replica.counters["hits"], counter),
         CanonicalSample(c.REQUESTS_WAITING, lab, cond.waiting, gauge),

@@ -115,6 +115,12 @@ CASES = {
         {"model": "m"},
         {},
     ),
+    "spec-acceptance-drop": (
+        BY_NAME["spec-acceptance-drop"],
+        perturbed(spec_acceptance=0.2),
+        {"model": "m"},
+        {},
+    ),
     "target-down": (BY_NAME["target-down"], perturbed(up=False, only={1}), {"target": "r1"}, {}),
     "gpu-health-throttle": (
         BY_NAME["gpu-health"],

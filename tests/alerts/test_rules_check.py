@@ -10,6 +10,9 @@ from alerts.rules import builtin_rule_set, check_rules
 from collectors import canonical as c
 from tailwatch.cli import app
 
+#: The speculation counters spec-acceptance-drop reads: the fixtures' servers do not speculate.
+SPEC = (c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL, c.SPEC_DECODE_DRAFT_TOKENS_TOTAL)
+
 
 class SeriesOnly:
     """A reader that has series for some families, and counts the lookups."""
@@ -45,7 +48,7 @@ def test_cli_check_against_an_empty_store_lists_every_rule_and_exits_1(tmp_path)
     result = CliRunner().invoke(app, ["rules", "check", "--db-url", url])
     assert result.exit_code == 1, result.output
     assert "queue-growth" in result.output and "MISSING requests_waiting" in result.output
-    assert "11 of 12 rules read series that no target has" in result.output
+    assert "12 of 13 rules read series that no target has" in result.output
 
 
 def test_cli_check_reports_an_unopenable_store_in_one_line(tmp_path):
@@ -74,7 +77,8 @@ def _store_with(tmp_path, fixture: str):
 
 def test_check_against_a_store_with_a_real_vllm_scrape(tmp_path):
     """vLLM 0.33's exposition has every family the engine rules read but NVML's and the
-    bundled engine's structured-output finishes (truncation-rise reads those only)."""
+    bundled engine's structured-output finishes (truncation-rise reads those only), and the
+    speculation counters (a server without speculation exports none)."""
     store = _store_with(tmp_path, "vllm-0.33.txt")
     try:
         rules, _ = builtin_rule_set()
@@ -86,6 +90,7 @@ def test_check_against_a_store_with_a_real_vllm_scrape(tmp_path):
     assert broken == {
         "gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE),
         "truncation-rise": (c.STRUCTURED_OUTPUT_FINISHED_TOTAL,),
+        "spec-acceptance-drop": SPEC,
     }
 
 
@@ -105,5 +110,6 @@ def test_check_against_an_old_vllm_scrape_names_what_it_lacks(tmp_path):
         "prefix-hit-drop": prefix,
         "gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE),
         "truncation-rise": (c.STRUCTURED_OUTPUT_FINISHED_TOTAL,),
+        "spec-acceptance-drop": SPEC,
         "metric-absent": (c.QUEUE_SECONDS, *prefix),
     }
