@@ -8,6 +8,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from alerts import ACTIONS, Cause
 from alerts.triage import Measure, Measurements, Source, WindowPair, triage
@@ -180,3 +182,25 @@ def test_long_prompts_from_one_tenant_score_at_most_half() -> None:
     report = triage(with_tenants(data, tenants))
     assert score(report, Cause.NOISY_TENANT) <= 0.5
     assert report.verdict == Cause.PREFILL_INTERFERENCE
+
+
+_values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 1e6), st.just(0.0))
+_tenant = st.builds(
+    Measurements,
+    num_requests=st.builds(Measure, _values, st.just(R)),
+    prompt_tokens_mean=st.builds(Measure, _values, st.just(R)),
+    ttft_mean_seconds=st.builds(Measure, _values, st.just(R)),
+    queue_mean_seconds=st.builds(Measure, _values, st.just(R)),
+)
+_tenants = st.dictionaries(
+    st.sampled_from(["", "a", "b", "c"]), st.builds(WindowPair, _tenant, _tenant), max_size=4
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_tenants)
+def test_any_tenant_figures_score_in_the_unit_interval_and_never_raise(tenants) -> None:
+    for base in (tc.overload(), tc.clean()):
+        report = triage(with_tenants(base, tenants))
+        assert all(0.0 <= h.score <= 1.0 for h in report.hypotheses)
+        assert len(tenant_rows(with_tenants(base, tenants))) in (0, 3)
