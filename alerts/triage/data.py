@@ -83,6 +83,7 @@ class Measurements:
     lora_loads: Measure = UNKNOWN  # adapter loads (a cold adapter read in), all adapters
     lora_load_seconds: Measure = UNKNOWN  # seconds spent loading adapters
     start_time_seconds: Measure = UNKNOWN  # Unix time the engine process started (latest)
+    grammar_compile_seconds: Measure = UNKNOWN  # spent compiling structured-output grammars
 
 
 @dataclass(frozen=True)

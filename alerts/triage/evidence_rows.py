@@ -50,6 +50,7 @@ class EvidenceKey(enum.StrEnum):
     LORA_LOAD_TIME_SHARE = "lora_load_time_share"
     COLD_ITL_RATIO = "cold_itl_ratio"
     COLD_TTFT_RATIO = "cold_ttft_ratio"
+    COLD_COMPILE_SHARE = "cold_compile_share"
 
 
 class ChangeKind(enum.StrEnum):

@@ -14,7 +14,8 @@ Which source each figure uses:
   TTFT at its first token), so a window's queue share can exceed 1; without records, from
   the histograms' ``_sum / _count``;
 - counts from counter increases (adapter loads and their seconds too), KV usage (max),
-  waiting (mean) and the process's start time (the latest) from gauge readings.
+  waiting (mean) and the process's start time (the latest) from gauge readings; grammar
+  compile seconds from the compile histogram's sum.
 """
 
 from __future__ import annotations
@@ -221,6 +222,14 @@ def _arrivals(reader: _Reader, responses: float | None, finished: float | None) 
     return Measure()
 
 
+def _seconds_spent(reader: _Reader, family: str) -> Measure:
+    """A histogram's sum over the window: the seconds its observations took in all."""
+    h, why = reader.histogram(family)
+    if h is None or h.sum_value is None:
+        return Measure(note=why)
+    return Measure(h.sum_value, Source.HISTOGRAM)
+
+
 def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> Measurements:
     """The measurements of ``scope`` over ``window`` (see the module docstring)."""
     reader = _Reader(metrics, scope, window)
@@ -263,4 +272,5 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
         lora_loads=_counter_measure(reader.counter(c.LORA_LOADS_TOTAL)),
         lora_load_seconds=_counter_measure(reader.counter(c.LORA_LOAD_SECONDS_TOTAL)),
         start_time_seconds=Measure(max(started), Source.GAUGE) if started else Measure(),
+        grammar_compile_seconds=_seconds_spent(reader, c.STRUCTURED_OUTPUT_COMPILE_SECONDS),
     )
