@@ -31,6 +31,8 @@ from alerts.triage.evidence_rows import (
     ratio,
 )
 
+COMPILE = EvidenceKey.COLD_COMPILE_SHARE
+
 
 def is_started(pair: WindowPair, baseline: TimeWindow) -> bool:
     """Whether the replica's process started after ``baseline`` began (see the module
@@ -102,9 +104,6 @@ def _compile_share_row(data: TriageInput, started: list[str]) -> EvidenceRow:
     return make_row(
         COMPILE, what, share, Measure(NAN), ChangeKind.DIFFERENCE, scope=",".join(started)
     )
-
-
-COMPILE = EvidenceKey.COLD_COMPILE_SHARE
 
 
 def cold_rows(data: TriageInput) -> list[EvidenceRow]:
