@@ -10,6 +10,11 @@ its first minutes: its token gaps, and its first tokens, against the steady repl
 side is a mean over the group's requests (each replica's mean weighted by its requests), so
 the order and names of replicas never change a row. Without a started replica, or without a
 steady one to compare with, the rows are unknown.
+
+The first request after a deploy pays for what a warm replica has cached: a structured-output
+grammar is compiled on its first use on each new process. The started replicas' compile
+seconds over their first tokens' time (TTFT mean times requests, summed) is a row of its own,
+known with a started replica alone (it compares with nothing).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from alerts.triage.evidence_rows import (
     make_row,
     ratio,
 )
+
+COMPILE = EvidenceKey.COLD_COMPILE_SHARE
 
 
 def is_started(pair: WindowPair, baseline: TimeWindow) -> bool:
@@ -81,6 +88,24 @@ def _row(
     )
 
 
+def _compile_share_row(data: TriageInput, started: list[str]) -> EvidenceRow:
+    what = "grammar compile seconds, share of TTFT, started replicas"
+    pairs = [data.replicas[t].incident for t in started]
+    compiled = [m.grammar_compile_seconds for m in pairs if m.grammar_compile_seconds.is_known]
+    first_token = [
+        m.ttft_mean_seconds.value * m.num_requests.value
+        for m in pairs
+        if m.ttft_mean_seconds.is_known and m.num_requests.is_known
+    ]
+    if not compiled or not first_token:
+        return make_row(COMPILE, what, Measure(), Measure(), ChangeKind.DIFFERENCE)
+    seconds = Measure(exact_sum(m.value for m in compiled), compiled[0].source)
+    share = ratio(seconds, Measure(exact_sum(first_token), compiled[0].source))
+    return make_row(
+        COMPILE, what, share, Measure(NAN), ChangeKind.DIFFERENCE, scope=",".join(started)
+    )
+
+
 def cold_rows(data: TriageInput) -> list[EvidenceRow]:
     started = started_targets(data)
     return [
@@ -98,4 +123,5 @@ def cold_rows(data: TriageInput) -> list[EvidenceRow]:
             lambda m: m.ttft_mean_seconds,
             started,
         ),
+        _compile_share_row(data, started),
     ]

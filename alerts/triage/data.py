@@ -90,6 +90,7 @@ class Measurements:
     spec_draft_tokens: Measure = UNKNOWN  # draft tokens proposed (speculative decoding)
     spec_accepted_tokens: Measure = UNKNOWN  # draft tokens the target accepted
     spec_accept_rate_mean: Measure = UNKNOWN  # SGLang's acceptance gauge (0..1), mean
+    grammar_compile_seconds: Measure = UNKNOWN  # spent compiling structured-output grammars
 
 
 @dataclass(frozen=True)

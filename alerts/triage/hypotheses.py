@@ -249,15 +249,27 @@ def _cold_start(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # as long is certain. Its first tokens count too, but a cold prefix cache (a scale-out
     # that scatters prefix groups) lengthens them by itself, so they count only as far as
     # the fleet's hit rate held
+    # A started replica compiling the grammars a warm one has cached (the first requests
+    # after a deploy) is cold too: a twentieth of their first tokens' time is felt, a
+    # quarter is the incident
     itl = reason_of(rows, K.COLD_ITL_RATIO, "incident", 1.25, 2.0, is_required=False)
     ttft = reason_of(rows, K.COLD_TTFT_RATIO, "incident", 1.5, 3.0, is_required=False)
     hit = reason_of(rows, K.PREFIX_HIT_RATE, "change", 0.05, 0.2, is_required=False, falls=True)
-    scope = rows[K.COLD_ITL_RATIO].scope if K.COLD_ITL_RATIO in rows else FLEET
-    if math.isnan(itl.sub_score) and math.isnan(ttft.sub_score):
+    compile_ = reason_of(rows, K.COLD_COMPILE_SHARE, "incident", 0.05, 0.25, is_required=False)
+    reasons = (itl, ttft, hit, compile_)
+    scope = next(
+        (
+            rows[k].scope
+            for k in (K.COLD_ITL_RATIO, K.COLD_COMPILE_SHARE)
+            if k in rows and rows[k].is_known
+        ),
+        FLEET,
+    )
+    if all(math.isnan(r.sub_score) for r in (itl, ttft, compile_)):
         note = "not enough data: no replica started since the baseline began beside a steady one"
-        return Hypothesis(Cause.COLD_START, 0.0, (itl, ttft, hit), FLEET, False, note)
-    score = max(_sub(itl), _sub(ttft) * (1.0 - _sub(hit)))
-    return _hypothesis(Cause.COLD_START, score, (itl, ttft, hit), scope)
+        return Hypothesis(Cause.COLD_START, 0.0, reasons, FLEET, False, note)
+    score = max(_sub(itl), _sub(ttft) * (1.0 - _sub(hit)), _sub(compile_))
+    return _hypothesis(Cause.COLD_START, score, reasons, scope)
 
 
 def _structured_truncation(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:

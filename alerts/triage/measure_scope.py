@@ -19,6 +19,8 @@ Which source each figure uses:
   the batch (requests running, mean) and GPU utilisation (NVML's, mean) from gauge readings,
   the speculative decoding's draft and accepted tokens from counter increases (vLLM), its
   acceptance rate from the gauge's readings (SGLang: mean over series).
+  waiting (mean) and the process's start time (the latest) from gauge readings; grammar
+  compile seconds from the compile histogram's sum.
 """
 
 from __future__ import annotations
@@ -226,6 +228,14 @@ def _arrivals(reader: _Reader, responses: float | None, finished: float | None) 
     return Measure()
 
 
+def _seconds_spent(reader: _Reader, family: str) -> Measure:
+    """A histogram's sum over the window: the seconds its observations took in all."""
+    h, why = reader.histogram(family)
+    if h is None or h.sum_value is None:
+        return Measure(note=why)
+    return Measure(h.sum_value, Source.HISTOGRAM)
+
+
 def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> Measurements:
     """The measurements of ``scope`` over ``window`` (see the module docstring)."""
     reader = _Reader(metrics, scope, window)
@@ -289,4 +299,5 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
         spec_accept_rate_mean=(
             Measure(statistics.fmean(accept), Source.GAUGE) if accept else Measure()
         ),
+        grammar_compile_seconds=_seconds_spent(reader, c.STRUCTURED_OUTPUT_COMPILE_SECONDS),
     )

@@ -149,3 +149,31 @@ def test_a_scale_out_that_scatters_prefixes_is_still_prefix_scatter() -> None:
     report = triage(data)
     assert Cause.PREFIX_SCATTER in (report.verdict, *(h.cause for h in report.hypotheses[:2]))
     assert _score(data, Cause.COLD_START) == 0.0
+
+
+def _deployed(compile_seconds: float, started: float) -> TriageInput:
+    """One replica, restarted at ``started`` (a deploy), its 80 requests' first tokens 16 s
+    in all, ``compile_seconds`` of them compiling structured-output grammars."""
+    inc = tc.measurements(
+        ttft_mean_seconds=0.2,
+        grammar_compile_seconds=compile_seconds,
+        start_time_seconds=started,
+    )
+    return tc.single(inc, tc.measurements(start_time_seconds=BEFORE_BASELINE))
+
+
+def test_grammars_compiled_again_after_a_deploy_are_a_cold_start() -> None:
+    data = _deployed(compile_seconds=4.0, started=JUST_STARTED)
+    rows = rows_by_key(evidence_table(data))
+    assert rows[K.COLD_COMPILE_SHARE].incident == pytest.approx(0.25)
+    assert rows[K.COLD_COMPILE_SHARE].scope == "r0"
+    assert triage(data).verdict == Cause.COLD_START
+    # 1.2 s of 16 (0.075): an eighth of the way up 0.05..0.25
+    assert _score(_deployed(1.2, JUST_STARTED), Cause.COLD_START) == pytest.approx(0.125)
+
+
+def test_compiles_on_a_replica_running_since_before_the_baseline_are_no_cold_start() -> None:
+    data = _deployed(compile_seconds=4.0, started=BEFORE_BASELINE)
+    assert math.isnan(rows_by_key(evidence_table(data))[K.COLD_COMPILE_SHARE].incident)
+    (cold,) = [h for h in triage(data).hypotheses if h.cause is Cause.COLD_START]
+    assert not cold.has_enough_data

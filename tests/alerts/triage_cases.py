@@ -51,6 +51,7 @@ _SOURCES = {
     "spec_draft_tokens": Source.COUNTER,
     "spec_accepted_tokens": Source.COUNTER,
     "spec_accept_rate_mean": Source.GAUGE,
+    "grammar_compile_seconds": Source.HISTOGRAM,
 }
 
 #: A healthy tiny replica at 4 req/s, chat prompts of 32 tokens, 48 output tokens.

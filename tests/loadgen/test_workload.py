@@ -163,3 +163,17 @@ def test_routing_policies():
     assert all(len(replicas) == 1 for replicas in by_group.values())
     with pytest.raises(WorkloadError, match="routing"):
         Router(["a"], "random")
+
+
+def test_models_are_drawn_by_weight_and_a_workload_without_them_keeps_its_schedule():
+    spec = {"rate": 50, "duration": 20, "seed": 3, "prompt_tokens": 16, "output_tokens": 4}
+    plain = build_schedule([parse_workload(spec)])
+    mixed = build_schedule([parse_workload({**spec, "models": {"hot": 3, "rare": 1}})])
+    assert {r.model for r in plain} == {None}
+    counts = {m: sum(r.model == m for r in mixed) for m in ("hot", "rare")}
+    assert sum(counts.values()) == len(mixed) and 2.0 < counts["hot"] / counts["rare"] < 4.5
+    # NOTE: the model is drawn last, so the arrivals and prompts before it are the plain ones'
+    assert [r.at_seconds for r in mixed[:5]] == [r.at_seconds for r in plain[:5]]
+    assert mixed[0].prompt_token_ids == plain[0].prompt_token_ids
+    with pytest.raises(WorkloadError, match=r"models\.rare"):
+        parse_workload({**spec, "models": {"rare": 0}})
