@@ -14,13 +14,11 @@ Which source each figure uses:
   TTFT at its first token), so a window's queue share can exceed 1; without records, from
   the histograms' ``_sum / _count``;
 - counts from counter increases (adapter loads and their seconds too), KV usage (max),
-  waiting (mean) and the process's start time (the latest) from gauge readings.
-- counts from counter increases, KV usage (max) and waiting (mean) from gauge readings;
-  the batch (requests running, mean) and GPU utilisation (NVML's, mean) from gauge readings,
+  waiting (mean) and the process's start time (the latest) from gauge readings; grammar
+  compile seconds from the compile histogram's sum;
+- the batch (requests running, mean) and GPU utilisation (NVML's, mean) from gauge readings,
   the speculative decoding's draft and accepted tokens from counter increases (vLLM), its
   acceptance rate from the gauge's readings (SGLang: mean over series).
-  waiting (mean) and the process's start time (the latest) from gauge readings; grammar
-  compile seconds from the compile histogram's sum.
 """
 
 from __future__ import annotations
