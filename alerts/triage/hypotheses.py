@@ -229,13 +229,17 @@ def _busy_idle_gpu(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 def _spec_not_paying(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: a step verifies every draft token whether or not it is accepted: a falling
     # acceptance rate costs the same steps for fewer tokens (a request's decode takes
-    # longer) and, at load, the rejected drafts' compute makes each step slower too
+    # longer) and, at load, the rejected drafts' compute makes each step slower too, or the
+    # fleet falls below its arrivals and queues
     fall = reason_of(rows, K.SPEC_ACCEPTANCE, "change", 0.1, 0.3, falls=True)
     itl = reason_of(rows, K.ITL_MEAN, "change", 1.2, 2.0, is_required=False)
     tail = reason_of(rows, K.ITL_P99, "change", 1.2, 2.0, is_required=False)
     queue = reason_of(rows, K.QUEUE_SHARE, "change", 0.1, 0.3, is_required=False)
-    score = _sub(fall) * max(_sub(itl), _sub(tail), _sub(queue))
-    return _hypothesis(Cause.SPEC_NOT_PAYING, score, (fall, itl, tail, queue))
+    # NOTE: a memory-bound fleet's steps keep their time, but it serves fewer requests a
+    # second: the first tokens' tail shows the queue before its share of TTFT moves
+    first = reason_of(rows, K.TTFT_P95, "change", 1.2, 2.0, is_required=False)
+    score = _sub(fall) * max(_sub(itl), _sub(tail), _sub(queue), _sub(first))
+    return _hypothesis(Cause.SPEC_NOT_PAYING, score, (fall, itl, tail, queue, first))
 
 
 _RULES = (

@@ -127,6 +127,16 @@ def test_spec_not_paying_needs_the_acceptance_to_fall_and_latency_to_grow():
     assert _scores(tc.single(quiet, base))[Cause.SPEC_NOT_PAYING] == 0.0
 
 
+def test_a_memory_bound_fleet_shows_lost_speculation_in_its_first_tokens():
+    # steps keep their time (ITL mean and p99 flat), the fleet serves fewer requests a second
+    base = tc.measurements(itl_mean_seconds=0.0107, spec_draft_tokens=4000.0,
+                           spec_accepted_tokens=1780.0, ttft_p95_seconds=0.08)  # fmt: skip
+    inc = tc.measurements(itl_mean_seconds=0.0108, spec_draft_tokens=9000.0,
+                          spec_accepted_tokens=900.0, ttft_p95_seconds=0.2)  # fmt: skip
+    h = _hypothesis(tc.single(inc, base), Cause.SPEC_NOT_PAYING)
+    assert h.score == pytest.approx(1.0)  # 0.445 -> 0.1, TTFT p95 2.5x
+
+
 def test_a_fleet_that_does_not_speculate_has_no_acceptance_rate():
     h = _hypothesis(tc.overload(), Cause.SPEC_NOT_PAYING)
     assert not h.has_enough_data and h.score == 0.0
