@@ -50,6 +50,7 @@ class EvidenceKey(enum.StrEnum):
     GPU_UTILIZATION = "gpu_utilization"  # NVML's busy fraction, mean over the fleet's GPUs
     SPEC_ACCEPTANCE = "spec_acceptance"  # accepted draft tokens over draft tokens
     ITL_PER_RUNNING = "itl_per_running"  # the token gap per request in the batch
+    E2E_MEAN = "e2e_mean"  # the fleet's mean request latency
 
 
 class ChangeKind(enum.StrEnum):

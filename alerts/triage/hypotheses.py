@@ -238,8 +238,11 @@ def _spec_not_paying(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: a memory-bound fleet's steps keep their time, but it serves fewer requests a
     # second: the first tokens' tail shows the queue before its share of TTFT moves
     first = reason_of(rows, K.TTFT_P95, "change", 1.2, 2.0, is_required=False)
-    score = _sub(fall) * max(_sub(itl), _sub(tail), _sub(queue), _sub(first))
-    return _hypothesis(Cause.SPEC_NOT_PAYING, score, (fall, itl, tail, queue, first))
+    # NOTE: and whatever the load, each request needs more steps: its e2e grows
+    e2e = reason_of(rows, K.E2E_MEAN, "change", 1.2, 2.0, is_required=False)
+    reasons = (fall, itl, tail, queue, first, e2e)
+    score = _sub(fall) * max(_sub(r) for r in reasons[1:])
+    return _hypothesis(Cause.SPEC_NOT_PAYING, score, reasons)
 
 
 _RULES = (

@@ -119,7 +119,7 @@ def test_spec_not_paying_needs_the_acceptance_to_fall_and_latency_to_grow():
         spec_accepted_tokens=9000 * 0.445, itl_p99_seconds=0.14,
     )  # fmt: skip
     assert _scores(tc.single(held, base))[Cause.SPEC_NOT_PAYING] == 0.0
-    # the acceptance fell but nothing got slower (a quiet hour's traffic): no incident of it
+    # the acceptance fell but nothing got slower: no incident of it
     quiet = tc.measurements(
         itl_mean_seconds=0.0107, running_mean=10.5, spec_draft_tokens=4000.0,
         spec_accepted_tokens=400.0, itl_p99_seconds=0.070,
@@ -135,6 +135,16 @@ def test_a_memory_bound_fleet_shows_lost_speculation_in_its_first_tokens():
                           spec_accepted_tokens=900.0, ttft_p95_seconds=0.2)  # fmt: skip
     h = _hypothesis(tc.single(inc, base), Cause.SPEC_NOT_PAYING)
     assert h.score == pytest.approx(1.0)  # 0.445 -> 0.1, TTFT p95 2.5x
+
+
+def test_requests_that_need_more_steps_take_longer_whatever_the_load():
+    # a generated H100 run's figures: ITL, its tail, the queue and TTFT p95 flat; e2e 2.4x
+    base = tc.measurements(e2e_mean_seconds=0.9, spec_draft_tokens=4000.0,
+                           spec_accepted_tokens=1780.0)  # fmt: skip
+    inc = tc.measurements(e2e_mean_seconds=2.2, spec_draft_tokens=9000.0,
+                          spec_accepted_tokens=750.0)  # fmt: skip
+    h = _hypothesis(tc.single(inc, base), Cause.SPEC_NOT_PAYING)
+    assert h.score == pytest.approx(1.0)
 
 
 def test_a_fleet_that_does_not_speculate_has_no_acceptance_rate():
