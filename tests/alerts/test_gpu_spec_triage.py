@@ -79,6 +79,21 @@ def test_a_batch_that_grew_with_its_steps_is_load_not_an_idle_gpu():
     assert _scores(tc.single(inc, base))[Cause.BUSY_IDLE_GPU] == 0.0
 
 
+def test_a_batch_that_grew_but_left_requests_queueing_did_not_absorb_the_slower_steps():
+    # Little's law grew the batch as much as the steps slowed, yet the queue's share of
+    # TTFT rose from 0.04 to 0.9: the cap held the rest back
+    base = tc.measurements(itl_mean_seconds=0.010, running_mean=4.0, prompt_tokens_mean=64.0)
+    inc = tc.measurements(itl_mean_seconds=0.020, running_mean=8.0, queue_mean_seconds=0.45,
+                          ttft_mean_seconds=0.5, prompt_tokens_mean=64.0)  # fmt: skip
+    h = _hypothesis(tc.single(inc, base), Cause.BUSY_IDLE_GPU)
+    assert h.score == pytest.approx(0.7)  # no NVML: 0.7
+    # the same with the drafts' acceptance fallen from 0.45 to 0.05: speculation's
+    spec = {"spec_draft_tokens": 1000.0}
+    inc = tc.measurements(**{**_values(inc), **spec, "spec_accepted_tokens": 50.0})
+    base = tc.measurements(**{**_values(base), **spec, "spec_accepted_tokens": 450.0})
+    assert _scores(tc.single(inc, base))[Cause.BUSY_IDLE_GPU] == 0.0
+
+
 def test_more_arrivals_longer_prompts_or_preemptions_discount_the_idle_gpu():
     base = tc.measurements(itl_mean_seconds=0.010, running_mean=8.0, prompt_tokens_mean=64.0)
     slower = {"itl_mean_seconds": 0.025, "running_mean": 8.0, "prompt_tokens_mean": 64.0}
