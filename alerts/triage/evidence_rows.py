@@ -60,6 +60,7 @@ class EvidenceKey(enum.StrEnum):
     SPEC_ACCEPTANCE = "spec_acceptance"  # accepted draft tokens over draft tokens
     ITL_PER_RUNNING = "itl_per_running"  # the token gap per request in the batch
     COLD_COMPILE_SHARE = "cold_compile_share"
+    E2E_MEAN = "e2e_mean"  # the fleet's mean request latency
 
 
 class ChangeKind(enum.StrEnum):

@@ -26,6 +26,7 @@ def gpu_rows(data: TriageInput) -> list[EvidenceRow]:
     R, D = ChangeKind.RATIO, ChangeKind.DIFFERENCE
     return [
         make_row(EvidenceKey.ITL_MEAN, "ITL mean", inc.itl_mean_seconds, base.itl_mean_seconds, R),
+        make_row(EvidenceKey.E2E_MEAN, "e2e mean", inc.e2e_mean_seconds, base.e2e_mean_seconds, R),
         make_row(
             EvidenceKey.RUNNING_MEAN,
             "requests running (the batch), mean",

@@ -345,28 +345,47 @@ def _busy_idle_gpu(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # (overload, or a healthy rise): the steps must slow more than the batch grew; a slower step with more arrivals, longer prompts, a
     # preempting pool or one slow replica is the other causes'.
     slower = reason_of(rows, K.ITL_MEAN, "change", 1.2, 2.0)
-    per_request = reason_of(rows, K.ITL_PER_RUNNING, "change", 1.1, 1.5)
+    # NOTE: with steady arrivals, requests that take longer make a larger batch (Little's
+    # law); a batch that cannot absorb the slower steps shows as steps slower than the batch
+    # grew, or as requests queueing
+    per_request = reason_of(rows, K.ITL_PER_RUNNING, "change", 1.1, 1.5, is_required=False)
+    queue = reason_of(rows, K.QUEUE_SHARE, "change", 0.1, 0.3, is_required=False)
     arrivals = reason_of(rows, K.ARRIVAL_RATE, "change", 1.1, 1.5, is_required=False)
     prompts = reason_of(rows, K.PROMPT_MEAN, "change", 1.5, 4.0, is_required=False)
     preempt = reason_of(rows, K.PREEMPTIONS_PER_REQUEST, "change", 0.01, 0.05, is_required=False)
     skew = reason_of(rows, K.ITL_MEAN_SKEW, "incident", 1.25, 2.0, is_required=False)
+    # NOTE: drafts no longer accepted make a larger batch of slower steps too: spec-not-paying
+    drafts = reason_of(rows, K.SPEC_ACCEPTANCE, "change", 0.1, 0.3, is_required=False, falls=True)
     busy = reason_of(rows, K.GPU_UTILIZATION, "incident", 0.8, 0.95, is_required=False)
     steady = _guard(arrivals, 0.5) * _guard(prompts, 0.5) * _guard(preempt) * _guard(skew)
-    score = _sub(slower) * _sub(per_request) * steady * (0.7 + 0.3 * _sub(busy))
-    reasons = (slower, per_request, arrivals, prompts, preempt, skew, busy)
+    steady *= _guard(drafts)
+    held = max(_sub(per_request), _sub(queue))
+    score = _sub(slower) * held * steady * (0.7 + 0.3 * _sub(busy))
+    reasons = (slower, per_request, queue, arrivals, prompts, preempt, skew, drafts, busy)
+    missing = math.isnan(per_request.sub_score) and math.isnan(queue.sub_score)
+    if missing:
+        note = "not enough data: ITL mean / requests running, queue share of TTFT"
+        return Hypothesis(Cause.BUSY_IDLE_GPU, 0.0, reasons, FLEET, False, note)
     return _hypothesis(Cause.BUSY_IDLE_GPU, score, reasons)
 
 
 def _spec_not_paying(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: a step verifies every draft token whether or not it is accepted: a falling
     # acceptance rate costs the same steps for fewer tokens (a request's decode takes
-    # longer) and, at load, the rejected drafts' compute makes each step slower too
+    # longer) and, at load, the rejected drafts' compute makes each step slower too, or the
+    # fleet falls below its arrivals and queues
     fall = reason_of(rows, K.SPEC_ACCEPTANCE, "change", 0.1, 0.3, falls=True)
     itl = reason_of(rows, K.ITL_MEAN, "change", 1.2, 2.0, is_required=False)
     tail = reason_of(rows, K.ITL_P99, "change", 1.2, 2.0, is_required=False)
     queue = reason_of(rows, K.QUEUE_SHARE, "change", 0.1, 0.3, is_required=False)
-    score = _sub(fall) * max(_sub(itl), _sub(tail), _sub(queue))
-    return _hypothesis(Cause.SPEC_NOT_PAYING, score, (fall, itl, tail, queue))
+    # NOTE: a memory-bound fleet's steps keep their time, but it serves fewer requests a
+    # second: the first tokens' tail shows the queue before its share of TTFT moves
+    first = reason_of(rows, K.TTFT_P95, "change", 1.2, 2.0, is_required=False)
+    # NOTE: and whatever the load, each request needs more steps: its e2e grows
+    e2e = reason_of(rows, K.E2E_MEAN, "change", 1.2, 2.0, is_required=False)
+    reasons = (fall, itl, tail, queue, first, e2e)
+    score = _sub(fall) * max(_sub(r) for r in reasons[1:])
+    return _hypothesis(Cause.SPEC_NOT_PAYING, score, reasons)
 
 
 _RULES = (

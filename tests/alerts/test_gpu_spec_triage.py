@@ -79,6 +79,21 @@ def test_a_batch_that_grew_with_its_steps_is_load_not_an_idle_gpu():
     assert _scores(tc.single(inc, base))[Cause.BUSY_IDLE_GPU] == 0.0
 
 
+def test_a_batch_that_grew_but_left_requests_queueing_did_not_absorb_the_slower_steps():
+    # Little's law grew the batch as much as the steps slowed, yet the queue's share of
+    # TTFT rose from 0.04 to 0.9: the cap held the rest back
+    base = tc.measurements(itl_mean_seconds=0.010, running_mean=4.0, prompt_tokens_mean=64.0)
+    inc = tc.measurements(itl_mean_seconds=0.020, running_mean=8.0, queue_mean_seconds=0.45,
+                          ttft_mean_seconds=0.5, prompt_tokens_mean=64.0)  # fmt: skip
+    h = _hypothesis(tc.single(inc, base), Cause.BUSY_IDLE_GPU)
+    assert h.score == pytest.approx(0.7)  # no NVML: 0.7
+    # the same with the drafts' acceptance fallen from 0.45 to 0.05: speculation's
+    spec = {"spec_draft_tokens": 1000.0}
+    inc = tc.measurements(**{**_values(inc), **spec, "spec_accepted_tokens": 50.0})
+    base = tc.measurements(**{**_values(base), **spec, "spec_accepted_tokens": 450.0})
+    assert _scores(tc.single(inc, base))[Cause.BUSY_IDLE_GPU] == 0.0
+
+
 def test_more_arrivals_longer_prompts_or_preemptions_discount_the_idle_gpu():
     base = tc.measurements(itl_mean_seconds=0.010, running_mean=8.0, prompt_tokens_mean=64.0)
     slower = {"itl_mean_seconds": 0.025, "running_mean": 8.0, "prompt_tokens_mean": 64.0}
@@ -119,12 +134,32 @@ def test_spec_not_paying_needs_the_acceptance_to_fall_and_latency_to_grow():
         spec_accepted_tokens=9000 * 0.445, itl_p99_seconds=0.14,
     )  # fmt: skip
     assert _scores(tc.single(held, base))[Cause.SPEC_NOT_PAYING] == 0.0
-    # the acceptance fell but nothing got slower (a quiet hour's traffic): no incident of it
+    # the acceptance fell but nothing got slower: no incident of it
     quiet = tc.measurements(
         itl_mean_seconds=0.0107, running_mean=10.5, spec_draft_tokens=4000.0,
         spec_accepted_tokens=400.0, itl_p99_seconds=0.070,
     )  # fmt: skip
     assert _scores(tc.single(quiet, base))[Cause.SPEC_NOT_PAYING] == 0.0
+
+
+def test_a_memory_bound_fleet_shows_lost_speculation_in_its_first_tokens():
+    # steps keep their time (ITL mean and p99 flat), the fleet serves fewer requests a second
+    base = tc.measurements(itl_mean_seconds=0.0107, spec_draft_tokens=4000.0,
+                           spec_accepted_tokens=1780.0, ttft_p95_seconds=0.08)  # fmt: skip
+    inc = tc.measurements(itl_mean_seconds=0.0108, spec_draft_tokens=9000.0,
+                          spec_accepted_tokens=900.0, ttft_p95_seconds=0.2)  # fmt: skip
+    h = _hypothesis(tc.single(inc, base), Cause.SPEC_NOT_PAYING)
+    assert h.score == pytest.approx(1.0)  # 0.445 -> 0.1, TTFT p95 2.5x
+
+
+def test_requests_that_need_more_steps_take_longer_whatever_the_load():
+    # a generated H100 run's figures: ITL, its tail, the queue and TTFT p95 flat; e2e 2.4x
+    base = tc.measurements(e2e_mean_seconds=0.9, spec_draft_tokens=4000.0,
+                           spec_accepted_tokens=1780.0)  # fmt: skip
+    inc = tc.measurements(e2e_mean_seconds=2.2, spec_draft_tokens=9000.0,
+                          spec_accepted_tokens=750.0)  # fmt: skip
+    h = _hypothesis(tc.single(inc, base), Cause.SPEC_NOT_PAYING)
+    assert h.score == pytest.approx(1.0)
 
 
 def test_a_fleet_that_does_not_speculate_has_no_acceptance_rate():
