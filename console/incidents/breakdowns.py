@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from alerts import Cause
 from alerts.triage import TimeWindow
 from collectors import canonical as c
 from collectors.store.protocols import MetricsReader
@@ -37,7 +38,7 @@ class Dimension:
     latency: str
     latency_name: str
     extras: tuple[tuple[str, str], ...]
-    causes: frozenset[str]
+    causes: frozenset[Cause]
 
 
 TENANT = Dimension(
@@ -47,7 +48,7 @@ TENANT = Dimension(
     c.TTFT_SECONDS,
     "TTFT",
     (("prompt tokens", c.PROMPT_TOKENS_TOTAL),),
-    frozenset({"noisy-tenant", "overload"}),
+    frozenset({Cause.NOISY_TENANT, Cause.OVERLOAD}),
 )
 ADAPTER = Dimension(
     "adapter",
@@ -56,7 +57,7 @@ ADAPTER = Dimension(
     c.LORA_E2E_SECONDS,
     "e2e",
     (("cold loads", c.LORA_LOADS_TOTAL), ("load seconds", c.LORA_LOAD_SECONDS_TOTAL)),
-    frozenset({"adapter-thrash"}),
+    frozenset({Cause.ADAPTER_THRASH}),
 )
 DIMENSIONS = (TENANT, ADAPTER)
 
@@ -78,7 +79,7 @@ def columns(dimension: Dimension) -> list[str]:
 
 def points_here(dimension: Dimension, causes: Iterable[str]) -> bool:
     """Whether any of ``causes`` (the hypotheses worth reading) points at ``dimension``."""
-    return any(str(cause) in dimension.causes for cause in causes)
+    return any(cause in dimension.causes for cause in causes)
 
 
 def adapter_names(reader: MetricsReader) -> list[str]:
