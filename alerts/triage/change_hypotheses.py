@@ -105,7 +105,7 @@ PROMPTS_MEAN = Signal(K.PROMPT_MEAN, "change", 1.5, 4.0)
 OUTPUTS = Signal(K.OUTPUT_MEAN, "change", 1.5, 4.0)
 ARRIVALS = Signal(K.ARRIVAL_RATE, "change", 1.1, 1.5)
 GUARDS: Alternative = (replace(ARRIVALS, inverse=True), replace(PROMPTS, inverse=True))
-TRUNCATED = Signal(K.STRUCTURED_LENGTH_SHARE, "change", 0.05, 0.2)
+TRUNCATED = Signal(K.STRUCTURED_LENGTH_SHARE, "change", 0.02, 0.1)
 
 COLD_ITL = Signal(K.COLD_ITL_RATIO, "incident", 1.25, 2.0)
 CAPACITY_DOWN: tuple[Alternative, ...] = ((QUEUE,), (REJECTED,))

@@ -274,9 +274,11 @@ def _cold_start(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
 
 def _structured_truncation(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     # NOTE: a rise of the share cut at max_tokens, not its level: a route whose schema
-    # sometimes runs long has a steady share; 5 points more starts the ramp, 20 points more
-    # (one structured answer in five invalid) is the whole of it
-    share = reason_of(rows, K.STRUCTURED_LENGTH_SHARE, "change", 0.05, 0.2)
+    # sometimes runs long has a steady share. 2 points is a steady route's noise; 10 points
+    # more (one structured answer in ten more invalid) is the whole of it. truncation-rise
+    # fires at 5 points, so triage at its first ticket, over the few seconds since the
+    # condition held, already reads the cause above the floor (at 5 points: 0.375)
+    share = reason_of(rows, K.STRUCTURED_LENGTH_SHARE, "change", 0.02, 0.1)
     return _hypothesis(Cause.STRUCTURED_TRUNCATION, _sub(share), (share,))
 
 

@@ -159,3 +159,65 @@ def test_promtool_case_steps_the_ratio_between_exact_ends(direction):
         top = 1.0 if rule.numerator == rule.denominator else 32.0
         assert ends == ((0.0, top) if direction == "rise" else (top, 0.0))
         assert case.expected and case.firing != case.clean
+
+
+def test_promtool_runs_a_fall_and_a_plain_ratio_rise_and_fails_them_swapped(tmp_path):
+    """The exported PromQL fires on the generated input and stays silent on the clean one,
+    for a fall of the speculative acceptance rate and a rise of tokens per request (a ratio
+    of two families, a floor above 1), and fails with the inputs swapped."""
+    import subprocess
+
+    import yaml
+
+    from alerts import export_rules, promtool_test_files
+    from alerts.rules.builtin import RuleSet
+    from tests.services import promtool_binary
+
+    rules = RuleSet(
+        (
+            _rule(
+                name="accept-fall",
+                alert="accept-fall",
+                numerator=c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL,
+                numerator_matchers={},
+                denominator=c.SPEC_DECODE_DRAFT_TOKENS_TOTAL,
+                direction="fall",
+                factor=0.7,
+                difference_min=0.1,
+            ),
+            _rule(
+                name="longer-answers",
+                alert="longer-answers",
+                numerator=c.GENERATION_TOKENS_TOTAL,
+                numerator_matchers={},
+                denominator=c.REQUESTS_TOTAL,
+                factor=1.5,
+                difference_min=16.0,
+            ),
+        )
+    )
+    export = export_rules(rules, Dialect.VLLM)
+    (tmp_path / "rules.yml").write_text(export.text(), encoding="utf-8")
+    files, notes = promtool_test_files(export, rules, "rules.yml")
+    assert notes == () and len(files) == 2
+    promtool = promtool_binary()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [promtool, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+
+    for name, body in files.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    assert run("check", "rules", "rules.yml").returncode == 0
+    result = run("test", "rules", *sorted(files))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    for name, body in files.items():
+        document = yaml.safe_load(body)
+        firing, clean = document["tests"]
+        firing["input_series"], clean["input_series"] = (
+            clean["input_series"],
+            firing["input_series"],
+        )
+        (tmp_path / name).write_text(yaml.safe_dump(document, sort_keys=False, width=1_000_000))
+        assert run("test", "rules", name).returncode != 0, name

@@ -37,9 +37,18 @@ def test_a_steady_share_however_high_and_a_small_rise_are_not_truncation():
     steady = tc.measurements(structured_length=8.0)
     report = triage(tc.single(steady, steady))
     assert _score(report, Cause.STRUCTURED_TRUNCATION) == 0.0
-    # from 1 to 2 in 20: 5 points, the ramp's start
-    small = triage(tc.single(tc.measurements(structured_length=2.0)))
+    # 2 points more (2 to 4 in 100): a steady route's noise, the ramp's start
+    many = tc.measurements(structured_finished=100.0, structured_length=2.0)
+    small = triage(
+        tc.single(tc.measurements(structured_finished=100.0, structured_length=4.0), many)
+    )
     assert _score(small, Cause.STRUCTURED_TRUNCATION) == pytest.approx(0.0)
+    # 5 points more, where truncation-rise fires: above the recommendation floor
+    fired = triage(
+        tc.single(tc.measurements(structured_finished=100.0, structured_length=7.0), many)
+    )
+    assert _score(fired, Cause.STRUCTURED_TRUNCATION) == pytest.approx(0.375)
+    assert fired.verdict == Cause.STRUCTURED_TRUNCATION
 
 
 def test_without_structured_requests_truncation_has_not_enough_data():
