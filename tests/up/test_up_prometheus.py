@@ -65,11 +65,12 @@ def test_discovery_names_each_target_dialect_and_model(fleet) -> None:
     assert [(t.dialect, t.instance, t.model) for t in found.targets] == [
         ("vllm", f"r{i}", "m") for i in range(3)
     ]
-    # 4 histograms of 11 or 8 buckets, 2 finished reasons, 3 counters, 3 gauges
-    assert {t.num_series for t in found.targets} == {3 * 11 + 8 + 2 + 3 + 3}
+    # 4 histograms of 11 or 8 buckets, 2 finished reasons, 3 counters, 3 gauges, and the 2
+    # speculative-decoding counters (spec-acceptance-drop's)
+    assert {t.num_series for t in found.targets} == {3 * 11 + 8 + 2 + 3 + 3 + 2}
     table = discovery_table(found).splitlines()
     assert table[0].split() == ["dialect", "instance", "model", "series"]
-    assert table[1].split() == ["vllm", "r0", "m", "49"]
+    assert table[1].split() == ["vllm", "r0", "m", "51"]
 
 
 def test_a_server_without_engine_series_is_one_line(no_engines, tmp_path) -> None:
@@ -152,7 +153,7 @@ def test_up_prometheus_discovers_proposes_and_runs_the_stack(fleet, tmp_path) ->
         out = "\n".join(lines)
         assert "Tailwatch is up." in out, out
         assert f"{fleet} holds 3 engine targets (1 models):" in out
-        assert any(line.split() == ["vllm", "r1", "m", "49"] for line in lines), out
+        assert any(line.split() == ["vllm", "r1", "m", "51"] for line in lines), out
         assert "SLOs proposed from the server's last 7 days" in out, out
         written = yaml.safe_load((tmp_path / ".tailwatch" / "up.yaml").read_text())
         assert written["prometheus"] == {"url": fleet}
