@@ -167,10 +167,9 @@ def test_promtool_runs_a_fall_and_a_plain_ratio_rise_and_fails_them_swapped(tmp_
     of two families, a floor above 1), and fails with the inputs swapped."""
     import subprocess
 
-    import yaml
-
     from alerts import export_rules, promtool_test_files
     from alerts.rules.builtin import RuleSet
+    from tests.alerts.test_rules_export import swapped_inputs
     from tests.services import promtool_binary
 
     rules = RuleSet(
@@ -213,11 +212,5 @@ def test_promtool_runs_a_fall_and_a_plain_ratio_rise_and_fails_them_swapped(tmp_
     result = run("test", "rules", *sorted(files))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     for name, body in files.items():
-        document = yaml.safe_load(body)
-        firing, clean = document["tests"]
-        firing["input_series"], clean["input_series"] = (
-            clean["input_series"],
-            firing["input_series"],
-        )
-        (tmp_path / name).write_text(yaml.safe_dump(document, sort_keys=False, width=1_000_000))
+        (tmp_path / name).write_text(swapped_inputs(body))
         assert run("test", "rules", name).returncode != 0, name

@@ -161,17 +161,20 @@ def test_promtool_tests_pass(exported):
     assert result.stdout.count("SUCCESS") == len(files)
 
 
+def swapped_inputs(body: str) -> str:
+    """A promtool test file (``promtool_test_files``) with its firing and clean cases'
+    input series swapped: what makes every one of its assertions fail."""
+    document = yaml.safe_load(body)
+    firing, clean = document["tests"]
+    firing["input_series"], clean["input_series"] = clean["input_series"], firing["input_series"]
+    return yaml.safe_dump(document, sort_keys=False, width=1_000_000)
+
+
 def test_promtool_tests_fail_when_inputs_are_swapped(tmp_path):
     """The tests can fail: with the firing and clean inputs swapped, every file fails."""
     _, _, files = _write_export(tmp_path, Dialect.VLLM)
     for name, body in files.items():
-        document = yaml.safe_load(body)
-        firing, clean = document["tests"]
-        firing["input_series"], clean["input_series"] = (
-            clean["input_series"],
-            firing["input_series"],
-        )
-        (tmp_path / name).write_text(yaml.safe_dump(document, sort_keys=False, width=1_000_000))
+        (tmp_path / name).write_text(swapped_inputs(body))
     for name in sorted(files):
         result = _promtool("test", "rules", name, cwd=tmp_path)
         assert result.returncode == 1, (name, result.stdout, result.stderr[-2000:])

@@ -75,7 +75,8 @@ class Engine:
         return ScrapeRecord.from_normalised("r0", at, normalised)
 
 
-def reader() -> FakeMetricsReader:
+def scrapes() -> list[ScrapeRecord]:
+    """The three scrapes at T0, T1 and T2 (the baseline, then the incident)."""
     engine = Engine()
     # NOTE: the series exist from the first scrape (a series first seen has no increase yet)
     for name in ("chat", "batch"):
@@ -96,7 +97,11 @@ def reader() -> FakeMetricsReader:
     engine.adapter("support", 40, 0.4)
     engine.adapter("legal", 5, 3.0, loads=5)
     records.append(engine.scrape(T2))
-    return FakeMetricsReader(records)
+    return records
+
+
+def reader() -> FakeMetricsReader:
+    return FakeMetricsReader(scrapes())
 
 
 WINDOW, BASELINE = TimeWindow(T1, T2), TimeWindow(T0, T1)

@@ -9,7 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tests.console.test_incident_breakdowns import T0, T1, T2, Engine
+from tests.console.test_incident_breakdowns import T1, scrapes
 
 URL_ENV = "TAILWATCH_TEST_BREAKDOWN_URL"
 CAUSES_ENV = "TAILWATCH_TEST_BREAKDOWN_CAUSES"
@@ -38,22 +38,9 @@ def store_url(tmp_path_factory) -> str:
     from collectors.store import Store, sqlite_url
 
     url = sqlite_url(tmp_path_factory.mktemp("breakdowns") / "tw.db")
-    engine, store = Engine(), Store(url)
+    store = Store(url)
     try:
-        for name in ("chat", "batch"):
-            engine.tenant(name, 0, 0.0, 0)
-        for name in ("", "support", "legal"):
-            engine.adapter(name, 0, 0.0)
-        records = [engine.scrape(T0)]
-        engine.tenant("chat", 90, 0.08, 100)
-        engine.tenant("batch", 10, 0.08, 100)
-        engine.adapter("support", 40, 0.4)
-        records.append(engine.scrape(T1))
-        engine.tenant("chat", 60, 0.7, 100)
-        engine.tenant("batch", 40, 0.3, 4000)
-        engine.adapter("legal", 5, 3.0, loads=5)
-        records.append(engine.scrape(T2))
-        store.write_scrapes(records)
+        store.write_scrapes(scrapes())
         # NOTE: tenants are named by the request records (the metrics list no tenant label)
         from collectors.request_records import RequestRecord
 
