@@ -3,7 +3,8 @@
 Each test file is one xdist group, so a file's module- and session-scoped fixtures are
 built once, on one worker. The alert drills are one group across the two files that read
 them (``tests/loadgen/drill_runs.py`` runs each scenario once per process: split over two
-workers, every drill would run twice). The tests that start whole stacks of processes
+workers, every drill would run twice), but for the feature scenarios' virtual drills, a
+group of their own (each scenario's tests still together). The tests that start whole stacks of processes
 (``tailwatch up``, ``make run`` in a fresh clone, the console in Chromium) join that group:
 on a 2-core machine a drill's replicas beside a whole stack on the other worker starved
 the drill's collector (every scrape of all four replicas timed out for 5 s at once) and
@@ -32,6 +33,20 @@ STACK_FILES = frozenset(
 )
 
 
+#: The scenarios of the features production fleets run (issue 26): virtual drills only.
+FEATURE_SCENARIOS = frozenset(
+    {
+        "adapter-thrash",
+        "cold-start",
+        "structured-truncation",
+        "output-length-shift",
+        "noisy-tenant",
+        "busy-idle-gpu",
+        "spec-not-paying",
+    }
+)
+
+
 # NOTE: tryfirst: pytest-xdist's worker reads the markers in a hook of its own (it appends
 # "@<group>" to each node id, which is what loadgroup schedules by), so they must be there
 # first whatever order the plugins registered in (tests/test_suite_groups.py checks the ids).
@@ -42,6 +57,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         path = Path(str(item.path)).resolve()
         name = path.relative_to(_ROOT).as_posix() if path.is_relative_to(_ROOT) else str(path)
-        item.add_marker(
-            pytest.mark.xdist_group("drills" if name in DRILL_FILES | STACK_FILES else name)
-        )
+        group = "drills" if name in DRILL_FILES | STACK_FILES else name
+        # NOTE: a feature scenario's virtual drills (all of one scenario's tests together, so
+        # its run is still made once) are a group of their own: on virtual clocks they need no
+        # quiet beside the stacks, and in the drills' group they made it the suite's longest
+        if name in DRILL_FILES and _scenario(item) in FEATURE_SCENARIOS:
+            group = "feature-drills"
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _scenario(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return None if callspec is None else callspec.params.get("name")
