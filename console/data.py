@@ -486,8 +486,7 @@ def incident_breakdown(
     dimension = next(d for d in incident_breakdowns.DIMENSIONS if d.name == name)
     metrics = _metrics(url)
     if dimension is incident_breakdowns.TENANT:
-        records = _store(url).requests(baseline[0], window[1], limit=request_frames.RECORD_LIMIT)
-        values = sorted({r.tenant for r in records if r.tenant})
+        values = tenants(url, baseline[0], window[1])
     else:
         values = incident_breakdowns.adapter_names(metrics)
     return incident_breakdowns.breakdown_frame(
