@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import math
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from alerts import Acknowledgement, Backtest, EvaluationHealth, Silence, backtest
 from alerts.rules import BurnRateRule, Rule
@@ -56,6 +60,10 @@ CATALOG_FAMILIES = (c.TTFT_SECONDS, c.E2E_SECONDS, c.REQUESTS_RUNNING)
 BY_TARGET_FAMILIES = (c.TTFT_SECONDS, c.ITL_SECONDS)
 #: Lab runs listed at most (newest first).
 LAB_RUN_LIMIT = 100
+#: The name of the threads :func:`reading_ahead` reads on.
+READ_AHEAD_THREADS = "console-read-ahead"
+
+LOG = logging.getLogger(__name__)
 
 Selector = tuple[tuple[str, str], ...]
 
@@ -139,6 +147,43 @@ def _metrics(url: str) -> MetricsReader:
     if source is None:
         return _store(url)
     return _open_server(*source)
+
+
+@contextlib.contextmanager
+def reading_ahead(url: str, reads: Iterable[Callable[[], object]]) -> Iterator[None]:
+    """While the page draws, run its ``reads`` (each a call of a cached read here, with the
+    arguments the page will call it with) on the metrics reader's ``concurrent_reads``
+    threads, in order, as Grafana queries a dashboard's panels at once: a server answers
+    several queries on cores of its own while this process decodes the last answer. The
+    page's own call of a read that is under way waits for it (``st.cache_data`` computes a
+    value once, under a lock per key) and then finds it cached. A reader of the embedded
+    store (``concurrent_reads`` 1) reads as the page goes. A read that fails here is read
+    again by the page, which shows its error. Nothing outlives the block: reads not begun
+    are cancelled, and those under way are waited for."""
+    try:
+        workers = int(getattr(_metrics(url), "concurrent_reads", 1))
+    except Exception:  # NOTE: no reader: the page's first read says why
+        workers = 1
+    if workers < 2:
+        yield
+        return
+    context = get_script_run_ctx()
+
+    def run(read: Callable[[], object]) -> None:
+        if context is not None:  # NOTE: st.cache_data finds its session's caches through it
+            add_script_run_ctx(threading.current_thread(), context)
+        try:
+            read()
+        except Exception:
+            LOG.debug("a read ahead failed; the page reads it again", exc_info=True)
+
+    with ThreadPoolExecutor(workers, thread_name_prefix=READ_AHEAD_THREADS) as pool:
+        started = [pool.submit(run, read) for read in reads]
+        try:
+            yield
+        finally:
+            for future in started:
+                future.cancel()
 
 
 @dataclass(frozen=True)
@@ -274,14 +319,29 @@ def counter_rate(
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _increase_by(url, family, selector: Selector, label, start, end):
+def _increase_by(url, family, selector: Selector, label, start, end, step):
     return metric_frames.counter_increase_by(
-        _metrics(url), family, dict(selector), label, start, end
+        _metrics(url), family, dict(selector), label, start, end, step
     )
 
 
 def increase_by(url: str, family: str, label: str, f: Filters) -> dict[str, float]:
-    return _increase_by(url, family, _sel(f.selector()), label, f.start_seconds, f.end_seconds)
+    return _increase_by(
+        url, family, _sel(f.selector()), label, f.start_seconds, f.end_seconds, f.step_seconds
+    )
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
+def _counter_record(url, family, selector: Selector, start, end, step):
+    read = getattr(_metrics(url), "recorded_counter_series", None)
+    found = None if read is None else read(family, dict(selector), start, end, step)
+    return None if found is None else found[1]
+
+
+def counter_recorded_from(url: str, family: str, f: Filters) -> str | None:
+    """The server's record the filters' fleet counts of ``family`` are read from, if any."""
+    span = (f.start_seconds, f.end_seconds, f.step_seconds)
+    return _counter_record(url, family, _sel(f.selector()), *span)
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)

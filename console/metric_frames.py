@@ -134,12 +134,42 @@ def counter_rate_frame(
             {dict(s.labels).get(split_by) for s in reader.series(family, dict(selector))} - {None}
         )
         groups = {v: {**selector, split_by: v} for v in values}  # type: ignore[misc]
-    rows = []
+    rows, recorded = [], set()
     for name, labels in groups.items():
-        for t, increase in reader.counter_series(family, labels, start, end, step):
+        for t, increase in counter_steps(reader, family, labels, start, end, step, recorded):
             if increase is not None:
                 rows.append((_ts(t), name, increase / step * per_seconds))
-    return pd.DataFrame(rows, columns=["ts", "series", "rate"])
+    return _recorded(pd.DataFrame(rows, columns=["ts", "series", "rate"]), recorded)
+
+
+#: The key of a frame's ``attrs`` naming the server's records it was read from.
+RECORDED = "recorded"
+
+
+def _recorded(frame: pd.DataFrame, names: set[str]) -> pd.DataFrame:
+    frame.attrs[RECORDED] = tuple(sorted(names))
+    return frame
+
+
+def counter_steps(
+    reader: MetricsReader,
+    family: str,
+    selector: Mapping[str, str],
+    start: float,
+    end: float,
+    step: float,
+    recorded: set[str] | None = None,
+) -> list[tuple[float, float | None]]:
+    """``counter_series``, from the server's record of the fleet's rate where it answers
+    every step (``recorded_counter_series``: a day of a large fleet's counter reads a few
+    series instead of every replica's; its name is added to ``recorded``)."""
+    read = getattr(reader, "recorded_counter_series", None)
+    found = None if read is None else read(family, dict(selector), start, end, step)
+    if found is None:
+        return list(reader.counter_series(family, dict(selector), start, end, step))
+    if recorded is not None:
+        recorded.add(found[1])
+    return list(found[0])
 
 
 #: Readings that stopped less than this before the range's end (or two steps, if longer)
@@ -196,7 +226,7 @@ def data_span(
     (see :class:`DataSpan`); ``None`` when no step has an increase. The steps
     (``counter_series``, roll-ups where they cover) find the first and last steps with data;
     only the readings around those two steps are read to place the ends to the scrape."""
-    steps = reader.counter_series(family, dict(selector), start, end, step)
+    steps = counter_steps(reader, family, selector, start, end, step)
     filled = [t for t, increase in steps if increase is not None]
     if not filled:
         return None
@@ -227,14 +257,23 @@ def counter_increase_by(
     label: str,
     start: float,
     end: float,
+    step: float | None = None,
 ) -> dict[str, float]:
-    """A counter's increase over the window per value of ``label`` (e.g. ``code``)."""
+    """A counter's increase over the window per value of ``label`` (e.g. ``code``).
+    ``step``: the window's steps (a whole number of them), so that the server's record of
+    the fleet's rate answers it where it covers every step (:func:`counter_steps`)."""
     values = sorted(
         {dict(s.labels).get(label) for s in reader.series(family, dict(selector))} - {None}
     )
+    read = None if step is None else getattr(reader, "recorded_counter_series", None)
     out = {}
     for value in values:
-        increase = reader.counter_window(family, {**selector, label: value}, start, end)  # type: ignore[dict-item]
+        chosen = {**selector, label: value}
+        found = None if read is None else read(family, chosen, start, end, step)
+        if found is not None:
+            out[value] = sum(v for _, v in found[0])  # type: ignore[index]
+            continue
+        increase = reader.counter_window(family, chosen, start, end)  # type: ignore[arg-type]
         if increase is not None:
             out[value] = increase  # type: ignore[index]
     return out
@@ -255,12 +294,16 @@ def gauge_frame(
     (``"max"``, e.g. KV usage) across series. A reader over a server does it there
     (``gauge_steps``); whole-minute steps read the store's gauge roll-ups where they cover (a
     reader with ``gauge_minutes``), raw readings elsewhere."""
+    recorded = getattr(reader, "recorded_gauge_steps", None)  # a server's record of the fleet
+    found = None if recorded is None else recorded(family, dict(selector), start, end, step, across)  # fmt: skip
     pushed = getattr(reader, "gauge_steps", None)  # a server's: averaged and added there
-    steps = None if pushed is None else pushed(family, dict(selector), start, end, step, across)
+    steps = found[0] if found is not None else None
+    if steps is None and pushed is not None:
+        steps = pushed(family, dict(selector), start, end, step, across)
     if steps is not None:
         frame = pd.DataFrame(steps, columns=["t", "value"])
         frame["ts"] = pd.to_datetime(frame["t"], unit="s", utc=True)
-        return frame[["ts", "value"]]
+        return _recorded(frame[["ts", "value"]], {found[1]} if found is not None else set())
     per_series = [
         means.rename(str(labels))
         for labels, means in _gauge_step_means(reader, family, dict(selector), start, end, step)
@@ -326,13 +369,14 @@ def ratio_frame(
 ) -> pd.DataFrame:
     """``ts, value``: increase(numerator) / increase(denominator) per step (e.g. prefix hit
     rate); steps with no denominator are left out."""
-    top = dict(reader.counter_series(numerator, dict(selector), start, end, step))
+    recorded: set[str] = set()
+    top = dict(counter_steps(reader, numerator, selector, start, end, step, recorded))
     rows = []
-    for t, bottom in reader.counter_series(denominator, dict(selector), start, end, step):
+    for t, bottom in counter_steps(reader, denominator, selector, start, end, step, recorded):
         hits = top.get(t)
         if bottom and hits is not None:
             rows.append((_ts(t), hits / bottom))
-    return pd.DataFrame(rows, columns=["ts", "value"])
+    return _recorded(pd.DataFrame(rows, columns=["ts", "value"]), recorded)
 
 
 def heatmap_frame(

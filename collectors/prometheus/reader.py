@@ -43,7 +43,7 @@ import httpx
 from collectors import canonical as c
 from collectors.canonical import Kind, Labels
 from collectors.prometheus import queries as q
-from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, point
+from collectors.prometheus.api import PrometheusAPI, PrometheusSourceError, answer_points, point
 from collectors.prometheus.kept import KeptAnswers, Rows
 from collectors.prometheus.names import (
     TARGET_LABEL,
@@ -824,8 +824,7 @@ class PrometheusReader(RecordedReads, ReadingTimes, StepReads):
             high = min(low + MAX_POINTS_PER_QUERY, len(bounds)) - 1
             for r in self.api.query_range(expr, bounds[low], bounds[high], step, **extra):
                 labels = dict(r.get("metric") or {})
-                for value in r.get("values") or ():
-                    t, v = point(value, expr)
+                for t, v in answer_points(r.get("values"), expr):
                     k = round((t - bounds[1]) / step)
                     if 0 <= k < len(bounds) - 1:
                         out.setdefault(k, []).append((labels, v))

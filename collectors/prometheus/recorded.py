@@ -30,6 +30,11 @@ FIRST_SAMPLE_RESOLUTION_SECONDS = records.RATE_SECONDS
 COVERED_WITHIN_SECONDS = 2 * records.RATE_SECONDS
 
 
+def _one_value(rows: list[tuple[dict[str, str], float]]) -> float:
+    """An aggregated answer's one row's value."""
+    return rows[0][1]
+
+
 class RecordedReads:
     """Reads of the console's fleet records; the reader supplies ``match``,
     ``metric_names()``, ``_evaluate`` and ``_held_sources``."""
@@ -53,6 +58,88 @@ class RecordedReads:
         if not usable or name not in self.metric_names():  # type: ignore[attr-defined]
             return None
         return name, ",".join(f"{k}={quote(v)}" for k, v in sorted(chosen.items()))
+
+    def _series_record(
+        self, name: str, labels: Mapping[str, str] | None, kept: set[str], step_seconds: float
+    ) -> str | None:
+        """The matchers for ``labels`` on the record ``name`` where it can answer a read of
+        ``step_seconds`` steps: held by the server, a reader not limited by ``match``, no
+        selector on a label the record does not keep (a replica), steps no shorter than the
+        recorded rate."""
+        chosen = dict(labels or {})
+        usable = (
+            not self.match  # type: ignore[attr-defined]
+            and step_seconds >= records.RATE_SECONDS
+            and set(chosen) <= kept
+            and name in self.metric_names()  # type: ignore[attr-defined]
+        )
+        return ",".join(f"{k}={quote(v)}" for k, v in sorted(chosen.items())) if usable else None
+
+    def _every_step(
+        self, expr: str, start: float, end: float, step_seconds: float, scale: float
+    ) -> list[tuple[float, float]] | None:
+        """``expr``'s one value at each step end times ``scale``; ``None`` unless it has one
+        at every step (a record that began or stopped inside the range does not answer it)."""
+        bounds = step_bounds(start, end, step_seconds)
+        if len(bounds) < 2:
+            return None
+        answers = self._evaluate(expr, bounds, _one_value, "recorded-value")  # type: ignore[attr-defined]
+        if len(answers) < len(bounds) - 1:
+            return None
+        return [(t, answers[k] * scale) for k, t in enumerate(bounds[1:])]
+
+    def recorded_counter_series(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        step_seconds: float,
+    ) -> tuple[list[tuple[float, float]], str] | None:
+        """The fleet's increase of the counter ``family`` at each step, from the console's
+        record of its rate (``records.COUNTER_FAMILIES``), and the record's name: the
+        record's mean rate over the step times the step, close to the engines' increase and
+        not equal to it. ``None`` where the record cannot answer (as
+        :meth:`recorded_histogram_series`; a selector may also name the label the record
+        breaks the counter down by), or misses a step."""
+        if family not in records.COUNTER_FAMILIES:
+            return None
+        name = records.fleet_counter_record(family)
+        split = records.COUNTER_FAMILIES[family]
+        kept = set(records.KEPT_LABELS) | ({split} if split else set())
+        matchers = self._series_record(name, labels, kept, step_seconds)
+        if matchers is None:
+            return None
+        expr = f"sum(avg_over_time({q.selector(name, matchers)}[{format_range(step_seconds)}]))"
+        steps = self._every_step(expr, start, end, step_seconds, step_seconds)
+        return None if steps is None else (steps, name)
+
+    def recorded_gauge_steps(
+        self,
+        family: str,
+        labels: Mapping[str, str] | None,
+        start: float,
+        end: float,
+        step_seconds: float,
+        across: str,
+    ) -> tuple[list[tuple[float, float]], str] | None:
+        """The gauge ``family`` at each step, from the console's record of it combined over
+        the fleet (``records.GAUGE_FAMILIES``), and the record's name: the record's mean over
+        the step (added up over models and tenants for ``sum``, the highest for ``max``).
+        For ``sum`` that is the replicas' step means added up, as ``gauge_steps`` reads them;
+        for ``max`` it is the fullest replica at each evaluation, averaged, which is at least
+        the highest of the replicas' step means. ``None`` where the record cannot answer, the
+        record combines otherwise than ``across``, or it misses a step."""
+        if records.GAUGE_FAMILIES.get(family) != across:
+            return None
+        name = records.fleet_gauge_record(family)
+        matchers = self._series_record(name, labels, set(records.KEPT_LABELS), step_seconds)
+        if matchers is None:
+            return None
+        w = format_range(step_seconds)
+        expr = f"{across}(avg_over_time({q.selector(name, matchers)}[{w}]))"
+        steps = self._every_step(expr, start, end, step_seconds, 1.0)
+        return None if steps is None else (steps, name)
 
     def _mean_rates(self, family: str, name: str, matchers: str, width_seconds: float) -> str:
         """The record's mean rate of each bucket, and of ``_sum``, over ``width``."""

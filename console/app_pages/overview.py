@@ -33,6 +33,12 @@ from slo import LatencyIndicator, LatencyMetric, Objectives, Outcome, finished_r
 
 ctx = page_context()
 LATENCY = ((c.TTFT_SECONDS, "TTFT"), (c.ITL_SECONDS, "ITL"), (c.E2E_SECONDS, "E2E"))
+#: The traffic shape's heatmaps: family, title, unit.
+TRAFFIC = (
+    (c.PROMPT_TOKENS, "Prompt length", "tokens"),
+    (c.GENERATION_TOKENS, "Output length", "tokens"),
+    (c.TTFT_SECONDS, "TTFT", "seconds"),
+)
 
 
 def _percentile_source(url: str, f) -> str:  # type: ignore[no-untyped-def]
@@ -135,9 +141,50 @@ def _goodput_shown(good, objectives: Objectives, url: str, f) -> tuple[str, str]
     )
 
 
+def _read_ahead(url: str, f) -> list:  # type: ignore[no-untyped-def]
+    """The page's reads, each as :func:`overview` calls it, costliest first: what
+    ``data.reading_ahead`` starts while the page draws (on a metrics server, a day of a large
+    fleet is ~50 queries; one after the other, they took longer than the page's 2 s)."""
+    objectives = _objectives()
+    latency = [s for s in ctx.slos if isinstance(s.indicator, LatencyIndicator)
+               and s.indicator.metric is not LatencyMetric.ITL]  # fmt: skip
+
+    def request_span() -> None:
+        counts = _request_counts(url, f)
+        if counts.total:
+            data.data_span(url, counts.family, f)
+
+    def attainment() -> None:
+        good = data.goodput(url, f, objectives) if list(objectives.given()) else None
+        if good is None:
+            for spec in latency:
+                data.slo_status(url, spec, f)
+
+    reads = [lambda family=family: data.quantile_by_target(url, family, f)
+             for family, _ in LATENCY[:2]]  # fmt: skip
+    reads += [request_span, attainment]
+    reads += [lambda family=family: data.percentile_frame(url, family, f) for family, _ in LATENCY]
+    reads += [
+        lambda: data.counter_rate(url, c.HTTP_RESPONSES_TOTAL, f, split_by=c.LABEL_CODE),
+        lambda: data.counter_rate(url, c.REQUESTS_TOTAL, f, split_by=c.LABEL_FINISHED_REASON),
+        lambda: data.gauge(url, c.REQUESTS_RUNNING, f),
+        lambda: data.gauge(url, c.REQUESTS_WAITING, f),
+        lambda: data.gauge(url, c.KV_CACHE_USAGE, f, across="max"),
+        lambda: data.counter_rate(url, c.PREEMPTIONS_TOTAL, f, per_seconds=60.0),
+        lambda: data.ratio(url, c.PREFIX_CACHE_HITS_TOTAL, c.PREFIX_CACHE_QUERIES_TOTAL, f),
+    ]
+    reads += [lambda family=family: data.heatmap(url, family, f) for family, _, _ in TRAFFIC]
+    return reads
+
+
 @st.fragment(run_every=ctx.live_seconds)
 def overview() -> None:
     f = live_filters(ctx)
+    with data.reading_ahead(ctx.url, _read_ahead(ctx.url, f)):
+        _draw(f)
+
+
+def _draw(f) -> None:  # type: ignore[no-untyped-def]
     start, end = span(f)
     url = ctx.url
     notes = data.annotations(url, f.start_seconds, f.end_seconds)
@@ -147,6 +194,8 @@ def overview() -> None:
         f"{f.range_key} to {end:%Y-%m-%d %H:%M:%S} UTC · step {f.step_seconds:g} s · "
         + _percentile_source(url, f)
     )
+    recorded_note = st.empty()  # NOTE: filled once the charts below are read
+    _RECORDED.clear()
     health = rule_health.problems(data.evaluation_health(url), data.now())
     if health.any:  # NOTE: a silently broken rule or a stopped evaluator means no alerts
         st.warning(rule_health.headline(health), icon=":material/error:")
@@ -200,6 +249,8 @@ def overview() -> None:
              else "the engines' counters do not say which requests were refused with 429")  # fmt: skip
     if total:
         st.caption(f"Request, error and 429 rates {over}.")
+        if (record := data.counter_recorded_from(url, counts.family, f)) is not None:
+            _RECORDED.add(record)
     if not ctx.slos:
         st.caption(
             "No SLOs configured: add `slos:` to tailwatch.yaml and start the console with "
@@ -244,6 +295,8 @@ def overview() -> None:
     cols = st.columns(4)
     running = data.gauge(url, c.REQUESTS_RUNNING, f).assign(series="running")
     waiting = data.gauge(url, c.REQUESTS_WAITING, f).assign(series="waiting")
+    for frame in (running, waiting):  # NOTE: pd.concat keeps only the attrs they share
+        _RECORDED.update(frame.attrs.get(metric_frames.RECORDED, ()))
     with cols[0]:
         st.markdown("**Requests running and waiting**")
         _series(pd.concat([running, waiting]), start, end, notes, y="value", title="requests",
@@ -263,13 +316,7 @@ def overview() -> None:
 
     section("Traffic shape", "Heatmaps from the stored histogram buckets, per step.")
     cols = st.columns(3)
-    for col, (family, title, unit) in zip(
-        cols,
-        ((c.PROMPT_TOKENS, "Prompt length", "tokens"),
-         (c.GENERATION_TOKENS, "Output length", "tokens"),
-         (c.TTFT_SECONDS, "TTFT", "seconds")),
-        strict=True,
-    ):  # fmt: skip
+    for col, (family, title, unit) in zip(cols, TRAFFIC, strict=True):
         with col:
             st.markdown(f"**{title}**")
             frame = data.heatmap(url, family, f)
@@ -305,6 +352,18 @@ def overview() -> None:
                     continue
                 _series(data.gauge(url, family, f, across=across), start, end, notes,
                         y="value", title=title, percent=is_percent)  # fmt: skip
+    if _RECORDED:
+        recorded_note.caption(_recorded_note(_RECORDED))
+
+
+def _recorded_note(names: set[str]) -> str:
+    """What the counts and saturation charts were read from, where a record answered."""
+    listed = ", ".join(f"`{n}`" for n in sorted(names))
+    return (
+        f"Counts, rates and saturation from Prometheus's recording rules ({listed}): each "
+        "step is the recorded value averaged over the step, close to the replicas' own series "
+        "but not equal to them; the rest from the replicas' series."
+    )
 
 
 def _no_data(what: str) -> None:
@@ -316,7 +375,12 @@ def _no_data(what: str) -> None:
         st.caption(f"no {what} in this window")
 
 
+#: The server's records the charts drawn so far were read from (``metric_frames.RECORDED``).
+_RECORDED: set[str] = set()
+
+
 def _series(frame, start, end, notes, **kwargs) -> None:
+    _RECORDED.update(frame.attrs.get(metric_frames.RECORDED, ()))
     if frame.empty:
         _no_data("data")
         return
