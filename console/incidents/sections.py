@@ -142,46 +142,69 @@ def triage(report: TriageReport) -> None:
         "Hypotheses",
         "most likely first; each score is the product of its ramps (docs/alerts.md, Triage)",
     )
-    st.dataframe(
-        pd.DataFrame(
-            [
-                (
-                    rank,
-                    h.cause.value,
-                    f"{h.score:.2f}",
-                    h.scope,
-                    "yes" if h.has_enough_data else "not enough data",
-                    h.note,
-                )
-                for rank, h in enumerate(report.hypotheses, 1)
-            ],
-            columns=["#", "cause", "score", "scope", "data", "note"],
-        ),
-        hide_index=True,
-        width="stretch",
-        height=_rows_height(len(report.hypotheses)),
-    )
+    assessed = [(rank, h) for rank, h in enumerate(report.hypotheses, 1) if h.has_enough_data]
+    unassessed = [(rank, h) for rank, h in enumerate(report.hypotheses, 1) if not h.has_enough_data]
+    if assessed:
+        st.dataframe(
+            pd.DataFrame(
+                [(rank, h.cause.value, f"{h.score:.2f}", h.scope, "yes", h.note)
+                 for rank, h in assessed],
+                columns=["#", "cause", "score", "scope", "data", "note"],
+            ),
+            hide_index=True,
+            width="stretch",
+            height=_rows_height(len(assessed)),
+        )  # fmt: skip
+    else:
+        st.caption("No cause had the data to be assessed.")
+    if unassessed:
+        # NOTE: a cause without its signals (no LoRA, no speculation, no tracing) scores 0;
+        # listed apart so the causes that were weighed lead, and nothing is hidden
+        with st.expander(f"{len(unassessed)} causes not assessed: not enough data"):
+            st.dataframe(
+                pd.DataFrame(
+                    [(rank, h.cause.value, h.scope, h.note) for rank, h in unassessed],
+                    columns=["#", "cause", "scope", "missing"],
+                ),
+                hide_index=True,
+                width="stretch",
+                height=_rows_height(len(unassessed)),
+            )
     section("Evidence", "incident window against the baseline before it")
+    known = [r for r in report.evidence if r.is_known]
+    unknown = [r for r in report.evidence if not r.is_known]
     st.dataframe(
         pd.DataFrame(
             [
                 (
                     r.what.strip(),
                     r.scope,
-                    format_value(r.key, r.incident) if r.is_known else "not enough data",
+                    format_value(r.key, r.incident),
                     format_value(r.key, r.baseline),
                     format_change(r),
                     r.source.value,
                     r.note,
                 )
-                for r in report.evidence
+                for r in known
             ],
             columns=["signal", "scope", "incident", "baseline", "change", "source", "note"],
         ),
         hide_index=True,
         width="stretch",
-        height=_rows_height(len(report.evidence)),
+        height=_rows_height(len(known)),
     )
+    if unknown:
+        with st.expander(f"{len(unknown)} signals without data in the incident window"):
+            st.dataframe(
+                pd.DataFrame(
+                    [(r.what.strip(), r.scope, format_value(r.key, r.baseline), r.source.value, r.note)
+                     for r in unknown],
+                    columns=["signal", "scope", "baseline", "source", "note"],
+                ),
+                hide_index=True,
+                width="stretch",
+                height=_rows_height(len(unknown)),
+            )  # fmt: skip
     section("Slowest requests", "in the incident window; open one in Traces")
     if not report.slowest_requests:
         empty(

@@ -19,7 +19,15 @@ from console.incidents.frames import parse_incident_param
 from console.page_kit import INCIDENTS_PAGE, OVERVIEW_PAGE
 from console.settings import ADMIN_TOKEN_ENV, CONFIG_ENV, LIVE_ENV
 from tests.console.seeded_store import Seeded
-from tests.console.test_pages import APP, _console_env, run  # noqa: F401 (the fixture)
+from tests.console.test_pages import (  # noqa: F401 (the fixture)
+    APP,
+    EVIDENCE,
+    HYPOTHESES,
+    UNASSESSED,
+    _console_env,
+    incident_table,
+    run,
+)
 
 WIDTH = 400  # NOTE: wide enough that no cell of the CLI's tables wraps
 
@@ -48,6 +56,9 @@ def table_rows(text: str, title: str) -> list[list[str]]:
     return rows
 
 
+UNKNOWN = ("signal", "scope", "baseline", "source", "note")
+
+
 def test_the_page_triage_is_what_incident_show_computes(seeded):
     at = run(INCIDENTS_PAGE, seeded, id=str(seeded.incident_id))
     text = cli_report(seeded)
@@ -56,15 +67,24 @@ def test_the_page_triage_is_what_incident_show_computes(seeded):
     caption = next(c.value for c in at.caption if "Triage window" in c.value)
     times = [t for t in window_line.replace(";", " ").split() if t.endswith("Z")]
     assert len(times) == 4 and all(t in caption for t in times), (window_line, caption)
-    hypotheses, evidence = at.dataframe[0].value, at.dataframe[1].value
+    hypotheses, unassessed, evidence, unknown = (
+        incident_table(at, columns) for columns in (HYPOTHESES, UNASSESSED, EVIDENCE, UNKNOWN)
+    )
     cli_hypotheses = table_rows(text, "Hypotheses, most likely first")
-    assert [r[1] for r in cli_hypotheses if r[0]] == list(hypotheses["cause"])
-    top = cli_hypotheses[0]
-    assert (top[1], top[2]) == (hypotheses["cause"][0], hypotheses["score"][0])
+    # NOTE: the page lists the causes without their data apart, after those weighed
+    ranked = sorted([*zip(hypotheses["#"], hypotheses["cause"], strict=True),
+                     *zip(unassessed["#"], unassessed["cause"], strict=True)])  # fmt: skip
+    assert [r[1] for r in cli_hypotheses if r[0]] == [cause for _, cause in ranked]
+    by_rank = {r[0]: (r[1], r[2]) for r in cli_hypotheses if r[0]}
+    for row in hypotheses.itertuples():
+        assert by_rank[str(row[1])] == (row.cause, row.score), (row, by_rank)
     cli_evidence = [r for r in table_rows(text, "Evidence: incident window") if r[0]]
-    assert len(cli_evidence) == len(evidence)
-    for cli_row, row in zip(cli_evidence, evidence.itertuples(), strict=True):
+    assert len(cli_evidence) == len(evidence) + len(unknown)
+    known = [r for r in cli_evidence if r[2] != "not enough data"]
+    for cli_row, row in zip(known, evidence.itertuples(), strict=True):
         assert cli_row[:5] == [row.signal, row.scope, row.incident, row.baseline, row.change]
+    missing = [r for r in cli_evidence if r[2] == "not enough data"]
+    assert [r[:2] for r in missing] == [[row.signal, row.scope] for row in unknown.itertuples()]
     verdict = next(line for line in text.splitlines() if line.startswith("Triage verdict:"))
     shown = [s.value for s in at.success] + [i.value for i in at.info]
     if verdict.endswith(("no cause stands out", "not enough data")):

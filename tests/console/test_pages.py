@@ -317,6 +317,21 @@ def test_capacity_page_without_traffic_in_the_range_starts_from_q39(seeded):
     assert any(t.startswith("from sweep #") for t in captions(at)), captions(at)
 
 
+HYPOTHESES = ("#", "cause", "score", "scope", "data", "note")
+UNASSESSED = ("#", "cause", "scope", "missing")
+EVIDENCE = ("signal", "scope", "incident", "baseline", "change", "source", "note")
+TIMELINE = ("at", "event", "what")
+
+
+def incident_table(at, columns: tuple[str, ...]) -> pd.DataFrame:
+    """The incident page's table whose columns start with ``columns`` (an empty frame of
+    them where the page drew none)."""
+    for frame in at.dataframe:
+        if tuple(frame.value.columns[: len(columns)]) == columns:
+            return frame.value
+    return pd.DataFrame(columns=list(columns))
+
+
 def test_incident_list_and_detail(seeded):
     at = run(INCIDENTS_PAGE, seeded)
     incidents = at.dataframe[0].value
@@ -326,14 +341,19 @@ def test_incident_list_and_detail(seeded):
     at = run(INCIDENTS_PAGE, seeded, id=str(seeded.incident_id))
     # the title is markdown with the stored alert name escaped
     assert at.title[0].value == f"#{seeded.incident_id} · tail\\-latency\\-incident · resolved"
-    hypotheses, evidence, _slowest, timeline = (d.value for d in at.dataframe[:4])
+    hypotheses, unassessed, evidence, timeline = (
+        incident_table(at, columns) for columns in (HYPOTHESES, UNASSESSED, EVIDENCE, TIMELINE)
+    )
     from console.incidents.frames import ALERT_EVENT
 
     alert_rows = timeline[timeline["event"] == ALERT_EVENT]
     assert list(alert_rows["what"]) == ["inactive → pending", "pending → firing",
                                         "firing → resolved"]  # fmt: skip
     assert "TTFT mean" in set(evidence["signal"])
-    assert list(hypotheses["#"]) == list(range(1, len(hypotheses) + 1))
+    # NOTE: the causes without their data are listed apart, each with its rank
+    ranks = sorted([*hypotheses["#"], *unassessed["#"]])
+    assert ranks == list(range(1, len(ranks) + 1)) and len(unassessed) > 0
+    assert set(hypotheses["data"]) <= {"yes"} and list(hypotheses["#"]) == sorted(hypotheses["#"])
     assert len(at.get("vega_lite_chart")) == 1  # the alert's TTFT around the incident
 
 
