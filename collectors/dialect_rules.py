@@ -251,8 +251,9 @@ TRTLLM_UNPREFIXED_RULES = (
 )
 
 DYNAMO_RULES = (
-    # NOTE: the frontend's first token is the client's (the HTTP service in front of the
-    # workers, lib/llm/src/http/service/metrics.rs): scraped beside the workers' engines it
+    # NOTE: the frontend's first token is the client's: the HTTP service in front of the
+    # workers times it from its handler's start (ResponseMetricCollector's start_time,
+    # lib/llm/src/http/service/metrics.rs @79a21ca4); scraped beside the workers' engines it
     # must not merge with their TTFT, or the gap between them would vanish into one tail
     _r("dynamo_frontend_time_to_first_token_seconds", c.CLIENT_TTFT_SECONDS),
     _r("dynamo_frontend_inter_token_latency_seconds", c.ITL_SECONDS),
