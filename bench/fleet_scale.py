@@ -26,6 +26,10 @@ VictoriaMetrics with its ``/api/v1/import``; SQLite (16 replicas) through the st
   evaluations ``for:`` apart in the middle of each incident and at two quiet times between
   them. Each incident must page its rule with its cause ranked first, and nothing else may
   page;
+- the cycle and the pages again once each server holds what ``tailwatch rules export``
+  records (the rules' windows over the last 10 minutes and the console's fleet records over
+  the day): Prometheus from blocks of ``promtool tsdb create-blocks-from rules``,
+  VictoriaMetrics from ``vmalert -replay`` (Debian's vmalert, at 60 s steps);
 - ``tailwatch up --prometheus URL`` from the command to an Overview drawn in headless Chromium
   (its first chart on screen): discovery, the SLO proposal, the first evaluation and the
   console's start included.
@@ -108,12 +112,9 @@ def load_prometheus(history: FleetHistory, folder: Path) -> tuple[Path, float]:
     return tsdb, time.perf_counter() - started
 
 
-def backfill_records(history: FleetHistory, url: str, folder: Path) -> Path:
-    """``tailwatch rules export`` of the built-in rules and the two SLOs, and ``promtool tsdb
-    create-blocks-from rules`` of its recording rules over the history's last 10 minutes, and
-    of the console's fleet records (``tailwatch-console-fleet``) over the rest of the day: what
-    a Prometheus evaluating them would hold by then (the console's charts read a day of their
-    records; the evaluator reads the last samples of its own). The blocks' folder."""
+def exported_rules(folder: Path) -> tuple[Path, Path]:
+    """``tailwatch rules export`` of the built-in rules and the two SLOs into ``folder``: the
+    whole file, and one of the console's fleet records (``tailwatch-console-fleet``) alone."""
     folder.mkdir(parents=True, exist_ok=True)
     config, rules = folder / "tailwatch.yaml", folder / "tailwatch.rules.yml"
     config.write_text(console_render.SLO_YAML, encoding="utf-8")
@@ -126,9 +127,24 @@ def backfill_records(history: FleetHistory, url: str, folder: Path) -> Path:
     console = folder / "console.rules.yml"
     groups = [g for g in exported["groups"] if g["name"] == CONSOLE_GROUP]
     console.write_text(yaml.safe_dump({"groups": groups}), encoding="utf-8")
-    blocks = folder / "blocks"
+    return rules, console
+
+
+def _recorded_spans(history: FleetHistory, folder: Path) -> list[tuple[float, float, Path]]:
+    """The exported recording rules over the history's last 10 minutes, and the console's
+    fleet records over the rest of the day: what a server evaluating them would hold by then
+    (the console's charts read a day of their records; the evaluator reads the last samples of
+    its own)."""
+    rules, console = exported_rules(folder)
     split = history.end - RECORDS_SECONDS
-    for start, end, file in ((split, history.end, rules), (history.start, split, console)):
+    return [(split, history.end, rules), (history.start, split, console)]
+
+
+def backfill_records(history: FleetHistory, url: str, folder: Path) -> Path:
+    """``promtool tsdb create-blocks-from rules`` of :func:`_recorded_spans` from the
+    Prometheus at ``url``; the blocks' folder."""
+    blocks = folder / "blocks"
+    for start, end, file in _recorded_spans(history, folder):
         subprocess.run(
             [promtool_binary(), "tsdb", "create-blocks-from", "rules", f"--url={url}",
              f"--start={start:.0f}", f"--end={end:.0f}", "--eval-interval=60s",
@@ -136,6 +152,32 @@ def backfill_records(history: FleetHistory, url: str, folder: Path) -> Path:
             check=True, capture_output=True, timeout=3600,
         )  # fmt: skip
     return blocks
+
+
+def replay_records(history: FleetHistory, url: str, folder: Path) -> float:
+    """``vmalert -replay`` of :func:`_recorded_spans` (their recording rules: as promtool,
+    the alerting rules are left out) into the VictoriaMetrics at ``url``, evaluated every
+    60 s (``-datasource.queryStep``: vmalert's replay otherwise steps by 5 minutes), and
+    flushed; the seconds it took."""
+    vmalert = shutil.which("vmalert") or "/usr/bin/vmalert"
+    started = time.perf_counter()
+    for start, end, file in _recorded_spans(history, folder):
+        groups = yaml.safe_load(file.read_text(encoding="utf-8"))["groups"]
+        for group in groups:
+            group["rules"] = [r for r in group["rules"] if "record" in r]
+        records = file.with_suffix(".records.yml")
+        records.write_text(yaml.safe_dump({"groups": groups}), encoding="utf-8")
+        done = subprocess.run(
+            [vmalert, f"-rule={records}", f"-datasource.url={url}", f"-remoteWrite.url={url}",
+             f"-replay.timeFrom={iso(start)}", f"-replay.timeTo={iso(end)}",
+             "-replay.disableProgressBar", "-replay.rulesDelay=0s", "-datasource.queryStep=60s",
+             "-evaluationInterval=60s"],
+            capture_output=True, text=True, timeout=3600,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"vmalert -replay failed: {done.stderr[-2000:]}")
+    httpx.get(f"{url}/internal/force_flush", timeout=60)
+    return time.perf_counter() - started
 
 
 def load_victoriametrics(history: FleetHistory, url: str) -> float:
@@ -395,23 +437,14 @@ def measure_fleet(replicas: int, end: float, work: Path, with_up: bool) -> list[
         settled = compacted(server.url)
         print(f"  Prometheus merged the backfilled blocks in {settled:.0f} s after its start",
               flush=True)  # fmt: skip
-        cycle = evaluation_cycles(server.url, history.end, server.pid)
-        _progress("Prometheus with records", f"cycle {cycle['wall']:.2f} s")
-        own = sqlite_url(Path(tempfile.mkdtemp(prefix="tailwatch-own-")) / "own.db")
-        Store(own).close()
-        shown = renders(server.url, own, history.end, _repeats(history.replicas))
-    out[-1]["recorded"] = cycle
-    out[-1]["recorded_shown"] = shown
-    print(
-        f"  Prometheus with the exported recording rules: cycle {cycle['wall']:.2f} s wall, "
-        f"{cycle['cpu']:.3f} s CPU, {cycle['queries']:.0f} queries; Overview 24h cold "
-        f"{shown['Overview', '24h', 'cold']:.1f} s",
-        flush=True,
-    )
+        _with_records(out[-1], "Prometheus with records", history, server)
     with victoriametrics_over(folder / "vm-data", folder / "vm") as server:
         loaded = load_victoriametrics(history, server.url)
         print(f"  VictoriaMetrics loaded in {loaded:.0f} s", flush=True)
         out.append(_measure_server("VictoriaMetrics 1.79", history, server, loaded, False))
+        replayed = replay_records(history, server.url, folder / "vm-records")
+        print(f"  vmalert replayed the exported recording rules in {replayed:.0f} s", flush=True)
+        _with_records(out[-1], "VictoriaMetrics with records", history, server)
     if replicas in SQLITE_REPLICAS:
         path = folder / "sqlite" / "store.db"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -427,6 +460,22 @@ def measure_fleet(replicas: int, end: float, work: Path, with_up: bool) -> list[
         out.append(_row("SQLite (embedded)", history, loaded, cycle, shown, tested, None))
         _say("SQLite (embedded)", out[-1])
     return out
+
+
+def _with_records(row: dict, name: str, history: FleetHistory, server) -> None:
+    """A cycle and the page renders on ``server`` once it holds the exported records, into
+    ``row`` (``recorded``, ``recorded_shown``)."""
+    cycle = evaluation_cycles(server.url, history.end, server.pid)
+    _progress(name, f"cycle {cycle['wall']:.2f} s")
+    own = sqlite_url(Path(tempfile.mkdtemp(prefix="tailwatch-own-")) / "own.db")
+    Store(own).close()
+    shown = renders(server.url, own, history.end, _repeats(history.replicas))
+    row["recorded"], row["recorded_shown"] = cycle, shown
+    print(
+        f"  {name}: cycle {cycle['wall']:.2f} s wall, {cycle['cpu']:.3f} s CPU, "
+        f"{cycle['queries']:.0f} queries; Overview 24h cold {shown['Overview', '24h', 'cold']:.2f} s",
+        flush=True,
+    )
 
 
 def _repeats(replicas: int) -> int:
