@@ -23,17 +23,18 @@ from types import MappingProxyType
 from typing import Any
 
 from alerts.errors import RuleError
-from alerts.export import exprs, promtool_cases
+from alerts.export import client_gap, exprs, promtool_cases
 from alerts.export.names import EngineNames
 from alerts.export.promql_text import PromRule
 from alerts.export.promtool_series import Case
 from alerts.export.slo import burn_rate_alert
-from alerts.rules import evaluate, evaluate_replica
+from alerts.rules import evaluate, evaluate_gap, evaluate_replica
 from alerts.rules.base import Rule
 from alerts.rules.burn_rate import BurnRateRule
 from alerts.rules.read import Instance
 from alerts.rules.types import (
     RULE_KINDS,
+    ClientGapRule,
     ErrorRateRule,
     GPUHealthRule,
     KVSaturationRule,
@@ -170,6 +171,12 @@ KINDS: Mapping[type[Rule], RuleKind] = check_registry(
             evaluate.ratio_shift,
             exprs.ratio_shift,
             promtool_cases.ratio_shift_case,
+        ),
+        RuleKind(
+            ClientGapRule,
+            evaluate_gap.client_gap,
+            client_gap.client_gap,
+            client_gap.client_gap_case,
         ),
     )
 )

@@ -24,6 +24,7 @@ class AlertName(enum.StrEnum):
     METRIC_ABSENT = "metric-absent"
     TRUNCATION_RISE = "truncation-rise"
     SPEC_ACCEPTANCE_DROP = "spec-acceptance-drop"
+    CLIENT_GAP = "client-gap"
 
 
 class Cause(enum.StrEnum):
@@ -43,6 +44,7 @@ class Cause(enum.StrEnum):
     NOISY_TENANT = "noisy-tenant"  # one tenant's share of the work concentrates; others wait
     BUSY_IDLE_GPU = "busy-idle-gpu"  # steps slow while the batch stays small: the GPU waits
     SPEC_NOT_PAYING = "spec-not-paying"  # drafts stop being accepted: speculation costs steps
+    CLIENT_GAP = "client-server-gap"  # clients wait for first tokens the engines gave long ago
 
 
 class Direction(enum.StrEnum):
@@ -267,6 +269,22 @@ ACTIONS: dict[Cause, tuple[Action, ...]] = {
             "speculative_config",
             Direction.CHANGE,
             "speculation trades spare compute for fewer steps; a busy batch has none to spare",
+        ),
+    ),
+    Cause.CLIENT_GAP: (
+        Action(
+            "look at the gateway in front of the engines (its concurrency, CPU, TLS and auth)",
+            None,
+            None,
+            "the engines gave their first tokens as fast as before; the time was added between "
+            "them and the clients: a saturated proxy or router, or a hop added in front",
+        ),
+        Action(
+            "check the network path and the routing region",
+            None,
+            None,
+            "a request routed to a far region, or over a congested link, waits in the network, "
+            "where no engine knob reaches",
         ),
     ),
 }

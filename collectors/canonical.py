@@ -103,6 +103,10 @@ LORA_POOL_SLOTS = "lora_pool_slots"
 # Start-up (the bundled engine's; vLLM exports none)
 STARTUP_PHASE_SECONDS = "startup_phase_seconds"  # by phase
 ENGINE_START_TIME_SECONDS = "engine_start_time_seconds"  # unix time the process started
+#: The first token as a client sees it, in front of the engines: a gateway's or a load
+#: generator's (Dynamo's frontend, ``tailwatch:client_time_to_first_token_seconds``). Its gap
+#: over :data:`TTFT_SECONDS` is time spent outside the engines (proxy, network, TLS, auth).
+CLIENT_TTFT_SECONDS = "client_ttft_seconds"
 
 FAMILIES: dict[str, Kind] = {
     TTFT_SECONDS: Kind.HISTOGRAM,
@@ -145,6 +149,7 @@ FAMILIES: dict[str, Kind] = {
     LORA_POOL_SLOTS: Kind.GAUGE,
     SPEC_ACCEPT_RATE: Kind.GAUGE,
     SPEC_ACCEPT_LENGTH: Kind.GAUGE,
+    CLIENT_TTFT_SECONDS: Kind.HISTOGRAM,
 }
 
 

@@ -159,6 +159,8 @@ TAILWATCH_RULES = (
     _r("tailwatch:structured_output_cache_misses", c.STRUCTURED_OUTPUT_CACHE_MISSES_TOTAL),
     _r("tailwatch:structured_output_compile_seconds", c.STRUCTURED_OUTPUT_COMPILE_SECONDS),
     _r("tailwatch:structured_output_finished", c.STRUCTURED_OUTPUT_FINISHED_TOTAL),
+    # a gateway's or the load generator's first tokens (loadgen/client_metrics.py)
+    _r("tailwatch:client_time_to_first_token_seconds", c.CLIENT_TTFT_SECONDS),
 )
 
 #: vLLM's LoRA gauge, exported only with LoRA on (``vllm/v1/metrics/loggers.py``), so no
@@ -249,7 +251,11 @@ TRTLLM_UNPREFIXED_RULES = (
 )
 
 DYNAMO_RULES = (
-    _r("dynamo_frontend_time_to_first_token_seconds", c.TTFT_SECONDS),
+    # NOTE: the frontend's first token is the client's: the HTTP service in front of the
+    # workers times it from its handler's start (ResponseMetricCollector's start_time,
+    # lib/llm/src/http/service/metrics.rs @79a21ca4); scraped beside the workers' engines it
+    # must not merge with their TTFT, or the gap between them would vanish into one tail
+    _r("dynamo_frontend_time_to_first_token_seconds", c.CLIENT_TTFT_SECONDS),
     _r("dynamo_frontend_inter_token_latency_seconds", c.ITL_SECONDS),
     _r("dynamo_frontend_request_duration_seconds", c.E2E_SECONDS),
     _r("dynamo_frontend_input_sequence_tokens", c.PROMPT_TOKENS),

@@ -43,6 +43,7 @@ from collectors.store.schema import MIGRATE_COMMAND
 from console import metric_frames, request_frames, slo_frames
 from console.filters import Filters, step_for
 from console.incidents import breakdowns as incident_breakdowns
+from console.incidents import client_gap as incident_client_gap
 from console.incidents import frames as incident_frames
 from console.knob_lab import ab as lab_ab_module
 from console.knob_lab import frames as lab_frames
@@ -552,6 +553,15 @@ def incident_breakdown(
     return incident_breakdowns.breakdown_frame(
         metrics, dimension, values, TimeWindow(*window), TimeWindow(*baseline)
     )
+
+
+@st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)
+def incident_client_gap_frame(
+    url: str, window: tuple[float, float], baseline: tuple[float, float]
+) -> pd.DataFrame:
+    """The clients' TTFT p95 against the engines' over the incident and its baseline
+    (:mod:`console.incidents.client_gap`); empty without client timings."""
+    return incident_client_gap.gap_frame(_metrics(url), TimeWindow(*window), TimeWindow(*baseline))
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=8, show_spinner=False)

@@ -138,6 +138,9 @@ class DrillResult:
         if e.signal == "e2e_p50_ms":
             e2e = [r.e2e_seconds for r in results if r.e2e_seconds is not None]
             return float(np.percentile(e2e, 50)) * 1000 if e2e else math.nan
+        if e.signal == "ttft_p95_ms":
+            ttft = [r.ttft_seconds for r in results if r.ttft_seconds is not None]
+            return float(np.percentile(ttft, 95)) * 1000 if ttft else math.nan
         raise ValueError(f"unknown signal {e.signal!r}")
 
     def phase_requests(self, name: str) -> dict[str, int]:
@@ -273,8 +276,15 @@ async def run_drill(
 
 def check_real_time(scenario: Scenario) -> None:
     """Refuse, before anything starts, what a drill over HTTP cannot do: restart a replica
-    (a bundled replica, or a server at a URL, is not ours to kill and start again)."""
+    (a bundled replica, or a server at a URL, is not ours to kill and start again), or put
+    the virtual gateway in front of it (its clients reach the replicas directly)."""
     for i, phase in enumerate(scenario.phases):
+        if phase.gateway_delay_seconds is not None:
+            raise WorkloadError(
+                f"phases[{i}] ({phase.name}).gateway",
+                "the real-time drill has no gateway to delay; run this scenario on the "
+                "virtual fleet (tailwatch scenario drill --virtual)",
+            )
         if phase.restart:
             raise WorkloadError(
                 f"phases[{i}] ({phase.name}).restart",

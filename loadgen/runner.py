@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from loadgen.client import CHAT, COMPLETIONS, request_body, request_headers, send
+from loadgen.client_metrics import ClientMetrics
 from loadgen.errors import TargetError
 from loadgen.record import RequestResult
 from loadgen.routing import Router
@@ -67,9 +68,12 @@ async def run_schedule(
     actions: Sequence[TimedAction] = (),
     state: RunState | None = None,
     on_progress: Callable[[RunState], None] | None = None,
+    client_metrics: ClientMetrics | None = None,
 ) -> RunState:
     """Send ``schedule`` open-loop to ``urls``; returns (and fills ``state``) with one
-    result per scheduled request, in schedule order, dropped ones included."""
+    result per scheduled request, in schedule order, dropped ones included. With
+    ``client_metrics``, each first token the client received is counted there as it comes
+    (``loadgen.client_metrics``: a ``/metrics`` a collector scrapes beside the engines')."""
     if route not in (COMPLETIONS, CHAT):
         raise TargetError(f"route must be {COMPLETIONS} or {CHAT}, got {route!r}")
     state = state if state is not None else RunState()
@@ -91,6 +95,8 @@ async def run_schedule(
                 result.error = result.error or "interrupted"
                 raise
             finally:
+                if client_metrics is not None and result.ttft_seconds is not None:
+                    client_metrics.observe_ttft(models[replica], result.ttft_seconds)
                 in_flight -= 1
                 state.num_finished += 1
                 router.finished(replica)

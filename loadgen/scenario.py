@@ -54,6 +54,7 @@ SIGNALS = (
     "engine_ttft_p99_ms",  # histogram_quantile(0.99) of Δ TTFT buckets, server side
     "structured_length_share",  # Δ structured finishes with reason length / Δ all, server side
     "output_tokens_mean",  # Δ vllm:request_generation_tokens sum / Δ count, server side
+    "ttft_p95_ms",  # client side: the first token as the client saw it (through any gateway)
 )
 
 
@@ -73,6 +74,10 @@ class Phase:
     #: replicas that restart at the phase's start: a fresh engine (counters at zero, a cold
     #: prefix cache, a new instance id, the scenario's knobs); their in-flight requests fail
     restart: tuple[int, ...] = ()
+    #: the virtual gateway's added first-token delay from this phase on (``gateway:
+    #: {delay_seconds: ...}``; None: unchanged). Virtual fleet only: a real drill's clients
+    #: reach the replicas directly
+    gateway_delay_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,11 @@ class Scenario:
     virtual: Mapping[str, float] = field(default_factory=dict)
     #: what the generator drew (kind, magnitude, share, …), kept verbatim; None: hand-written
     generated: Mapping[str, Any] | None = None
+
+    @property
+    def has_gateway(self) -> bool:
+        """Whether a phase sets a gateway in front of the replicas (virtual fleet only)."""
+        return any(p.gateway_delay_seconds is not None for p in self.phases)
 
     def scaled(self, time_scale: float) -> Scenario:
         """The same scenario with every phase ``time_scale`` times as long."""
@@ -178,6 +188,7 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
                 admin,
                 tuple(active) if active is not None else None,
                 _restart(item.get("restart"), f"{at}.restart", replicas),
+                _gateway(item.get("gateway"), f"{at}.gateway"),
             )
         )
     names = {p.name for p in phases}
@@ -225,6 +236,19 @@ def parse_scenario(raw: Any, where: str) -> Scenario:
         ),
         generated=copy.deepcopy(dict(generated)) if generated is not None else None,
     )
+
+
+def _gateway(raw: Any, where: str) -> float | None:
+    """A phase's ``gateway: {delay_seconds: s}``: the seconds the virtual gateway adds to
+    every first token from the phase on (None: no change)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != {"delay_seconds"}:
+        raise WorkloadError(where, f"must be a mapping {{delay_seconds: s}}, got {raw!r}")
+    value = raw["delay_seconds"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 600:
+        raise WorkloadError(f"{where}.delay_seconds", f"must be 0..600 seconds, got {value!r}")
+    return float(value)
 
 
 #: The keys of a scenario's ``virtual:`` block.

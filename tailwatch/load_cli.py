@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from prometheus_client import start_http_server
 from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
 from rich.progress import Progress as ProgressBar
 
+from loadgen.client_metrics import ClientMetrics
 from loadgen.errors import LoadgenError
 from loadgen.load_options import endpoint_route, parse_rates_option, workload_from_options
 from loadgen.record import write_jsonl
@@ -75,6 +77,17 @@ def run_with_progress(urls, schedule, *, show: bool, **kwargs):
     return state
 
 
+def serve_client_metrics(port: int) -> ClientMetrics:
+    """A :class:`ClientMetrics` served on ``port`` (all interfaces, ``/metrics``) by
+    prometheus_client's own HTTP server, in a daemon thread that ends with the process."""
+    metrics = ClientMetrics()
+    try:
+        start_http_server(port, registry=metrics.registry)
+    except OSError as error:
+        raise cli_error(f"--metrics-port {port}: cannot listen ({error})") from None
+    return metrics
+
+
 @load_app.command("run")
 def run(
     url: Urls,
@@ -99,6 +112,14 @@ def run(
         "load"
     ),
     progress: Progress = True,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve the client's first tokens on this port's /metrics "
+            "(tailwatch:client_time_to_first_token_seconds) while the load runs, for the "
+            "collector to scrape as a target beside the engines (the client-gap rule)."
+        ),
+    ] = None,
 ) -> None:
     """Send one open-loop load and write the per-request JSONL and the JSON summary."""
     try:
@@ -126,6 +147,7 @@ def run(
         objectives = parse_slo(slo)
         router = Router(urls, routing)
         schedule = build_schedule([workload])
+        client_metrics = serve_client_metrics(metrics_port) if metrics_port is not None else None
         state = run_with_progress(
             urls,
             schedule,
@@ -133,6 +155,7 @@ def run(
             router=router,
             route=endpoint_route(endpoint),
             max_in_flight=max_in_flight,
+            client_metrics=client_metrics,
         )
     except LoadgenError as error:
         raise cli_error(str(error)) from None

@@ -43,6 +43,7 @@ FEATURE_SCENARIOS = frozenset(
         "noisy-tenant",
         "busy-idle-gpu",
         "spec-not-paying",
+        "client-gap",
     }
 )
 

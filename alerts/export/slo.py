@@ -38,6 +38,7 @@ LAYOUTS: dict[str, tuple[float, ...]] = {
     c.TTFT_SECONDS: BUCKETS["time_to_first_token"],
     c.ITL_SECONDS: BUCKETS["inter_token_latency"],
     c.E2E_SECONDS: BUCKETS["request_latency"],
+    c.CLIENT_TTFT_SECONDS: BUCKETS["time_to_first_token"],
 }
 
 

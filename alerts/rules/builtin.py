@@ -14,6 +14,7 @@ from alerts.errors import RuleError
 from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI, LatencySLI
 from alerts.rules.types import (
     BurnRateRule,
+    ClientGapRule,
     ErrorRateRule,
     GPUHealthRule,
     KVSaturationRule,
@@ -230,6 +231,25 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         runbook="Lower num_speculative_tokens, or turn speculation off at high load; check "
         "whether the traffic or the draft changed (tailwatch changes list).",
     ),
+    # NOTE: the first token as the clients see it (a gateway's or the load generator's
+    # /metrics) against the engines' own: half again as slow for the clients while the
+    # engines' tail moved at most a fifth is time added in front of the engines. A p95, not a
+    # p99: a gateway's delay shifts every request, not a tail. A page: users wait, and no
+    # engine rule sees it (the engines' TTFT is flat).
+    ClientGapRule(
+        name=A.CLIENT_GAP,
+        alert=A.CLIENT_GAP,
+        severity=SEVERITY_PAGE,
+        quantile=0.95,
+        rise_min=1.5,
+        server_rise_max=1.2,
+        for_seconds=120.0,
+        summary="first tokens are slow for the clients, not for the engines: {condition}",
+        description="Over {window}: {condition}. The time is spent between the engines and "
+        "the clients (gateway, router, network, TLS or auth in front).",
+        runbook="Compare the gateway's TTFT with the engines' per model; check the gateway's "
+        "concurrency and CPU, recent changes in front of the engines, and the network path.",
+    ),
 )
 
 #: Engine families a metric-absent rule never checks: NVML data exists only on GPU hosts.
@@ -243,6 +263,8 @@ _NEVER_ABSENT = frozenset(
         # NOTE: a server exports its speculation counters only while it speculates
         c.SPEC_DECODE_ACCEPTED_TOKENS_TOTAL,
         c.SPEC_DECODE_DRAFT_TOKENS_TOTAL,
+        # NOTE: client timings exist only where a gateway or the load generator exports them
+        c.CLIENT_TTFT_SECONDS,
     )
 )
 

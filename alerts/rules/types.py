@@ -29,6 +29,7 @@ from alerts.rules.base import (
     config_key,
 )
 from alerts.rules.burn_rate import BurnRateRule
+from alerts.rules.client_gap import ClientGapRule
 from alerts.rules.sli import LATENCY_FAMILIES, ErrorSLI
 from collectors import canonical as c
 from slo import (
@@ -472,6 +473,7 @@ RULE_KINDS: Mapping[str, type[Rule]] = {
         GPUHealthRule,
         MetricAbsentRule,
         RatioShiftRule,
+        ClientGapRule,
     )
 }
 
@@ -483,6 +485,7 @@ __all__ = [
     "RULE_KINDS",
     "SEVERITIES",
     "BurnRateRule",
+    "ClientGapRule",
     "ErrorRateRule",
     "GPUHealthRule",
     "KVSaturationRule",

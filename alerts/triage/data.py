@@ -91,6 +91,7 @@ class Measurements:
     spec_accepted_tokens: Measure = UNKNOWN  # draft tokens the target accepted
     spec_accept_rate_mean: Measure = UNKNOWN  # SGLang's acceptance gauge (0..1), mean
     grammar_compile_seconds: Measure = UNKNOWN  # spent compiling structured-output grammars
+    client_ttft_p95_seconds: Measure = UNKNOWN  # first tokens as clients saw them (a gateway's)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from alerts.triage.evidence_rows import (
     queue_share,
     structured_length_share,
 )
+from alerts.triage.gap_evidence import gap_rows
 from alerts.triage.gpu_evidence import gpu_rows
 from alerts.triage.lora_evidence import lora_rows
 from alerts.triage.replica_evidence import least_queued_row, minus, over, prefix_rows, skew_row
@@ -259,6 +260,7 @@ def evidence_table(data: TriageInput) -> tuple[EvidenceRow, ...]:
         *lora_rows(data),
         *cold_rows(data),
         *gpu_rows(data),
+        *gap_rows(data),
         *_change_rows(data),
         *tenant_rows(data),
     ]

@@ -61,6 +61,9 @@ class EvidenceKey(enum.StrEnum):
     ITL_PER_RUNNING = "itl_per_running"  # the token gap per request in the batch
     COLD_COMPILE_SHARE = "cold_compile_share"
     E2E_MEAN = "e2e_mean"  # the fleet's mean request latency
+    CLIENT_TTFT_P95 = "client_ttft_p95"  # first tokens as the clients saw them (a gateway's)
+    CLIENT_GAP = "client_gap"  # client TTFT p95 minus the engines' TTFT p95 (seconds)
+    CLIENT_GAP_SHARE = "client_gap_share"  # that gap over the client TTFT p95 (0..1)
 
 
 class ChangeKind(enum.StrEnum):

@@ -390,6 +390,21 @@ def _spec_not_paying(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
     return _hypothesis(Cause.SPEC_NOT_PAYING, score, reasons)
 
 
+def _client_gap(rows: dict[EvidenceKey, EvidenceRow]) -> Hypothesis:
+    # NOTE: time added between the engines and the clients (a saturated proxy, a misrouted
+    # region, TLS or auth in front) slows every first token the clients see by the same
+    # amount while the engines' own stay put: the client tail rises (a fifth to twice), the
+    # gap grows to a tenth to two fifths more of the clients' wait, and the engines' tail
+    # does not rise (if it did, the engines are slow: their causes own it). Without client
+    # timings the rows are unknown: not enough data, score 0.
+    client = reason_of(rows, K.CLIENT_TTFT_P95, "change", 1.2, 2.0)
+    share = reason_of(rows, K.CLIENT_GAP_SHARE, "change", 0.1, 0.4)
+    engines = reason_of(rows, K.TTFT_P95, "change", 1.2, 2.0)
+    reasons = (client, share, engines)
+    score = _sub(client) * _sub(share) * _guard(engines)
+    return _hypothesis(Cause.CLIENT_GAP, score, reasons)
+
+
 _RULES = (
     _prefill_interference,
     _kv_exhaustion,
@@ -404,6 +419,7 @@ _RULES = (
     _noisy_tenant,
     _busy_idle_gpu,
     _spec_not_paying,
+    _client_gap,
 )
 _ORDER = {cause: i for i, cause in enumerate(Cause)}
 

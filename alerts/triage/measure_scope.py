@@ -266,6 +266,9 @@ def measure_scope(metrics: MetricsReader, scope: Scope, window: TimeWindow) -> M
         queue_mean_seconds=queue,
         prefill_mean_seconds=prefill,
         ttft_p95_seconds=reader.quantile(c.TTFT_SECONDS, 0.95, lambda r: r.ttft_seconds),
+        # NOTE: a gateway's series carry no engine's target, so a replica's scope finds
+        # none: the fleet's only; request records are the engines' spans, not the clients'
+        client_ttft_p95_seconds=reader.quantile(c.CLIENT_TTFT_SECONDS, 0.95, lambda r: None),
         itl_p99_seconds=reader.quantile(
             c.ITL_SECONDS, 0.99, lambda r: r.tpot_seconds, " (their TPOT: a mean per request)"
         ),

@@ -23,6 +23,7 @@ from alerts.vocabulary import Action
 
 K = EvidenceKey
 _SECONDS = {K.TTFT_MEAN, K.QUEUE_MEAN, K.PREFILL_MEAN, K.TTFT_P95, K.ITL_P99}
+_SECONDS |= {K.CLIENT_TTFT_P95, K.CLIENT_GAP}
 _TOKENS = {K.PROMPT_P95, K.OUTPUT_MEAN}
 UNKNOWN = "not enough data"
 

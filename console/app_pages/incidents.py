@@ -121,6 +121,7 @@ def _detail(incident_id: int) -> None:
     else:
         incident_sections.triage(report)
         incident_sections.breakdowns(ctx.url, detail)
+        incident_sections.client_gap(ctx.url, detail)
     section(
         "Timeline",
         "the alert's transitions in this incident and what changed around it, from the "

@@ -333,3 +333,26 @@ def breakdowns(url: str, detail: IncidentDetail) -> None:
                 "change": st.column_config.NumberColumn(format="×%.2f"),
             },
         )
+
+
+def client_gap(url: str, detail: IncidentDetail) -> None:
+    """Where client timings are stored (a gateway's, a load generator's): the first token
+    as the clients saw it against the engines' own, p95 before and during, and the gap."""
+    window = (detail.window.start_seconds, detail.window.end_seconds)
+    baseline = (detail.baseline.start_seconds, detail.baseline.end_seconds)
+    frame = data.incident_client_gap_frame(url, window, baseline)
+    if frame.empty:
+        return
+    section(
+        "Clients against engines",
+        "the first token's p95 as the clients saw it (through the gateway) and as the engines "
+        "report it, baseline against the incident window: a gap that grew while the engines "
+        "held is time spent in front of them",
+    )
+    ms = st.column_config.NumberColumn(format="%.1f")
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={name: ms for name in frame.columns[1:]},
+    )

@@ -138,7 +138,7 @@ def _phases(kind: Kind, plan: Plan, d: Durations, num_ramp: int) -> list[dict[st
     for a kind that comes back down), the perturbation at full magnitude, the recovery."""
     active = {"active_replicas": plan.active} if plan.active is not None else {}
     phases: list[dict[str, Any]] = [
-        {"name": "warmup", "duration": d.warmup, **active},
+        {"name": "warmup", "duration": d.warmup, **active, **plan.start},
         {"name": "baseline", "duration": d.baseline},
     ]
     steps = num_ramp + 1

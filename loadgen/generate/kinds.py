@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from alerts import AlertName, Cause
-from loadgen.generate import benign, gpu_incidents, incidents
+from loadgen.generate import benign, gateway_incidents, gpu_incidents, incidents
 from loadgen.generate.base import Ranges
 from loadgen.generate.plan import Draw, Plan
 
@@ -403,8 +403,40 @@ _GPU_BENIGN = (
     ),
 )
 
+_GATEWAY_KINDS = (
+    Kind(
+        "client-gap",
+        "a gateway in front of the engines adds a few milliseconds; then its delay steps up "
+        "(a saturated proxy, a misrouted region): clients wait, the engines do not",
+        "the added delay, in times the engines' estimated first token (at least 20 ms)",
+        "none: every request passes the gateway (drawn as 1)",
+        TRAFFIC,
+        gateway_incidents.client_gap,
+        Ranges(magnitude=(2.0, 6.0), share=(1.0, 1.0)),
+        signal="ttft_p95_ms",
+        change="rise",
+        # NOTE: the baseline's p95 is the engines' first token times a few (queueing) plus
+        # the overhead; a delay of magnitude first tokens moves it by a quarter of that
+        factor=lambda magnitude: 1 + magnitude / 4,
+        alert=AlertName.CLIENT_GAP,
+        cause=Cause.CLIENT_GAP,
+    ),
+    Kind(
+        "constant-gateway-overhead",
+        "a gateway whose added delay is the same before and during: slower first tokens for "
+        "the clients than for the engines, but nothing changed",
+        "the gateway's constant delay, in times the engines' estimated first token",
+        "none: every request passes the gateway (drawn as 1)",
+        TRAFFIC,
+        gateway_incidents.constant_gateway_overhead,
+        Ranges(magnitude=(2.0, 6.0), share=(1.0, 1.0)),
+        resembles="client-gap",
+    ),
+)
+
 KINDS: dict[str, Kind] = {
-    kind.name: kind for kind in (*_INCIDENTS, *_BENIGN, *_GPU_INCIDENTS, *_GPU_BENIGN)
+    kind.name: kind
+    for kind in (*_INCIDENTS, *_BENIGN, *_GPU_INCIDENTS, *_GPU_BENIGN, *_GATEWAY_KINDS)
 }
 
 

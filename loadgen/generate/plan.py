@@ -57,3 +57,5 @@ class Plan:
     replica: int | None = None
     warmup_seconds: float | None = None
     factor: float | None = None
+    #: merged into the warm-up phase: what is there from the start (a gateway's overhead)
+    start: Fragment = field(default_factory=dict)

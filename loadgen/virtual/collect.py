@@ -34,6 +34,7 @@ from collectors.store.fake_changes import MemoryChanges
 from collectors.store.records import ScrapeRecord
 from engine.sim.offline import VIRTUAL_EPOCH
 from engine.tracing import TRACER_NAME, finished_span, start_attributes
+from loadgen.virtual.gateway import VirtualGateway
 from loadgen.virtual.replica import OPERATION, Finished, VirtualReplica, stable_hex
 
 #: The resource's ``service.name`` (``engine.tracing.TracingConfig``'s default).
@@ -78,6 +79,16 @@ def scrape_record(replica: VirtualReplica, at_seconds: float) -> ScrapeRecord:
     normalised = normalise(parse_exposition(body, content_type), target=replica.target)
     return ScrapeRecord.from_normalised(
         replica.target, VIRTUAL_EPOCH + at_seconds, normalised, duration_seconds=0.0
+    )
+
+
+def gateway_record(gateway: VirtualGateway, at_seconds: float) -> ScrapeRecord:
+    """One scrape of the gateway's ``/metrics`` (its clients' first tokens) at ``at_seconds``,
+    through the collector's parsing and dialects as any target's."""
+    body, content_type = gateway.exposition()
+    normalised = normalise(parse_exposition(body, content_type), target=gateway.target)
+    return ScrapeRecord.from_normalised(
+        gateway.target, VIRTUAL_EPOCH + at_seconds, normalised, duration_seconds=0.0
     )
 
 
@@ -162,9 +173,15 @@ def gpu_record(
 class VirtualCollector:
     """Scrapes ``replicas`` into ``store`` and receives their spans."""
 
-    def __init__(self, store: VirtualStore, replicas: Sequence[VirtualReplica]) -> None:
+    def __init__(
+        self,
+        store: VirtualStore,
+        replicas: Sequence[VirtualReplica],
+        gateway: VirtualGateway | None = None,
+    ) -> None:
         self.store = store
         self.replicas = list(replicas)
+        self.gateway = gateway
         self._spans: list[SpanRecord] = []
         self._busy_since: dict[int, tuple[float, float]] = {}
         self.num_scrapes = 0
@@ -188,6 +205,8 @@ class VirtualCollector:
         records = [scrape_record(replica, at_seconds) for replica in self.replicas]
         self.num_scrapes += len(records)
         records.append(gpu_record(self.replicas, self._busy_since, at_seconds))
+        if self.gateway is not None:
+            records.append(gateway_record(self.gateway, at_seconds))
         self.store.metrics.write_scrapes(records)
         self.flush()
 

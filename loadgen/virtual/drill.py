@@ -36,6 +36,7 @@ from loadgen.runner import RunState
 from loadgen.scenario import Phase, Scenario
 from loadgen.virtual.collect import VirtualCollector, VirtualStore
 from loadgen.virtual.fleet import VirtualFleet
+from loadgen.virtual.gateway import VirtualGateway
 from loadgen.virtual.replica import VirtualReplica, engine_settings, replica_extras
 from loadgen.workload import build_schedule
 
@@ -168,7 +169,10 @@ class _Run:
             raise WorkloadError("engine", str(error)) from None
         self.scenario, self.timing, self.store = scenario, timing, store
         self.fleet = VirtualFleet(replicas, scenario.routing)
-        self.collector = VirtualCollector(store, replicas)
+        # NOTE: only where a phase sets one, so the other drills' stores hold no gateway target
+        if scenario.has_gateway:
+            self.fleet.gateway = VirtualGateway()
+        self.collector = VirtualCollector(store, replicas, gateway=self.fleet.gateway)
         self.rules = tuple(rules)
         scaled = [r.scaled(timing.window_scale) for r in self.rules]
         # NOTE: the collector's change detector, on the evaluator's ticks and scaled windows
@@ -219,6 +223,8 @@ class _Run:
             self.collector.replace_replica(self.fleet.restart(index))
         if phase.active_replicas is not None:
             self.fleet.set_active(phase.active_replicas)
+        if phase.gateway_delay_seconds is not None and self.fleet.gateway is not None:
+            self.fleet.gateway.set_delay(phase.gateway_delay_seconds)
         for change in phase.admin:
             try:
                 self.fleet.replicas[change.replica].patch(dict(change.patch))

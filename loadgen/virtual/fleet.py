@@ -27,11 +27,12 @@ import heapq
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.outputs import RequestOutput
 from loadgen.record import RequestResult
 from loadgen.routing import Router
+from loadgen.virtual.gateway import VirtualGateway
 from loadgen.virtual.replica import Finished, Refused, VirtualHandle, VirtualReplica
 from loadgen.workload import ScheduledRequest
 
@@ -133,6 +134,9 @@ class VirtualFleet:
         self._log = FleetLog()
         self.results: list[RequestResult] = []
         self.num_steps = 0
+        #: the gateway in front of the replicas, if the scenario has one: it delays the
+        #: first tokens the clients see (``loadgen.virtual.gateway``)
+        self.gateway: VirtualGateway | None = None
 
     # -- what the caller changes -----------------------------------------------------------
 
@@ -257,9 +261,19 @@ class VirtualFleet:
         self.num_steps += 1
         for done in replica.step():
             self._log.finished.append(done)
-            self.results.append(client_result(done))
+            self.results.append(self._through_gateway(client_result(done), replica))
             self._seq += 1
             heapq.heappush(self._completions, (_finished_at(done.output), self._seq, replica.index))
+
+    def _through_gateway(self, result: RequestResult, replica: VirtualReplica) -> RequestResult:
+        """``result`` as the client behind the gateway sees it: first token and end later
+        by the gateway's delay (no gateway, or no first token: unchanged)."""
+        if self.gateway is None or result.ttft_seconds is None:
+            return result
+        delay = self.gateway.delay_seconds
+        ttft = self.gateway.observe(replica.model_name, result.ttft_seconds)
+        e2e = None if result.e2e_seconds is None else result.e2e_seconds + delay
+        return replace(result, ttft_seconds=ttft, e2e_seconds=e2e)
 
 
 def _finished_at(out: RequestOutput) -> float:

@@ -44,6 +44,9 @@ class Conditions:
     structured_length_share: float = 0.02  # of them, cut at max_tokens (finished "length")
     spec_draft_tokens: int = 400  # speculative draft tokens proposed per interval
     spec_acceptance: float = 0.7  # of them, accepted
+    #: a gateway in front adds this to every first token the clients see (None: no gateway,
+    #: no client_ttft_seconds series)
+    gateway_delay_seconds: float | None = None
 
 
 Behaviour = Callable[[float, int], Conditions]
@@ -83,6 +86,9 @@ def _scrape(replica: _Replica, t: float, cond: Conditions, gpu: bool) -> ScrapeR
         return ScrapeRecord(target, t, is_up=False, error="connection refused")
     n = cond.requests
     replica.observe(c.TTFT_SECONDS, LATENCY_BOUNDS, cond.ttft, n)
+    if cond.gateway_delay_seconds is not None:
+        delayed = tuple((v + cond.gateway_delay_seconds, s) for v, s in cond.ttft)
+        replica.observe(c.CLIENT_TTFT_SECONDS, LATENCY_BOUNDS, delayed, n)
     replica.observe(c.ITL_SECONDS, ITL_BOUNDS, cond.itl, n * 20)
     replica.observe(c.E2E_SECONDS, LATENCY_BOUNDS, cond.e2e, n)
     queue = tuple((v * cond.queue_share, s) for v, s in cond.ttft)
@@ -114,7 +120,9 @@ def _scrape(replica: _Replica, t: float, cond: Conditions, gpu: bool) -> ScrapeR
             (c.ITL_SECONDS, ITL_BOUNDS),
             (c.E2E_SECONDS, LATENCY_BOUNDS),
             (c.QUEUE_SECONDS, LATENCY_BOUNDS),
+            (c.CLIENT_TTFT_SECONDS, LATENCY_BOUNDS),
         )
+        if family in replica.counts
     )
     counter, gauge = Kind.COUNTER, Kind.GAUGE
     samples = [

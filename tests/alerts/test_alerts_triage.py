@@ -103,10 +103,11 @@ def test_a_clean_input_ranks_nothing_above_the_floor() -> None:
     assert all(h.score < SCORE_FLOOR for h in report.hypotheses)
     # NOTE: one replica has no other to compare with, started or not, and serves no adapter;
     # records naming no tenants have no tenant breakdown; the healthy run neither speculates
-    # nor reports its ITL mean and batch (the causes that read them say "not enough data")
+    # nor reports its ITL mean and batch, and no gateway its clients' first tokens (the causes
+    # that read them say "not enough data")
     needs_more = {
         Cause.SLOW_REPLICA, Cause.ADAPTER_THRASH, Cause.COLD_START, Cause.NOISY_TENANT,
-        Cause.BUSY_IDLE_GPU, Cause.SPEC_NOT_PAYING,
+        Cause.BUSY_IDLE_GPU, Cause.SPEC_NOT_PAYING, Cause.CLIENT_GAP,
     }  # fmt: skip
     assert all(h.has_enough_data for h in report.hypotheses if h.cause not in needs_more)
     assert report.verdict == NO_CAUSE

@@ -214,7 +214,7 @@ def test_with_rules_replaces_by_name_and_rebuilds_metric_absent():
 
 def test_every_kind_is_registered_once():
     assert sorted(RULE_KINDS) == sorted(k.kind for k in RULE_KINDS.values())
-    assert len(RULE_KINDS) == 11
+    assert len(RULE_KINDS) == 12
 
 
 def test_latency_sli_error_ratio_snaps_to_the_windows_layout():

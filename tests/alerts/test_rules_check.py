@@ -48,7 +48,7 @@ def test_cli_check_against_an_empty_store_lists_every_rule_and_exits_1(tmp_path)
     result = CliRunner().invoke(app, ["rules", "check", "--db-url", url])
     assert result.exit_code == 1, result.output
     assert "queue-growth" in result.output and "MISSING requests_waiting" in result.output
-    assert "12 of 13 rules read series that no target has" in result.output
+    assert "13 of 14 rules read series that no target has" in result.output
 
 
 def test_cli_check_reports_an_unopenable_store_in_one_line(tmp_path):
@@ -91,6 +91,7 @@ def test_check_against_a_store_with_a_real_vllm_scrape(tmp_path):
         "gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE),
         "truncation-rise": (c.STRUCTURED_OUTPUT_FINISHED_TOTAL,),
         "spec-acceptance-drop": SPEC,
+        "client-gap": (c.CLIENT_TTFT_SECONDS,),
     }
 
 
@@ -111,5 +112,6 @@ def test_check_against_an_old_vllm_scrape_names_what_it_lacks(tmp_path):
         "gpu-health": (c.GPU_ECC_ERRORS_TOTAL, c.GPU_THROTTLE_ACTIVE),
         "truncation-rise": (c.STRUCTURED_OUTPUT_FINISHED_TOTAL,),
         "spec-acceptance-drop": SPEC,
+        "client-gap": (c.CLIENT_TTFT_SECONDS,),
         "metric-absent": (c.QUEUE_SECONDS, *prefix),
     }

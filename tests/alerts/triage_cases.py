@@ -52,6 +52,7 @@ _SOURCES = {
     "spec_accepted_tokens": Source.COUNTER,
     "spec_accept_rate_mean": Source.GAUGE,
     "grammar_compile_seconds": Source.HISTOGRAM,
+    "client_ttft_p95_seconds": Source.HISTOGRAM,
 }
 
 #: A healthy tiny replica at 4 req/s, chat prompts of 32 tokens, 48 output tokens.
@@ -132,6 +133,7 @@ def fleet_of(replicas: dict[str, WindowPair], **kw) -> TriageInput:
                 "itl_p99_seconds",
                 "prompt_tokens_p95",
                 "ttft_p95_seconds",
+                "client_ttft_p95_seconds",
             ):
                 out[name] = max(values)
             else:
@@ -288,6 +290,15 @@ def spec_not_paying() -> TriageInput:
     return single(inc, base)
 
 
+def client_gap() -> TriageInput:
+    """The client-gap drill's figures at its page: a gateway that added 10 ms to every first
+    token now adds 250 ms; the engines' TTFT p95 stayed at 19 ms, the clients' went from
+    38 ms to 488 ms (the bucket 0.25..0.5 s interpolated)."""
+    base = measurements(ttft_p95_seconds=0.0188, client_ttft_p95_seconds=0.0377)
+    inc = measurements(ttft_p95_seconds=0.0187, client_ttft_p95_seconds=0.4875)
+    return single(inc, base)
+
+
 def with_slow(data: TriageInput, *requests: SlowRequest) -> TriageInput:
     return replace(data, slow_requests=requests)
 
@@ -302,4 +313,5 @@ SCENARIOS = {
     "slow-replica": (slow_replica, Cause.SLOW_REPLICA),
     "busy-idle-gpu": (busy_idle_gpu, Cause.BUSY_IDLE_GPU),
     "spec-not-paying": (spec_not_paying, Cause.SPEC_NOT_PAYING),
+    "client-gap": (client_gap, Cause.CLIENT_GAP),
 }

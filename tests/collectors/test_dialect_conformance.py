@@ -77,7 +77,7 @@ PROMISES: dict[str, tuple[Dialect, set[str]]] = {
     "llamacpp-current.txt": (Dialect.LLAMACPP, {*_LLAMACPP, c.PREFIX_CACHE_HITS_TOTAL}),
     "llamacpp-older.txt": (Dialect.LLAMACPP, {*_LLAMACPP, c.KV_CACHE_USAGE}),
     "dynamo-frontend-79a21ca4.txt": (Dialect.DYNAMO, {
-        c.TTFT_SECONDS, c.ITL_SECONDS, c.E2E_SECONDS, c.PROMPT_TOKENS, c.GENERATION_TOKENS,
+        c.CLIENT_TTFT_SECONDS, c.ITL_SECONDS, c.E2E_SECONDS, c.PROMPT_TOKENS, c.GENERATION_TOKENS,
         *_TOKENS, c.REQUESTS_TOTAL, c.REQUESTS_RUNNING, c.REQUESTS_WAITING,
     }),
     "dynamo-worker-04070c75.txt": (Dialect.DYNAMO, {c.KV_CACHE_USAGE}),

@@ -280,3 +280,37 @@ def test_ctrl_c_on_load_run_still_writes_what_was_measured(traced_server, tmp_pa
     assert summary["interrupted"] is True
     assert 1 <= summary["num_scheduled"] < 60
     assert len(out.with_suffix(".jsonl").read_text().splitlines()) == summary["num_scheduled"]
+
+
+def test_the_client_s_first_tokens_are_counted_in_its_metrics_family(traced_server):
+    """Each first token the client received is one observation of the client family, which
+    the collector maps to client_ttft_seconds; its sum is the results' TTFTs."""
+    from collectors import canonical as c
+    from collectors.dialects import normalise
+    from collectors.scrape import parse_exposition
+    from loadgen.client_metrics import ClientMetrics
+
+    url, _ = traced_server
+    metrics = ClientMetrics()
+    raw = {"rate": 8, "duration": 1.5, "prompt_tokens": 16, "output_tokens": 4, "seed": 5}
+    state = _run(url, raw, client_metrics=metrics)
+    ttfts = [r.ttft_seconds for r in state.results if r.ttft_seconds is not None]
+    assert len(ttfts) > 5
+    normalised = normalise(parse_exposition(*metrics.render()), target="loadgen")
+    (histogram,) = [h for h in normalised.histograms if h.family == c.CLIENT_TTFT_SECONDS]
+    assert histogram.count == len(ttfts)
+    assert histogram.sum_value == pytest.approx(sum(ttfts))
+
+
+def test_load_run_s_metrics_port_serves_the_client_family():
+    import socket
+
+    from tailwatch.load_cli import serve_client_metrics
+
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        port = probe_socket.getsockname()[1]
+    metrics = serve_client_metrics(port)
+    metrics.observe_ttft("m", 0.2)
+    body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    assert 'tailwatch:client_time_to_first_token_seconds_count{model_name="m"} 1.0' in body

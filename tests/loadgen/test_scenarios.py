@@ -34,6 +34,7 @@ EXPECTED = {
     "noisy-tenant": (AlertName.QUEUE_GROWTH, Cause.NOISY_TENANT),
     "busy-idle-gpu": (AlertName.QUEUE_GROWTH, Cause.BUSY_IDLE_GPU),
     "spec-not-paying": (AlertName.TAIL_LATENCY_INCIDENT, Cause.SPEC_NOT_PAYING),
+    "client-gap": (AlertName.CLIENT_GAP, Cause.CLIENT_GAP),
 }
 REQUIRED = set(EXPECTED)
 
