@@ -143,20 +143,7 @@ def test_the_overview_says_where_its_percentiles_come_from(
 ) -> None:
     """6 h at 5-minute steps reads the records; 1 h at one-minute steps (shorter than the
     recorded rate) reads the replicas' buckets, and the caption says which."""
-    db = sqlite_url(tmp_path / "own.db")
-    Store(db).close()
-    monkeypatch.setenv("TAILWATCH_DB_URL", db)
-    monkeypatch.setenv("TAILWATCH_METRICS_URL", server.url)
-    monkeypatch.setenv(LIVE_ENV, "0")
-    monkeypatch.delenv(CONFIG_ENV, raising=False)
-    monkeypatch.delenv(ADMIN_TOKEN_ENV, raising=False)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["range"] = range_key
-    at.query_params["until"] = f"{END - 300:.0f}"  # NOTE: the range ends on a step
-    at.switch_page(OVERVIEW_PAGE).run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _overview(server, tmp_path, monkeypatch, range_key)
     caption = next(c.value for c in at.caption if "step" in c.value)
     record = fleet_record_name(c.TTFT_SECONDS, "_bucket")
     assert (record in caption) is recorded, caption
@@ -275,7 +262,7 @@ def _overview(server, tmp_path, monkeypatch, range_key: str) -> AppTest:
     st.cache_resource.clear()
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["range"] = range_key
-    at.query_params["until"] = f"{END - 300:.0f}"
+    at.query_params["until"] = f"{END - 300:.0f}"  # NOTE: the range ends on a step
     at.switch_page(OVERVIEW_PAGE).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
