@@ -140,7 +140,25 @@ for col, by in ((left, "tenant"), (right, "model")):
         st.markdown(f"**Per {by}** ({pricing.currency})")
         chart = charts.bar_chart(frame, x="cost", y=by, title=f"cost ({pricing.currency})")
         show_chart(chart, width="stretch")
-        st.dataframe(frame, hide_index=True, width="stretch")
+        # NOTE: a short window bills fractions of a cent: four decimals, not the default two
+        # that showed 0.00 per tenant; short headers (the currency is in the title above) and
+        # a narrow key column, so every figure stays on screen beside the other table
+        st.dataframe(
+            frame,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                by: st.column_config.TextColumn(by, width="small"),
+                "gpu_hours": st.column_config.NumberColumn("GPU-h", format="%.4f"),
+                "input_tokens": st.column_config.NumberColumn("in tok", format="%d"),
+                "output_tokens": st.column_config.NumberColumn("out tok", format="%d"),
+                "cost": st.column_config.NumberColumn("cost", format="%.4f"),
+                "cost_per_1M_output": st.column_config.NumberColumn(
+                    "per 1M out", format="%.2f",
+                    help=f"{pricing.currency} per million output tokens",
+                ),
+            },
+        )  # fmt: skip
 table = pd.DataFrame([r._asdict() if hasattr(r, "_asdict") else r.__dict__ for r in rows])
 cols = st.columns(2)
 cols[0].download_button(
