@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import math
 
-from alerts.export.exprs import _baseline, _baseline_count, _evidence
+from alerts.export.exprs import _baseline, _baseline_count, quantile_record
 from alerts.export.names import EngineNames
 from alerts.export.promql_text import (
     PromRule,
     Reader,
     alert_rule,
     group_name,
-    quantile_token,
-    record_rule,
 )
 from alerts.export.promtool_cases import _case, _drop_index, _relative_evals
 from alerts.export.promtool_series import (
@@ -33,25 +31,15 @@ from alerts.export.promtool_series import (
 )
 from alerts.export.slo import LAYOUTS
 from alerts.rules.client_gap import ClientGapRule
-from alerts.rules.records import PREFIX, metric_token, prom_duration
 from collectors import canonical as c
 
 
 def client_gap(rule: ClientGapRule, names: EngineNames) -> list[PromRule]:
     reader = Reader(names, rule)
-    window = prom_duration(rule.window_seconds)
-    by = reader.fleet()
-    token = metric_token(rule.name)
-    records = []
-    for family in (c.CLIENT_TTFT_SECONDS, c.TTFT_SECONDS):
-        bucket = reader.metric(family, "_bucket")
-        count = reader.metric(family, "_count")
-        name = f"{PREFIX}{token}:{family}:{quantile_token(rule.quantile)}_rate{window}"
-        expr = (
-            f"histogram_quantile({rule.quantile!r}, sum by ({by}, le) (rate({bucket}[{window}])))\n"
-            f"{_evidence(by, count, window, max(rule.min_observations, 1))}"
-        )
-        records.append(record_rule(reader, group_name(rule), name, expr))
+    records = [
+        quantile_record(reader, rule, family, rule.quantile)
+        for family in (c.CLIENT_TTFT_SECONDS, c.TTFT_SECONDS)
+    ]
     client, server = records[0].record, records[1].record
     parts = [
         f"{client} > {rule.rise_min!r} * {_baseline(client, rule)}",  # type: ignore[arg-type]

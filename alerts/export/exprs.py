@@ -32,6 +32,7 @@ from alerts.export.slo import (
     snapped_bound,
 )
 from alerts.rules.baseline import MIN_BASELINE_VALUES, baseline_step_seconds
+from alerts.rules.client_gap import ClientGapRule
 from alerts.rules.records import PREFIX, metric_token, prom_duration
 from alerts.rules.sli import LATENCY_FAMILIES
 from alerts.rules.types import (
@@ -89,22 +90,27 @@ def _evidence(by: str, count: str, window: str, minimum: float) -> str:
     return f"and on ({by}) sum by ({by}) (increase({count}[{window}])) >= {float(minimum)!r}"
 
 
-def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
-    reader = Reader(names, rule)
-    family = LATENCY_FAMILIES[rule.metric]
+def quantile_record(
+    reader: Reader, rule: TailLatencyRule | ClientGapRule, family: str, q: float
+) -> PromRule:
+    """The recording rule of ``family``'s ``q`` quantile over ``rule``'s window, by the
+    fleet's labels, ``and`` at least ``rule.min_observations`` observations in it."""
     bucket = reader.metric(family, "_bucket")
     count = reader.metric(family, "_count")
     window = prom_duration(rule.window_seconds)
     by = reader.fleet()
-    token = metric_token(rule.name)
-    records = []
-    for q in (rule.quantile, 0.5):
-        name = f"{PREFIX}{token}:{family}:{quantile_token(q)}_rate{window}"
-        expr = (
-            f"histogram_quantile({q!r}, sum by ({by}, le) (rate({bucket}[{window}])))\n"
-            f"{_evidence(by, count, window, max(rule.min_observations, 1))}"
-        )
-        records.append(record_rule(reader, group_name(rule), name, expr))
+    name = f"{PREFIX}{metric_token(rule.name)}:{family}:{quantile_token(q)}_rate{window}"
+    expr = (
+        f"histogram_quantile({q!r}, sum by ({by}, le) (rate({bucket}[{window}])))\n"
+        f"{_evidence(by, count, window, max(rule.min_observations, 1))}"
+    )
+    return record_rule(reader, group_name(rule), name, expr)
+
+
+def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
+    reader = Reader(names, rule)
+    family = LATENCY_FAMILIES[rule.metric]
+    records = [quantile_record(reader, rule, family, q) for q in (rule.quantile, 0.5)]
     tail, median = records[0].record, records[1].record
     parts = []
     if rule.rise_min is not None:
