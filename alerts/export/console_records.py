@@ -15,50 +15,29 @@ GROUP = "tailwatch-console-fleet"
 
 def console_records(names: EngineNames) -> list[PromRule]:
     """The records of every family the engine exposes under a plain name."""
-    by = f"le, {c.LABEL_MODEL}, {c.LABEL_TENANT}"
-    out = []
-    renamed = _renamed(names)
+    kept = (c.LABEL_MODEL, c.LABEL_TENANT)
+    # NOTE: (family, part, record, aggregation, labels kept, a counter's rate or a gauge)
+    wanted = []
     for family in r.FAMILIES:
-        for part in ("_bucket", "_sum"):
-            metric = names.metric(family, part)
-            if metric is None:
-                continue
-            rate = renamed(f"rate({selector(metric, names.matchers(family) or None)}[5m])")
-            by_part = by if part == "_bucket" else by.removeprefix("le, ")
-            out.append(
-                PromRule(
-                    group=GROUP,
-                    expr=f"sum by ({by_part}) ({rate})",
-                    record=r.fleet_record_name(family, part),
-                    sources=(names.source(family) or "",),
-                    rule="console",
-                )
-            )
+        wanted.append((family, "_bucket", r.fleet_record_name(family, "_bucket"), "sum", (c.LABEL_LE, *kept), True))  # fmt: skip
+        wanted.append((family, "_sum", r.fleet_record_name(family, "_sum"), "sum", kept, True))
     for family, split in r.COUNTER_FAMILIES.items():
-        metric = names.metric(family)
-        if metric is None:
-            continue
-        rate = f"rate({selector(metric, names.matchers(family) or None)}[5m])"
-        kept = ", ".join(x for x in (c.LABEL_MODEL, c.LABEL_TENANT, split) if x)
-        out.append(
-            PromRule(
-                group=GROUP,
-                expr=f"sum by ({kept}) ({renamed(rate, split)})",
-                record=r.fleet_counter_record(family),
-                sources=(names.source(family) or "",),
-                rule="console",
-            )
-        )
+        by = (*kept, split) if split else kept
+        wanted.append((family, "", r.fleet_counter_record(family), "sum", by, True))
     for family, across in r.GAUGE_FAMILIES.items():
-        metric = names.metric(family)
+        wanted.append((family, "", r.fleet_gauge_record(family), across, kept, False))
+    out = []
+    for family, part, record, across, by, is_rate in wanted:
+        metric = names.metric(family, part)
         if metric is None:
             continue
         read = selector(metric, names.matchers(family) or None)
+        read = f"rate({read}[5m])" if is_rate else read
         out.append(
             PromRule(
                 group=GROUP,
-                expr=f"{across} by ({c.LABEL_MODEL}, {c.LABEL_TENANT}) ({renamed(read)})",
-                record=r.fleet_gauge_record(family),
+                expr=f"{across} by ({', '.join(by)}) ({_canonical_labels(names, read, by)})",
+                record=record,
                 sources=(names.source(family) or "",),
                 rule="console",
             )
@@ -66,15 +45,11 @@ def console_records(names: EngineNames) -> list[PromRule]:
     return out
 
 
-def _renamed(names: EngineNames):  # type: ignore[no-untyped-def]
-    """``expr`` with the engine's labels copied to their canonical names (vLLM's
-    ``model_name`` to ``model``), the model's and ``split``'s, where they differ."""
-
-    def renamed(expr: str, split: str | None = None) -> str:
-        for label in (c.LABEL_MODEL, split):
-            source = None if label is None else names.label(label)
-            if label is not None and source != label:
-                expr = f'label_replace({expr}, {quote(label)}, "$1", {quote(source)}, "(.*)")'
-        return expr
-
-    return renamed
+def _canonical_labels(names: EngineNames, expr: str, labels: tuple[str, ...]) -> str:
+    """``expr`` with each of ``labels`` the engine names otherwise copied to its canonical
+    name (vLLM's ``model_name`` to ``model``)."""
+    for label in labels:
+        source = names.label(label)
+        if source != label:
+            expr = f'label_replace({expr}, {quote(label)}, "$1", {quote(source)}, "(.*)")'
+    return expr
