@@ -148,8 +148,6 @@ def test_the_overview_says_where_its_percentiles_come_from(
     record = fleet_record_name(c.TTFT_SECONDS, "_bucket")
     assert (record in caption) is recorded, caption
     assert ("from stored buckets" in caption) is not recorded, caption
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 def _close(got: float, want: float, within: float = 0.02) -> bool:
@@ -250,6 +248,15 @@ def test_a_malformed_answer_is_a_source_error_naming_it() -> None:
             answer_points(bad, "q")
 
 
+@pytest.fixture(autouse=True)
+def _console_caches_emptied_after():
+    """The console's caches hold this module's server (``_metrics_source``, the reader):
+    emptied after each test, so that no later test in the process reads a stopped server."""
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
 def _overview(server, tmp_path, monkeypatch, range_key: str) -> AppTest:
     db = sqlite_url(tmp_path / "own.db")
     Store(db).close()
@@ -280,8 +287,6 @@ def test_the_overview_says_which_counts_and_gauges_come_from_records(
             assert fleet_counter_record(family) in notes[0], notes[0]
         for family in (c.REQUESTS_RUNNING, c.KV_CACHE_USAGE):
             assert fleet_gauge_record(family) in notes[0], notes[0]
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 def test_the_overview_reads_ahead_only_what_it_reads(server, tmp_path, monkeypatch) -> None:
