@@ -333,19 +333,6 @@ def increase_by(url: str, family: str, label: str, f: Filters) -> dict[str, floa
 
 
 @st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
-def _counter_record(url, family, selector: Selector, start, end, step):
-    read = getattr(_metrics(url), "recorded_counter_series", None)
-    found = None if read is None else read(family, dict(selector), start, end, step)
-    return None if found is None else found[1]
-
-
-def counter_recorded_from(url: str, family: str, f: Filters) -> str | None:
-    """The server's record the filters' fleet counts of ``family`` are read from, if any."""
-    span = (f.start_seconds, f.end_seconds, f.step_seconds)
-    return _counter_record(url, family, _sel(f.selector()), *span)
-
-
-@st.cache_data(ttl=TTL_SECONDS, max_entries=MAX_ENTRIES, show_spinner=False)
 def _gauge(url, family, selector: Selector, start, end, step, across):
     return metric_frames.gauge_frame(
         _metrics(url), family, dict(selector), start, end, step, across=across

@@ -193,6 +193,8 @@ class DataSpan:
     last_seconds: float
     starts_late: bool
     ends_early: bool
+    #: The server's record whose steps found the span (``counter_steps``), if one did.
+    recorded: str | None = None
 
     @property
     def seconds(self) -> float:
@@ -226,7 +228,8 @@ def data_span(
     (see :class:`DataSpan`); ``None`` when no step has an increase. The steps
     (``counter_series``, roll-ups where they cover) find the first and last steps with data;
     only the readings around those two steps are read to place the ends to the scrape."""
-    steps = counter_steps(reader, family, selector, start, end, step)
+    recorded: set[str] = set()
+    steps = counter_steps(reader, family, selector, start, end, step, recorded)
     filled = [t for t, increase in steps if increase is not None]
     if not filled:
         return None
@@ -247,6 +250,7 @@ def data_span(
         last_seconds=max(first, last),
         starts_late=first > start,
         ends_early=last < end - max(2 * step, QUIET_SECONDS),
+        recorded=min(recorded, default=None),
     )
 
 

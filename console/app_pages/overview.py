@@ -240,7 +240,8 @@ def _draw(f) -> None:  # type: ignore[no-untyped-def]
     counts = _request_counts(url, f)
     total, errors, shed = counts.total, counts.errors, counts.shed
     per_second = data.rate_over_data(url, counts.family, f, total) if total else None
-    over = span_text(data.data_span(url, counts.family, f), f) if total else ""
+    counted = data.data_span(url, counts.family, f) if total else None
+    over = span_text(counted, f) if total else ""
     b.metric("Request rate", rate(per_second), border=True, help=f"{counts.what}, {over}")
     d.metric(f"Error rate ({counts.error_name})", percent(errors / total if total else None),
              border=True, help=f"{counts.error_name} share of {counts.what}, {over}")  # fmt: skip
@@ -249,8 +250,8 @@ def _draw(f) -> None:  # type: ignore[no-untyped-def]
              else "the engines' counters do not say which requests were refused with 429")  # fmt: skip
     if total:
         st.caption(f"Request, error and 429 rates {over}.")
-        if (record := data.counter_recorded_from(url, counts.family, f)) is not None:
-            _RECORDED.add(record)
+        if counted is not None and counted.recorded is not None:
+            _RECORDED.add(counted.recorded)
     if not ctx.slos:
         st.caption(
             "No SLOs configured: add `slos:` to tailwatch.yaml and start the console with "
