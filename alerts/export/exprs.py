@@ -107,6 +107,20 @@ def quantile_record(
     return record_rule(reader, group_name(rule), name, expr)
 
 
+def _observations_record(reader: Reader, rule: TailLatencyRule, family: str) -> PromRule:
+    """The recording rule of ``family``'s observations per second over ``rule``'s window, by
+    the fleet's labels, with the quantile records' evidence (``load``: the load's rise)."""
+    count = reader.metric(family, "_count")
+    window = prom_duration(rule.window_seconds)
+    by = reader.fleet()
+    name = f"{PREFIX}{metric_token(rule.name)}:{family}:observations_rate{window}"
+    expr = (
+        f"sum by ({by}) (rate({count}[{window}]))\n"
+        f"{_evidence(by, count, window, max(rule.min_observations, 1))}"
+    )
+    return record_rule(reader, group_name(rule), name, expr)
+
+
 def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
     reader = Reader(names, rule)
     family = LATENCY_FAMILIES[rule.metric]
@@ -115,6 +129,15 @@ def tail_latency(rule: TailLatencyRule, names: EngineNames) -> list[PromRule]:
     parts = []
     if rule.rise_min is not None:
         parts.append(f"{tail} > {rule.rise_min!r} * {_baseline(tail, rule)}")
+    if rule.load is not None and rule.rise_min is not None:
+        load = _observations_record(reader, rule, family)
+        records.append(load)
+        # NOTE: the load's rise, at least 1: a fleet that serves less is not held to less
+        explained = (
+            f"{rule.rise_min!r} * {_baseline(tail, rule)}\n"
+            f"  * clamp_min({load.record} / {_baseline(load.record, rule)}, 1)"
+        )
+        parts.append(f"{tail} {'<=' if rule.load == 'within' else '>'} {explained}")
     if rule.median_rise_max is not None:
         parts.append(f"{median} <= {rule.median_rise_max!r} * {_baseline(median, rule)}")
     if rule.is_relative:

@@ -5,6 +5,7 @@ from alerts.rules.base import Rule
 from alerts.rules.builtin import (
     BUILTIN_RULES,
     INSIDE_SLO_SUFFIX,
+    WITH_LOAD_SUFFIX,
     builtin_rule_set,
     metric_absent_rule,
     with_rules,
@@ -21,6 +22,7 @@ __all__ = [
     "INSIDE_SLO_SUFFIX",
     "LATENCY_FAMILIES",
     "RULE_KINDS",
+    "WITH_LOAD_SUFFIX",
     "AlertsConfig",
     "BurnRateRule",
     "ErrorSLI",

@@ -39,6 +39,31 @@ from slo import (
 )
 
 A = AlertName
+
+#: The name a tail rule's ticket twin for a rise the load explains takes after the rule's own.
+WITH_LOAD_SUFFIX = ":with-load"
+
+
+def load_twins(
+    rule: TailLatencyRule, description: str, runbook: str
+) -> tuple[TailLatencyRule, TailLatencyRule]:
+    """``rule`` for a rise beyond what the load explains (``load: beyond``), and its ticket
+    twin ``<name>:with-load`` (with ``description`` and ``runbook``) for the rise the load
+    does explain: the fleet serves more, the tail grew with it, and that is capacity to
+    plan, not a call."""
+    return (
+        replace(rule, load="beyond"),
+        replace(
+            rule,
+            name=f"{rule.name}{WITH_LOAD_SUFFIX}",
+            severity=SEVERITY_TICKET,
+            load="within",
+            description=description,
+            runbook=runbook,
+        ),
+    )
+
+
 #: The built-in rules other than burn rate (which comes from the SLOs) and metric absent
 #: (which is built over the families of the rules in the set).
 BUILTIN_RULES: tuple[Rule, ...] = (
@@ -71,21 +96,31 @@ BUILTIN_RULES: tuple[Rule, ...] = (
         runbook="tailwatch incident show: compare queue vs prefill share of TTFT, prompt-length "
         "p95 and per-replica TTFT against the baseline.",
     ),
-    TailLatencyRule(
-        name="tail-latency-itl",
-        alert=A.TAIL_LATENCY_INCIDENT,
-        severity=SEVERITY_PAGE,
-        metric=LatencyMetric.ITL,
-        quantile=0.99,
-        rise_min=1.5,
-        median_rise_max=1.5,
-        for_seconds=120.0,
-        keep_firing_for_seconds=120.0,
-        summary="ITL {condition}",
-        description="Token gaps over {window}: {condition}. Decodes stall behind long "
-        "prefills in the same step.",
-        runbook="Check prompt-length p95 against the baseline; lower max_num_batched_tokens "
-        "(chunked prefill) to bound a step's prefill.",
+    # NOTE: pages only for a rise beyond what the load explains: more decoded tokens make
+    # bigger batches and more prefills between decodes, so traffic that doubled within
+    # capacity takes the token-gap tail ~1.5x with it (the bench's busy-gpu-healthy twin);
+    # that rise tickets, as capacity to plan, through the twin below
+    *load_twins(
+        TailLatencyRule(
+            name="tail-latency-itl",
+            alert=A.TAIL_LATENCY_INCIDENT,
+            severity=SEVERITY_PAGE,
+            metric=LatencyMetric.ITL,
+            quantile=0.99,
+            rise_min=1.5,
+            median_rise_max=1.5,
+            for_seconds=120.0,
+            keep_firing_for_seconds=120.0,
+            summary="ITL {condition}",
+            description="Token gaps over {window}: {condition}. Decodes stall behind long "
+            "prefills in the same step.",
+            runbook="Check prompt-length p95 against the baseline; lower "
+            "max_num_batched_tokens (chunked prefill) to bound a step's prefill.",
+        ),
+        description="Token gaps over {window}: {condition}. The fleet decodes more tokens "
+        "than before and the tail grew with them: headroom is shrinking.",
+        runbook="Plan capacity: compare decoded tokens per second with the load test's and "
+        "scale out before the tail reaches the SLO.",
     ),
     QueueGrowthRule(
         name=A.QUEUE_GROWTH,

@@ -194,6 +194,11 @@ def _new_rule(name: str, body: Mapping[Any, Any]) -> Rule:
 
 def _override(rule: Rule, name: str, body: Mapping[Any, Any]) -> Rule:
     values = _values(name, type(rule), body)
+    # NOTE: a built-in tail rule's load weighs its rise_min; turning the comparison with the
+    # past off (rise_min: null) takes the load's weighing with it, unless load is set too
+    dropped = "rise_min" in values and values["rise_min"] is None and "load" not in values
+    if dropped and getattr(rule, "load", None) is not None:
+        values["load"] = None
     try:
         return replace(rule, **values)
     except RuleError as error:

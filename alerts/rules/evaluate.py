@@ -93,6 +93,13 @@ def tail_latency(rule: TailLatencyRule, reader: MetricsReader, now: float) -> li
                 continue
             if rule.rise_min is not None:
                 holds = holds and tail > rule.rise_min * base_tail
+            if rule.load is not None and rule.rise_min is not None:
+                # NOTE: the windows are one length, so their counts' ratio is the rates'
+                load = observations(window) / median(
+                    None if h is None else observations(h) for h in past
+                )
+                explained = tail <= rule.rise_min * base_tail * max(1.0, load)
+                holds = holds and (explained if rule.load == "within" else not explained)
             if rule.median_rise_max is not None:
                 holds = holds and median_now <= rule.median_rise_max * base_median
         if rule.threshold_seconds is not None:

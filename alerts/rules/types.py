@@ -54,6 +54,12 @@ def _times(value: float | None) -> str:
     return "" if value is None else f"{value:g}x"
 
 
+#: How a tail rule weighs the load (``TailLatencyRule.load``): ``beyond`` holds only for a
+#: rise more than ``rise_min`` times what the load's own rise explains; ``within`` only for
+#: a rise the load explains (the twin that tickets it).
+TAIL_LOADS = ("beyond", "within")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TailLatencyRule(Rule):
     """ "Median fine, tail broken", against the fleet's own past: the ``quantile`` of
@@ -67,7 +73,15 @@ class TailLatencyRule(Rule):
     the median at most), for teams that want a fixed line; ``rise_min`` and
     ``median_rise_max`` set to ``None`` leave only those. ``tail_max_seconds`` (the tail at
     most) makes the rule for a rise that stays inside an SLO (:func:`alerts.rules.builtin.
-    slo_severities`). Every condition set must hold."""
+    slo_severities`). Every condition set must hold.
+
+    ``load`` weighs the rise against the load, read from the same histogram: its
+    observations over the window against the median of the baseline windows' (requests for
+    TTFT, decoded tokens for ITL). ``beyond``: the tail must rise ``rise_min`` times over its
+    baseline scaled by that load rise (at least 1), so traffic that doubled within capacity
+    and took the tail 1.5x with it is not a tail incident; ``within``: only a rise the load
+    explains (above ``rise_min`` times the baseline, at most that scaled by the load rise),
+    the ticket twin of a ``beyond`` page. Both need ``rise_min``."""
 
     kind: ClassVar[str] = "tail-latency"
 
@@ -78,6 +92,7 @@ class TailLatencyRule(Rule):
     threshold_seconds: float | None = None
     median_max_seconds: float | None = None
     tail_max_seconds: float | None = None
+    load: str | None = None
     min_observations: float = 100.0
     window_seconds: float = 300.0
     baseline_window_seconds: float = 3600.0
@@ -99,6 +114,15 @@ class TailLatencyRule(Rule):
                 "the tail needs a test: a rise over its baseline (rise_min) or a fixed line "
                 "(threshold_seconds)",
             )
+        if self.load is not None:
+            if not isinstance(self.load, str) or self.load not in TAIL_LOADS:
+                raise RuleError(self.name, "load", f"must be one of {list(TAIL_LOADS)} or null, got {self.load!r}")  # fmt: skip
+            if self.rise_min is None:
+                raise RuleError(
+                    self.name,
+                    "load",
+                    "weighs the tail's rise against the load's, so it needs rise_min",
+                )
         check_number(self.name, "min_observations", self.min_observations)
         _window(self, "window_seconds")
         _window(self, "baseline_window_seconds")
@@ -120,6 +144,10 @@ class TailLatencyRule(Rule):
         tail, median = [], []
         if self.rise_min is not None:
             tail.append(f"above {_times(self.rise_min)} its {baseline} baseline")
+        if self.load == "beyond":
+            tail[-1] += " scaled by the load's rise"
+        elif self.load == "within":
+            tail.append("within what the load's rise explains")
         if self.threshold_seconds is not None:
             tail.append(f"above {self.threshold_seconds:g} s")
         if self.tail_max_seconds is not None:
@@ -484,6 +512,7 @@ __all__ = [
     "RATIO_DIRECTIONS",
     "RULE_KINDS",
     "SEVERITIES",
+    "TAIL_LOADS",
     "BurnRateRule",
     "ClientGapRule",
     "ErrorRateRule",

@@ -48,7 +48,7 @@ def test_cli_check_against_an_empty_store_lists_every_rule_and_exits_1(tmp_path)
     result = CliRunner().invoke(app, ["rules", "check", "--db-url", url])
     assert result.exit_code == 1, result.output
     assert "queue-growth" in result.output and "MISSING requests_waiting" in result.output
-    assert "13 of 14 rules read series that no target has" in result.output
+    assert "14 of 15 rules read series that no target has" in result.output
 
 
 def test_cli_check_reports_an_unopenable_store_in_one_line(tmp_path):
