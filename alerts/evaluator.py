@@ -173,6 +173,10 @@ class Evaluator:
         #: Alerts restored from the store that no rule raises any more: resolved (firing) or
         #: dropped (pending) at the first evaluation.
         self._orphans: dict[str, Alert] = {}
+        #: Grouped alerts that resolved while another alert was pending or unexplained: a
+        #: pending one joins their incident if it fires with their cause
+        #: (``alerts.grouping.group_fired``). In memory: a restart forgets them.
+        self._ended: list[Alert] = []
         for alert in state.active_alerts():
             rule = rule_of(alert, self.rules)
             if rule is None:
@@ -247,7 +251,7 @@ class Evaluator:
         resolved.extend(orphans.resolved)
         transitions.extend(orphans.transitions)
         if self.explain is not None:
-            transitions = self._grouped(new_active, transitions, now)
+            transitions = self._grouped(new_active, transitions, resolved, now)
         active = [a for alerts in new_active.values() for a in alerts.values()]
         self.state.save_evaluation(active, transitions, errors, now)
         self._active, self._orphans = new_active, {}
@@ -261,12 +265,19 @@ class Evaluator:
         )
 
     def _grouped(
-        self, active: dict[str, dict[str, Alert]], transitions: list[Transition], now: float
+        self,
+        active: dict[str, dict[str, Alert]],
+        transitions: list[Transition],
+        resolved: list[Alert],
+        now: float,
     ) -> list[Transition]:
         """``active`` (changed in place) and ``transitions`` with every alert that began
         firing explained and grouped (step 5 of the module docstring). A firing alert that
         triage could not explain yet (its evidence was thin when it fired) is explained
-        again, and joins its cause's incident once the cause shows."""
+        again, and joins its cause's incident once the cause shows. An alert whose condition
+        began while an incident's alert still fired joins that incident even if the other
+        resolved while it was pending (a ticket on a tail's first edge, then the page its
+        for: held back)."""
         fired = [t.alert for t in transitions if t.to_state is AlertState.FIRING]
         new = {a.fingerprint for a in fired}
         firing = [
@@ -274,12 +285,27 @@ class Evaluator:
             if a.is_firing and a.fingerprint not in new
         ]  # fmt: skip
         unexplained = [a for a in firing if not a.cause]
+        # NOTE: an ended alert matters while an alert that went pending before it ended may
+        # still fire (pending, or firing unexplained); then never again
+        waiting = [
+            a.active_at_seconds
+            for alerts in active.values()
+            for a in alerts.values()
+            if a.active_at_seconds is not None and (not a.is_firing or not a.cause)
+        ]
+        self._ended = [
+            a
+            for a in (*self._ended, *(r for r in resolved if r.cause))
+            if a.ended_at_seconds is not None and waiting and a.ended_at_seconds >= min(waiting)
+        ]
         if not fired and not unexplained:
             return transitions
         explained = [a for a in firing if a.cause]
         grouped = {
             a.fingerprint: a
-            for a in group_fired([*fired, *unexplained], explained, self._explain, now)
+            for a in group_fired(
+                [*fired, *unexplained], explained, self._explain, now, ended=self._ended
+            )
         }
         for alerts in active.values():
             for fingerprint in alerts.keys() & grouped.keys():

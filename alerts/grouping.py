@@ -4,8 +4,10 @@ at the same time, belong to one incident.
 When an alert fires, :class:`Explainer` (triage over what is stored by then) says which
 cause it comes from and where (the fleet, or the replica it points at). The first firing
 alert of a cause in a fleet (the ``model`` its rules group by) opens an incident; an alert
-that fires while that one is still firing, explained by the same cause in the same fleet,
-joins it as a symptom: its ``incident_group`` is the opener's fingerprint. The replica a
+that fires while that one is still firing, or whose condition began while it still fired
+(pending then, its ``for:`` outlasting the other's resolution), explained by the same cause
+in the same fleet, joins it as a symptom: its ``incident_group`` is the opener's
+fingerprint. The replica a
 cause points at is kept (``cause_scope``) but does not split an incident: two replicas
 slowed or squeezed at once are one thing to handle (a generated incident slowing two of
 five replicas opened two incidents when it did). An alert triage cannot explain ("no cause
@@ -50,13 +52,27 @@ def _same_fleet(a: Alert, b: Alert) -> bool:
     return ma is None or mb is None or ma == mb
 
 
+def _overlaps(member: Alert, alert: Alert) -> bool:
+    """Whether ``member`` still fired when ``alert``'s condition began: it has not ended, or
+    it ended at or after ``alert`` went pending."""
+    if member.ended_at_seconds is None or alert.active_at_seconds is None:
+        return True
+    return member.ended_at_seconds >= alert.active_at_seconds
+
+
 def group_fired(
-    fired: Sequence[Alert], firing: Iterable[Alert], explain: Explainer, now: float
+    fired: Sequence[Alert],
+    firing: Iterable[Alert],
+    explain: Explainer,
+    now: float,
+    ended: Iterable[Alert] = (),
 ) -> list[Alert]:
     """``fired`` (alerts that began firing at ``now``, in order) each with its explanation
     and incident group, joining an incident of ``firing`` (alerts already firing, grouped
-    before) or one opened by an earlier alert of ``fired``."""
-    open_groups = [a for a in firing if a.cause]
+    before), of ``ended`` (grouped alerts that resolved while the new one was pending: its
+    condition began while they still fired) or one opened by an earlier alert of
+    ``fired``."""
+    open_groups = [a for a in (*firing, *ended) if a.cause]
     out = []
     for alert in fired:
         explanation = explain(alert, now)
@@ -64,7 +80,11 @@ def group_fired(
             out.append(alert.explained("", "", alert.fingerprint))
             continue
         opener = next(
-            (a for a in open_groups if a.cause == explanation.cause and _same_fleet(a, alert)),
+            (
+                a
+                for a in open_groups
+                if a.cause == explanation.cause and _same_fleet(a, alert) and _overlaps(a, alert)
+            ),
             None,
         )
         group = alert.fingerprint if opener is None else opener.group

@@ -196,3 +196,52 @@ def test_an_alert_fired_before_its_cause_showed_joins_the_incident_once_it_does(
     assert third["r0"].cause == "slow-replica"
     assert third["r0"].incident_group == second["r1"].fingerprint
     assert answers == {"r0": [], "r1": []}  # each explained until it had a cause, no more
+
+
+def _ended(alert: Alert, at: float) -> Alert:
+    return alert.resolve(at)
+
+
+def test_an_alert_that_went_pending_while_an_incident_fired_joins_it_after_that_one_ended():
+    # NOTE: a ticket on a tail's first edge resolves, then the page its for: held back fires
+    table = {
+        "tail-latency-incident": Explanation("output-length-shift", "fleet"),
+        "queue-growth": Explanation("output-length-shift", "fleet"),
+    }
+    (ticket,) = group_fired([_firing("tail-latency-incident", T0)], [], _explain(table), T0)
+    ended = _ended(ticket, T0 + 20)
+    page = Alert.pending({"alertname": "queue-growth"}, T0 + 10).fire(T0 + 25)
+    (joined,) = group_fired([page], [], _explain(table), T0 + 25, ended=[ended])
+    assert joined.incident_group == ticket.fingerprint
+    # went pending after the ticket ended: an incident of its own
+    late = Alert.pending({"alertname": "queue-growth"}, T0 + 21).fire(T0 + 30)
+    (alone,) = group_fired([late], [], _explain(table), T0 + 30, ended=[ended])
+    assert alone.incident_group == late.fingerprint
+    # another cause never joins, ended or not
+    table["queue-growth"] = Explanation("overload", "fleet")
+    (other,) = group_fired([page], [], _explain(table), T0 + 25, ended=[ended])
+    assert other.incident_group == page.fingerprint
+
+
+def test_the_evaluator_remembers_an_ended_incident_while_an_alert_pends_on_its_time():
+    down = replace(next(r for r in BUILTIN_RULES if r.kind == "target-down"), for_seconds=20.0)
+    reader = FakeMetricsReader([_running(T0 - 31, True, t) for t in ("r0", "r1")])
+    evaluator = Evaluator(
+        [down], reader, MemoryAlertState(), explain=lambda a, now: Explanation("x", "fleet")
+    )
+
+    def at(t: float, r0: bool, r1: bool):
+        reader.write_scrapes([_running(t, r0, "r0"), _running(t, r1, "r1")])
+        return evaluator.evaluate_once(t)
+
+    at(T0 - 30, True, False)  # r1 pending
+    (r1,) = at(T0 - 10, True, False).firing
+    at(T0, False, False)  # r0 pending while r1 fires
+    assert [a.labels["target"] for a in at(T0 + 10, False, True).resolved] == ["r1"]
+    (r0,) = at(T0 + 20, False, True).firing
+    assert r0.labels["target"] == "r0" and r0.incident_group == r1.fingerprint
+    # nothing pends any more: the ended incident is forgotten, a later outage opens its own
+    at(T0 + 30, True, True)
+    at(T0 + 40, True, False)
+    (again,) = at(T0 + 60, True, False).firing
+    assert again.incident_group == again.fingerprint
