@@ -10,7 +10,7 @@ model_name)``; an SLO sums all its traffic (its selector's model, if any, is a m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from alerts.export.names import EngineNames
 from alerts.export.promql_text import (
@@ -96,28 +96,44 @@ def quantile_record(
     """The recording rule of ``family``'s ``q`` quantile over ``rule``'s window, by the
     fleet's labels, ``and`` at least ``rule.min_observations`` observations in it."""
     bucket = reader.metric(family, "_bucket")
-    count = reader.metric(family, "_count")
-    window = prom_duration(rule.window_seconds)
-    by = reader.fleet()
-    name = f"{PREFIX}{metric_token(rule.name)}:{family}:{quantile_token(q)}_rate{window}"
-    expr = (
-        f"histogram_quantile({q!r}, sum by ({by}, le) (rate({bucket}[{window}])))\n"
-        f"{_evidence(by, count, window, max(rule.min_observations, 1))}"
+    return _evidenced_record(
+        reader,
+        rule,
+        family,
+        quantile_token(q),
+        lambda by, window: (
+            f"histogram_quantile({q!r}, sum by ({by}, le) (rate({bucket}[{window}])))"
+        ),
     )
-    return record_rule(reader, group_name(rule), name, expr)
 
 
 def _observations_record(reader: Reader, rule: TailLatencyRule, family: str) -> PromRule:
     """The recording rule of ``family``'s observations per second over ``rule``'s window, by
     the fleet's labels, with the quantile records' evidence (``load``: the load's rise)."""
     count = reader.metric(family, "_count")
+    return _evidenced_record(
+        reader,
+        rule,
+        family,
+        "observations",
+        lambda by, window: f"sum by ({by}) (rate({count}[{window}]))",
+    )
+
+
+def _evidenced_record(
+    reader: Reader,
+    rule: TailLatencyRule | ClientGapRule,
+    family: str,
+    what: str,
+    head: Callable[[str, str], str],
+) -> PromRule:
+    """``tailwatch:<rule>:<family>:<what>_rate<window>``: ``head(by, window)`` ``and`` at
+    least ``rule.min_observations`` of ``family``'s observations in the window."""
+    count = reader.metric(family, "_count")
     window = prom_duration(rule.window_seconds)
     by = reader.fleet()
-    name = f"{PREFIX}{metric_token(rule.name)}:{family}:observations_rate{window}"
-    expr = (
-        f"sum by ({by}) (rate({count}[{window}]))\n"
-        f"{_evidence(by, count, window, max(rule.min_observations, 1))}"
-    )
+    name = f"{PREFIX}{metric_token(rule.name)}:{family}:{what}_rate{window}"
+    expr = f"{head(by, window)}\n{_evidence(by, count, window, max(rule.min_observations, 1))}"
     return record_rule(reader, group_name(rule), name, expr)
 
 
