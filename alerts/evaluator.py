@@ -287,16 +287,19 @@ class Evaluator:
         unexplained = [a for a in firing if not a.cause]
         # NOTE: an ended alert matters while an alert that went pending before it ended may
         # still fire (pending, or firing unexplained); then never again
-        waiting = [
-            a.active_at_seconds
-            for alerts in active.values()
-            for a in alerts.values()
-            if a.active_at_seconds is not None and (not a.is_firing or not a.cause)
-        ]
+        earliest = min(
+            (
+                a.active_at_seconds
+                for alerts in active.values()
+                for a in alerts.values()
+                if a.active_at_seconds is not None and (not a.is_firing or not a.cause)
+            ),
+            default=math.inf,
+        )
         self._ended = [
             a
             for a in (*self._ended, *(r for r in resolved if r.cause))
-            if a.ended_at_seconds is not None and waiting and a.ended_at_seconds >= min(waiting)
+            if a.ended_at_seconds is not None and a.ended_at_seconds >= earliest
         ]
         if not fired and not unexplained:
             return transitions

@@ -171,10 +171,10 @@ def tail_latency_case(rule: TailLatencyRule, names: EngineNames, alert: PromRule
     # is not checked: rate()'s extrapolation leaves it a rounding off (1000.0000000000001),
     # and promtool compares exactly; the alert firing on it is the check
     expected = {quantile_token(rule.quantile): values[0], quantile_token(0.5): values[1]}
+    held = {record: record.rsplit(":", 1)[-1].split("_rate")[0] for record in alert_records(alert)}
     records = [
         (record, evals, [(series(record, {b.model: MODEL}), expected[what])])
-        for record in alert_records(alert)
-        for what in [record.rsplit(":", 1)[-1].split("_rate")[0]]
+        for record, what in held.items()
         if what in expected
     ]
     firing = (
